@@ -1,0 +1,145 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DurableObjectNamespaceSpec hosts one Durable Object class of a Worker on a
+// StatefulSet of shards; every object id lives on exactly one shard
+// (jumpHash(id, shards)).
+type DurableObjectNamespaceSpec struct {
+	// workerRef names the Worker whose code defines the class. Immutable.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workerRef is immutable: the objects' storage belongs to this Worker's class"
+	// +required
+	WorkerRef LocalObjectReference `json:"workerRef"`
+
+	// className is the exported Durable Object class, a JavaScript identifier. Immutable.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_$][A-Za-z0-9_$]*$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="className is immutable: object ids and storage are derived from it"
+	// +required
+	ClassName string `json:"className"`
+
+	// sql exposes ctx.storage.sql (workerd enableSql). Storage is SQLite either way.
+	// +optional
+	SQL bool `json:"sql,omitempty"`
+
+	// shards is the number of pods the objects are spread over, 1 to 64. Default 1.
+	// Changing it would move objects; until resharding exists the webhook rejects changes.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	Shards *int32 `json:"shards,omitempty"`
+
+	// storage is the persistent volume of each shard (workerd localDisk).
+	// +optional
+	Storage *StorageSpec `json:"storage,omitempty"`
+
+	// preventEviction keeps objects in memory (workerd evicts idle objects after 10 s).
+	// +optional
+	PreventEviction bool `json:"preventEviction,omitempty"`
+
+	// channels enables durable channels (contract 0.1.0, seed 001) for the objects.
+	// +optional
+	Channels *ChannelsSpec `json:"channels,omitempty"`
+}
+
+// ChannelsSpec configures durable channels. Limits may be lowered below the profile's
+// (64 channels per object, 256 subscribers per channel, 64 KiB per message, 1 MiB
+// backlog per subscriber; seed 001), never raised above them.
+type ChannelsSpec struct {
+	// enabled turns channels on.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// binding is the env name under which Durable Object code finds the channels client.
+	// Default "CHANNELS".
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_$][A-Za-z0-9_$]*$`
+	// +optional
+	Binding string `json:"binding,omitempty"`
+
+	// maxChannels per object instance, 1 to 64 (seed 001).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	MaxChannels *int32 `json:"maxChannels,omitempty"`
+
+	// maxSubscribers per channel, 1 to 256 (seed 001).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	// +optional
+	MaxSubscribers *int32 `json:"maxSubscribers,omitempty"`
+
+	// maxMessageBytes per message, 1 to 65536 bytes (64 KiB, seed 001).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	// +optional
+	MaxMessageBytes *int32 `json:"maxMessageBytes,omitempty"`
+
+	// maxBacklogBytes per subscriber, 1024 to 1048576 bytes (1 MiB, seed 001); over it
+	// the subscriber is disconnected.
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=1048576
+	// +optional
+	MaxBacklogBytes *int32 `json:"maxBacklogBytes,omitempty"`
+}
+
+// DurableObjectNamespaceStatus is what the operator observed.
+type DurableObjectNamespaceStatus struct {
+	// observedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Ready, Progressing, Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// shards is the number of shard pods that exist.
+	// +optional
+	Shards int32 `json:"shards,omitempty"`
+	// readyShards is the number of shard pods that are ready.
+	// +optional
+	ReadyShards int32 `json:"readyShards,omitempty"`
+	// uniqueKey is the workerd uniqueKey of the namespace: object ids derive from it and
+	// it names the storage directory. Fixed for the life of the object.
+	// +optional
+	UniqueKey string `json:"uniqueKey,omitempty"`
+	// lastFailure is the last classified failure of a shard container.
+	// +optional
+	LastFailure *FailureStatus `json:"lastFailure,omitempty"`
+}
+
+// DurableObjectNamespace is one Durable Object class of a Worker, sharded over pods.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=dons,categories=workerd
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Worker",type=string,JSONPath=`.spec.workerRef.name`
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.className`
+// +kubebuilder:printcolumn:name="Shards",type=integer,JSONPath=`.status.readyShards`,description="ready shards"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type DurableObjectNamespace struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired namespace.
+	// +required
+	Spec DurableObjectNamespaceSpec `json:"spec"`
+	// status is what the operator observed.
+	// +optional
+	Status DurableObjectNamespaceStatus `json:"status,omitempty"`
+}
+
+// DurableObjectNamespaceList is a list of DurableObjectNamespaces.
+// +kubebuilder:object:root=true
+type DurableObjectNamespaceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []DurableObjectNamespace `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&DurableObjectNamespace{}, &DurableObjectNamespaceList{})
+}

@@ -1,0 +1,422 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ModuleType is the kind of a Worker module, as workerd's Worker.Module union names it.
+// +kubebuilder:validation:Enum=ESModule;CommonJS;Text;Data;Wasm;JSON
+type ModuleType string
+
+// Module types (workerd.capnp Worker.Module: esModule, commonJsModule, text, data, wasm, json).
+const (
+	ModuleESModule ModuleType = "ESModule"
+	ModuleCommonJS ModuleType = "CommonJS"
+	ModuleText     ModuleType = "Text"
+	ModuleData     ModuleType = "Data"
+	ModuleWasm     ModuleType = "Wasm"
+	ModuleJSON     ModuleType = "JSON"
+)
+
+// LimitProfile names a set of platform limits from internal/limits (docs/limits.md).
+// +kubebuilder:validation:Enum=free;paid;custom
+type LimitProfile string
+
+// Limit profiles.
+const (
+	ProfileFree   LimitProfile = "free"
+	ProfilePaid   LimitProfile = "paid"
+	ProfileCustom LimitProfile = "custom"
+)
+
+// WorkerSpec is what a Worker runs: its code, compatibility, bindings and limits, and
+// how many workerd pods serve it.
+// +kubebuilder:validation:XValidation:rule="!has(self.runtime) || !has(self.runtime.image) || has(self.runtime.version)",message="spec.runtime.image needs spec.runtime.version: the operator must know which workerd an image holds"
+type WorkerSpec struct {
+	// compatibilityDate is the workerd compatibility date, YYYY-MM-DD. It may not be
+	// later than the newest date the pinned workerd supports (checked at admission).
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$`
+	// +required
+	CompatibilityDate string `json:"compatibilityDate"`
+
+	// compatibilityFlags are workerd compatibility flags, e.g. "nodejs_compat". At most 64.
+	// Experimental flags are rejected unless the limit profile allows them.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9_]+$`
+	// +kubebuilder:validation:items:MaxLength=128
+	// +listType=set
+	// +optional
+	CompatibilityFlags []string `json:"compatibilityFlags,omitempty"`
+
+	// source holds the Worker's code: exactly one of inline, configMap or image.
+	// +required
+	Source WorkerSource `json:"source"`
+
+	// bindings are what the Worker sees in env, by name. At most 128.
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Bindings []Binding `json:"bindings,omitempty"`
+
+	// limits are the platform limits this Worker runs under.
+	// +optional
+	Limits *WorkerLimits `json:"limits,omitempty"`
+
+	// replicas is the number of workerd pods serving the Worker, 0 to 1000. Default 1.
+	// The /scale subresource targets this field (HPA, KEDA, kubectl scale).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// runtime selects the workerd build. Default: the operator's pinned workerd.
+	// +optional
+	Runtime *RuntimeSpec `json:"runtime,omitempty"`
+
+	// pod passes scheduling and metadata settings through to the workerd pods.
+	// +optional
+	Pod *PodOverrides `json:"pod,omitempty"`
+
+	// service configures the Service in front of the pods.
+	// +optional
+	Service *WorkerServiceSpec `json:"service,omitempty"`
+}
+
+// WorkerSource is where the Worker's modules come from. Exactly one field is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.inline), has(self.configMap), has(self.image)].filter(x, x).size() == 1",message="exactly one of inline, configMap or image must be set"
+type WorkerSource struct {
+	// inline lists the modules in the Worker object itself; the first is the main module.
+	// +optional
+	Inline *InlineSource `json:"inline,omitempty"`
+
+	// configMap takes every key of a ConfigMap in the same namespace as a module.
+	// +optional
+	ConfigMap *ConfigMapSource `json:"configMap,omitempty"`
+
+	// image takes the modules from a directory of an OCI image.
+	// +optional
+	Image *ImageSource `json:"image,omitempty"`
+}
+
+// InlineSource holds modules in the Worker object.
+type InlineSource struct {
+	// modules of the Worker, 1 to 64; the first is the main module (the entry point).
+	// The total size is limited by the profile's script-size limit (checked at admission).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	// +required
+	Modules []Module `json:"modules"`
+}
+
+// Module is one Worker module.
+// +kubebuilder:validation:XValidation:rule="has(self.content) != has(self.contentBase64)",message="exactly one of content or contentBase64 must be set"
+// +kubebuilder:validation:XValidation:rule="!(self.type in ['Wasm', 'Data']) || has(self.contentBase64)",message="Wasm and Data modules need contentBase64"
+type Module struct {
+	// name of the module as imports see it, e.g. "worker.js" or "lib/util.mjs";
+	// 1 to 253 characters, no leading "/" and no ".." segment.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_@][A-Za-z0-9_.@/+-]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..')",message="module names may not contain '..'"
+	// +required
+	Name string `json:"name"`
+
+	// type of the module: ESModule, CommonJS, Text, Data, Wasm or JSON.
+	// +required
+	Type ModuleType `json:"type"`
+
+	// content is the module's text (UTF-8).
+	// +optional
+	Content *string `json:"content,omitempty"`
+
+	// contentBase64 is the module's bytes, base64-encoded; required for Wasm and Data.
+	// +optional
+	ContentBase64 *string `json:"contentBase64,omitempty"`
+}
+
+// ConfigMapSource takes modules from a ConfigMap.
+type ConfigMapSource struct {
+	// name of the ConfigMap, in the Worker's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// main is the key of the entry module.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Main string `json:"main"`
+
+	// moduleTypes overrides the type a key gets from its extension (.js/.mjs ESModule,
+	// .cjs CommonJS, .json JSON, .wasm Wasm, other data keys Text, binaryData keys Data).
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=key
+	// +optional
+	ModuleTypes []ModuleTypeOverride `json:"moduleTypes,omitempty"`
+}
+
+// ModuleTypeOverride gives one ConfigMap key a module type.
+type ModuleTypeOverride struct {
+	// key of the ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Key string `json:"key"`
+	// type of that module.
+	// +required
+	Type ModuleType `json:"type"`
+}
+
+// ImageSource takes modules from an OCI image: every file under path is a module
+// (types by extension as for configMap), mounted as an image volume where the cluster
+// supports them, else copied by an init container.
+type ImageSource struct {
+	// image reference, e.g. "registry.example.com/team/worker:1.2.3".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Image string `json:"image"`
+
+	// path of the bundle directory inside the image. Default "/".
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/`
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// main is the entry module's file name, relative to path.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Main string `json:"main"`
+
+	// pullPolicy of the image.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	PullPolicy corev1.PullPolicy `json:"pullPolicy,omitempty"`
+}
+
+// Binding is one entry of the Worker's env. Exactly one value field is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace or workflow must be set"
+type Binding struct {
+	// name of the binding in env: a JavaScript identifier, 1 to 64 characters.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_$][A-Za-z0-9_$]*$`
+	// +required
+	Name string `json:"name"`
+
+	// text is a plain string value (Cloudflare "vars"); lands in the rendered config.
+	// At most 5 KB (Cloudflare's per-variable limit, checked at admission).
+	// +optional
+	Text *string `json:"text,omitempty"`
+
+	// json is a JSON document given as text; env gets the parsed value.
+	// +optional
+	JSON *string `json:"json,omitempty"`
+
+	// secretKeyRef reads the value from a Secret key. It reaches workerd as an
+	// environment variable and a fromEnvironment binding: never through a ConfigMap.
+	// +optional
+	SecretKeyRef *corev1.SecretKeySelector `json:"secretKeyRef,omitempty"`
+
+	// service binds another Worker of the same namespace (fetch and JS RPC).
+	// +optional
+	Service *ServiceBinding `json:"service,omitempty"`
+
+	// durableObjectNamespace binds a DurableObjectNamespace of the same namespace.
+	// +optional
+	DurableObjectNamespace *LocalObjectReference `json:"durableObjectNamespace,omitempty"`
+
+	// workflow binds a Workflow of the same namespace.
+	// +optional
+	Workflow *LocalObjectReference `json:"workflow,omitempty"`
+}
+
+// ServiceBinding names another Worker and optionally one of its named entrypoints.
+type ServiceBinding struct {
+	// name of the target Worker, in the same namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// entrypoint is a named WorkerEntrypoint export of the target; empty means default.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_$][A-Za-z0-9_$]*$`
+	// +optional
+	Entrypoint string `json:"entrypoint,omitempty"`
+}
+
+// WorkerLimits are the platform limits a Worker runs under. Values are checked against
+// the profile at admission; see docs/limits.md for each limit's source and how the
+// operator enforces it (workerd enforces none of them itself).
+type WorkerLimits struct {
+	// profile names the limit profile: free, paid or custom. Default: the operator's
+	// configured default (paid unless changed).
+	// +optional
+	Profile LimitProfile `json:"profile,omitempty"`
+
+	// cpuMs is the CPU time per invocation in milliseconds, 1 to 300000 (5 minutes).
+	// Cloudflare: 10 ms on Free; 30000 ms default and 300000 ms maximum on Paid
+	// (limits.cpu_ms; seed 000 and 002). Enforced by the pod's CPU limit, not per request.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=300000
+	// +optional
+	CPUMs *int64 `json:"cpuMs,omitempty"`
+
+	// subrequests is the number of subrequests per invocation, 1 to 10000000.
+	// Cloudflare: Free 50 external / 1000 internal; Paid default 10000, maximum
+	// 10000000 (limits.subrequests; seed 000).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000000
+	// +optional
+	Subrequests *int64 `json:"subrequests,omitempty"`
+
+	// memoryMiB is the memory per isolate in MiB, 16 to 4096; default 128 (Cloudflare's
+	// 128 MB per isolate, seed 002). Becomes V8 --max-old-space-size and, with headroom,
+	// the workerd container's memory limit. Above 128 needs the custom profile.
+	// +kubebuilder:validation:Minimum=16
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	MemoryMiB *int32 `json:"memoryMiB,omitempty"`
+}
+
+// RuntimeSpec selects the workerd build.
+type RuntimeSpec struct {
+	// version of workerd, the npm package version such as "1.20261117.1".
+	// Default: the operator's pinned version.
+	// +kubebuilder:validation:Pattern=`^[0-9]+\.[0-9]{8}\.[0-9]+$`
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// image holding that workerd; default: the operator's workerd image for version.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+}
+
+// PodOverrides are passed through to the pods' template.
+type PodOverrides struct {
+	// labels added to the pods (the operator's own labels win on conflict).
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// annotations added to the pods.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// nodeSelector of the pods.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// tolerations of the pods.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// affinity of the pods.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// topologySpreadConstraints of the pods.
+	// +optional
+	// +listType=atomic
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	// resources of the workerd container. Default: derived from spec.limits.memoryMiB.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// priorityClassName of the pods.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// serviceAccountName of the pods. Default: the namespace's "default" account, with
+	// its token not mounted.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+}
+
+// WorkerServiceSpec configures the Worker's Service. Only the http socket is exposed.
+type WorkerServiceSpec struct {
+	// port of the Service and of workerd's http socket, 1 to 65535. Default 8080.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port *int32 `json:"port,omitempty"`
+	// type of the Service. Default ClusterIP.
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	// +optional
+	Type corev1.ServiceType `json:"type,omitempty"`
+	// annotations of the Service.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// WorkerStatus is what the operator observed of a Worker.
+type WorkerStatus struct {
+	// observedGeneration is the metadata.generation the status describes; set only after
+	// a successful reconcile of that generation.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Ready, Progressing, Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// replicas is the number of pods of the current Deployment (for /scale).
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// readyReplicas is the number of ready pods.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// selector is the pods' label selector in string form (for /scale).
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// version is the content hash of the rendered workerd config and modules; it changes
+	// exactly when what the pods run changes.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// url is the in-cluster URL of the Worker's Service.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// lastFailure is the last classified failure of a workerd container.
+	// +optional
+	LastFailure *FailureStatus `json:"lastFailure,omitempty"`
+}
+
+// Worker is a Cloudflare Workers script served by workerd pods behind a Service.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=wk,categories=workerd
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.readyReplicas`,description="ready pods"
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`,priority=1
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Worker struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is what the Worker runs.
+	// +required
+	Spec WorkerSpec `json:"spec"`
+	// status is what the operator observed.
+	// +optional
+	Status WorkerStatus `json:"status,omitempty"`
+}
+
+// WorkerList is a list of Workers.
+// +kubebuilder:object:root=true
+type WorkerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Worker `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Worker{}, &WorkerList{})
+}
