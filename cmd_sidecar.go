@@ -1,17 +1,80 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/workerd-operator/workerd-operator/internal/sidecar"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
 )
 
+// newSidecarCommand: `workerd-operator sidecar --listen $(POD_IP):9092 --data-dir
+// /var/lib/workerd-operator [--channel-* limits]`. SIGTERM/SIGINT shut it down gracefully
+// (pending channel waits are answered REGISTRY_RESTARTED, then connections drain for up to
+// --shutdown-timeout).
 func newSidecarCommand() *cobra.Command {
-	return &cobra.Command{
+	lim := channels.DefaultLimits()
+	var (
+		listen, dataDir string
+		lease, grace    time.Duration
+	)
+	cmd := &cobra.Command{
 		Use:   "sidecar",
-		Short: "(not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("sidecar: not built yet")
+		Short: "Run the per-pod sidecar (durable channels, workflows, metrics) next to workerd",
+		Long: "Serves HTTP on --listen ($(POD_IP):9092 in a pod; workerd reaches it as the external\n" +
+			"service `sidecar`): GET /healthz, GET /metrics, the durable-channel API under /channels/\n" +
+			"(docs/channels.md). Channel limits default to seed 001's and may only be lowered\n" +
+			"(DurableObjectNamespace spec.channels).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if listen == "" {
+				return fmt.Errorf("sidecar: --listen is required (e.g. $(POD_IP):%d, docs/pod-contract.md)", sidecar.DefaultPort)
+			}
+			l := lim
+			if cmd.Flags().Changed("channel-max-channels") || cmd.Flags().Changed("channel-max-subscribers") ||
+				cmd.Flags().Changed("channel-max-message-bytes") || cmd.Flags().Changed("channel-max-backlog-bytes") {
+				l.Source = "sidecar --channel-max-* flags (DurableObjectNamespace spec.channels), ceilings from " + channels.SeedSource
+			}
+			srv, err := sidecar.New(sidecar.Options{Addr: listen, DataDir: dataDir, ChannelLimits: l, ChannelLease: lease})
+			if err != nil {
+				return err
+			}
+			if err := srv.Listen(); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "sidecar: listening on %s, data dir %s, channel registry boot %s\n", srv.Addr(), srv.DataDir(), srv.Channels().BootID())
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			errc := make(chan error, 1)
+			go func() { errc <- srv.Serve() }()
+			select {
+			case err := <-errc:
+				return err
+			case <-ctx.Done():
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), "sidecar: shutting down")
+			sctx, cancel := context.WithTimeout(context.Background(), grace)
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil {
+				return fmt.Errorf("sidecar: shutdown: %w", err)
+			}
+			return <-errc
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "", "listen address host:port ($(POD_IP):9092 in a pod)")
+	f.StringVar(&dataDir, "data-dir", sidecar.DefaultDataDir, "state directory (the shard's PVC or an emptyDir)")
+	f.DurationVar(&lease, "channel-lease", channels.DefaultLease, "durable-channel subscription lease, renewed by subscribe and every wait; lapsed subscriptions are collected")
+	f.DurationVar(&grace, "shutdown-timeout", 10*time.Second, "how long SIGTERM waits for open requests")
+	f.IntVar(&lim.MaxChannels, "channel-max-channels", lim.MaxChannels, "channels per Durable Object instance (1..64, seed 001)")
+	f.IntVar(&lim.MaxSubscribers, "channel-max-subscribers", lim.MaxSubscribers, "subscribers per channel (1..256, seed 001)")
+	f.IntVar(&lim.MaxMessageBytes, "channel-max-message-bytes", lim.MaxMessageBytes, "bytes per message (1..65536, seed 001)")
+	f.IntVar(&lim.MaxBacklogBytes, "channel-max-backlog-bytes", lim.MaxBacklogBytes, "bytes queued per subscriber before it is disconnected (1024..1048576, seed 001)")
+	return cmd
 }

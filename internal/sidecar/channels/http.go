@@ -1,0 +1,175 @@
+package channels
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// PathPrefix is where Handler serves; the sidecar mounts it at this prefix.
+const PathPrefix = "/channels/"
+
+// maxBodyBytes bounds a request body: a 64 KiB message JSON-escaped (≤ 6 bytes per byte)
+// plus the other fields.
+const maxBodyBytes = 6*(64<<10) + 4096
+
+// Handler serves the channel HTTP API of docs/channels.md on m:
+//
+//	GET  /channels/v1/info
+//	POST /channels/v1/objects/{namespace}/{object}/subscribe    {"channel"}            → {"handle"}
+//	POST /channels/v1/objects/{namespace}/{object}/publish      {"channel","message"}  → {"reached"}
+//	POST /channels/v1/objects/{namespace}/{object}/wait         {"handle","timeoutMs"} → {"outcome","message"|"reason"}
+//	POST /channels/v1/objects/{namespace}/{object}/unsubscribe  {"handle"}             → {"unsubscribed"}
+//	POST /channels/v1/objects/{namespace}/{object}/close        {"channel","reason"}   → {"notified"}
+//	GET  /channels/v1/objects/{namespace}/{object}/subscribers?channel=NAME            → {"subscribers"}
+//
+// Errors are {"error":{"code","message","limit","source"}} with a 4xx/5xx status.
+func Handler(m *Manager) http.Handler {
+	mux := http.NewServeMux()
+	const obj = "/channels/v1/objects/{namespace}/{object}/"
+	mux.HandleFunc("GET /channels/v1/info", func(w http.ResponseWriter, r *http.Request) {
+		l := m.Limits()
+		writeJSON(w, http.StatusOK, map[string]any{
+			"contract": "0.1.0", "bootId": m.BootID(), "leaseMs": m.Lease().Milliseconds(),
+			"limits": map[string]any{
+				"maxChannels": l.MaxChannels, "maxSubscribers": l.MaxSubscribers, "maxMessageBytes": l.MaxMessageBytes,
+				"maxBacklogBytes": l.MaxBacklogBytes, "maxChannelNameBytes": l.MaxChannelNameBytes,
+				"maxWaitMs": l.MaxWait.Milliseconds(), "source": l.Source,
+			},
+		})
+	})
+	mux.HandleFunc("POST "+obj+"subscribe", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Channel *string `json:"channel"`
+		}
+		if !decode(w, r, &req) || !present(w, req.Channel, "channel") {
+			return
+		}
+		h, err := m.Subscribe(key(r), *req.Channel)
+		reply(w, err, func() any { return map[string]any{"handle": h} })
+	})
+	mux.HandleFunc("POST "+obj+"publish", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Channel *string `json:"channel"`
+			Message *string `json:"message"`
+		}
+		if !decode(w, r, &req) || !present(w, req.Channel, "channel") || !present(w, req.Message, "message") {
+			return
+		}
+		n, err := m.Publish(key(r), *req.Channel, *req.Message)
+		reply(w, err, func() any { return map[string]any{"reached": n} })
+	})
+	mux.HandleFunc("POST "+obj+"wait", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Handle    *string  `json:"handle"`
+			TimeoutMs *float64 `json:"timeoutMs"`
+		}
+		if !decode(w, r, &req) || !present(w, req.Handle, "handle") {
+			return
+		}
+		if req.TimeoutMs == nil {
+			writeError(w, newError(http.StatusBadRequest, CodeInvalidArgument, "field timeoutMs is required (milliseconds, 0 polls)"))
+			return
+		}
+		ms := *req.TimeoutMs
+		if ms < 0 || ms > float64(m.Limits().MaxWait.Milliseconds()) || ms != ms {
+			e := newError(http.StatusBadRequest, CodeInvalidArgument, "timeoutMs must be 0..%d (maxWait), got %v", m.Limits().MaxWait.Milliseconds(), ms)
+			e.Limit, e.Source = m.Limits().MaxWait.Milliseconds(), m.Limits().Source
+			writeError(w, e)
+			return
+		}
+		o, err := m.Wait(r.Context(), key(r), *req.Handle, time.Duration(ms*float64(time.Millisecond)))
+		if err != nil && r.Context().Err() != nil {
+			return // the caller is gone; nothing was consumed
+		}
+		reply(w, err, func() any { return o })
+	})
+	mux.HandleFunc("POST "+obj+"unsubscribe", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Handle *string `json:"handle"`
+		}
+		if !decode(w, r, &req) || !present(w, req.Handle, "handle") {
+			return
+		}
+		ok, err := m.Unsubscribe(key(r), *req.Handle)
+		reply(w, err, func() any { return map[string]any{"unsubscribed": ok} })
+	})
+	mux.HandleFunc("POST "+obj+"close", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Channel *string `json:"channel"`
+			Reason  *string `json:"reason"`
+		}
+		if !decode(w, r, &req) || !present(w, req.Channel, "channel") {
+			return
+		}
+		reason := ""
+		if req.Reason != nil {
+			reason = *req.Reason
+		}
+		n, err := m.CloseChannel(key(r), *req.Channel, reason)
+		reply(w, err, func() any { return map[string]any{"notified": n} })
+	})
+	mux.HandleFunc("GET "+obj+"subscribers", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if !q.Has("channel") {
+			writeError(w, newError(http.StatusBadRequest, CodeInvalidArgument, "query parameter channel is required"))
+			return
+		}
+		n, err := m.SubscriberCount(key(r), q.Get("channel"))
+		reply(w, err, func() any { return map[string]any{"subscribers": n} })
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, newError(http.StatusNotFound, CodeInvalidArgument, "no channel API route %s %s (see docs/channels.md)", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+func key(r *http.Request) Key {
+	return Key{Namespace: r.PathValue("namespace"), Object: r.PathValue("object")}
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, limitError(CodeMessageTooLarge, maxBodyBytes, "channel API request body limit", "request body over %d bytes", maxBodyBytes))
+			return false
+		}
+		writeError(w, newError(http.StatusBadRequest, CodeInvalidArgument, "request body is not the JSON object this route takes: %v", err))
+		return false
+	}
+	return true
+}
+
+func present(w http.ResponseWriter, s *string, field string) bool {
+	if s == nil {
+		writeError(w, newError(http.StatusBadRequest, CodeInvalidArgument, "field %s is required (a JSON string)", field))
+		return false
+	}
+	return true
+}
+
+func reply(w http.ResponseWriter, err error, body func() any) {
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, body())
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{Code: "INTERNAL", Message: fmt.Sprint(err), Status: http.StatusInternalServerError}
+	}
+	writeJSON(w, e.Status, map[string]any{"error": e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

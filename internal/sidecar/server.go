@@ -1,0 +1,177 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
+)
+
+// DefaultDataDir is the sidecar's store (docs/pod-contract.md "Files").
+const DefaultDataDir = "/var/lib/workerd-operator"
+
+// DefaultPort is the sidecar's port on the pod IP (docs/pod-contract.md).
+const DefaultPort = 9092
+
+// Options configure a Server. Other sub-APIs extend the server with Server.Handle (or by
+// adding fields here together with their wiring in New).
+type Options struct {
+	// Addr is the listen address, "host:port" (the pod IP and 9092 in a pod).
+	Addr string
+	// DataDir is the state directory (DefaultDataDir); it is created when missing.
+	DataDir string
+	// ChannelLimits are the durable-channel limits (channels.DefaultLimits() when zero).
+	ChannelLimits channels.Limits
+	// ChannelLease is the subscription lease (channels.DefaultLease when 0).
+	ChannelLease time.Duration
+	// Registry collects the metrics served on /metrics; a fresh registry with the Go and
+	// process collectors when nil.
+	Registry *prometheus.Registry
+}
+
+// Server is the sidecar: an HTTP server with /healthz, /metrics, /channels/ and the
+// prefixes mounted with Handle.
+type Server struct {
+	opts     Options
+	mux      *http.ServeMux
+	http     *http.Server
+	channels *channels.Manager
+	registry *prometheus.Registry
+
+	mu       sync.Mutex
+	listener net.Listener
+	closers  []func(context.Context) error
+}
+
+// New makes a Server (not yet listening): it creates DataDir and the channel registry
+// (which records its boot id there).
+func New(o Options) (*Server, error) {
+	if o.DataDir == "" {
+		o.DataDir = DefaultDataDir
+	}
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("sidecar: --data-dir %s: %w", o.DataDir, err)
+	}
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	cm, err := channels.NewManager(channels.Options{
+		Limits: o.ChannelLimits, Lease: o.ChannelLease, DataDir: o.DataDir, Metrics: channels.NewMetrics(reg),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: o, mux: http.NewServeMux(), channels: cm, registry: reg}
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	s.Handle(channels.PathPrefix, channels.Handler(cm))
+	s.http = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+// Handle mounts h under prefix (e.g. "/workflows/"; a trailing slash is added when
+// missing, and h sees the full path). It must be called before Serve/ListenAndServe.
+func (s *Server) Handle(prefix string, h http.Handler) {
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	s.mux.Handle(prefix, h)
+}
+
+// OnShutdown registers f to run during Shutdown, after the channel registry has answered
+// its pending waits and before the HTTP server stops (e.g. to flush a store).
+func (s *Server) OnShutdown(f func(context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closers = append(s.closers, f)
+}
+
+// Channels is the durable-channel registry.
+func (s *Server) Channels() *channels.Manager { return s.channels }
+
+// Registry is the Prometheus registry behind /metrics; sub-APIs register their series here.
+func (s *Server) Registry() *prometheus.Registry { return s.registry }
+
+// DataDir is the state directory.
+func (s *Server) DataDir() string { return s.opts.DataDir }
+
+// Listen binds Options.Addr; Addr() then reports the bound address (useful with port 0).
+func (s *Server) Listen() error {
+	l, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("sidecar: --listen %s: %w", s.opts.Addr, err)
+	}
+	s.mu.Lock()
+	s.listener = l
+	s.mu.Unlock()
+	return nil
+}
+
+// Addr is the bound address after Listen, else Options.Addr.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listener != nil {
+		return s.listener.Addr().String()
+	}
+	return s.opts.Addr
+}
+
+// Serve serves on the listener bound by Listen (binding it first when needed) until
+// Shutdown or Close; it returns nil after a Shutdown/Close.
+func (s *Server) Serve() error {
+	s.mu.Lock()
+	l := s.listener
+	s.mu.Unlock()
+	if l == nil {
+		if err := s.Listen(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		l = s.listener
+		s.mu.Unlock()
+	}
+	if err := s.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Shutdown stops gracefully: the channel registry answers pending waits with
+// REGISTRY_RESTARTED, the OnShutdown hooks run, then the HTTP server drains until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.channels.Close()
+	s.mu.Lock()
+	closers := append([]func(context.Context) error(nil), s.closers...)
+	s.mu.Unlock()
+	var errs []error
+	for _, f := range closers {
+		errs = append(errs, f(ctx))
+	}
+	errs = append(errs, s.http.Shutdown(ctx))
+	return errors.Join(errs...)
+}
+
+// Close stops at once, dropping open connections (what a crash looks like to clients,
+// minus the process exit); pending waits see their connection end.
+func (s *Server) Close() error {
+	err := s.http.Close()
+	s.channels.Close()
+	return err
+}
