@@ -1,0 +1,34 @@
+// Package failure names why a workerd pod or a Durable Object call died.
+//
+// It implements the failure taxonomy of seed 003 (`/work/shared/seeds/003_*.txt`, the
+// @nimbus-sh/platform README: `classifyDoCall` classes and `classifyError` causes) for
+// the operator, plus two causes of its own for what workerd prints when a config does
+// not load (`service <name>: ...`, workerd-facts.md §6):
+//
+//   - ClassifyCall(err) → Class: how a failed Durable Object call relates to a retry
+//     (superseded_isolate, connection_lost, storage_reset, retryable_flag, overloaded,
+//     permanent). overloaded is checked first, on every link of the cause chain, and
+//     vetoes the rest; IsRetryable says which classes a retry may act on.
+//   - ClassifyError(err) / ClassifyMessage(msg) → Cause: which limit or condition a
+//     message names (sqlite_nomem, sqlite_full, oom, cpu_exceeded, clone_refused,
+//     rpc_timeout, subrequest_cap, dynamic_worker_cap, condemnation, hard_evict,
+//     unknown).
+//   - ClassifyTermination(t) / Diagnose(t) → Cause (+ evidence): what a dead container
+//     left behind — exit code, signal, container reason (OOMKilled), pod reason
+//     (Evicted), termination message (pods use terminationMessagePolicy
+//     FallbackToLogsOnError, so this is the tail of the log) and log lines — adding
+//     startup_error and config_error.
+//   - ClassifyPod(pod) → *Failure: the most relevant abnormally terminated container of
+//     a pod, ready for status.lastFailure (Failure.Status) and the Degraded condition
+//     (reason = string(Failure.Cause)).
+//
+// Every Class and Cause value is a valid metav1.Condition reason
+// (`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`).
+//
+// The JavaScript twin internal/shim/failure.js (classifyCall, isRetryable,
+// classifyError, classifyTermination) implements the same rules for the router and the
+// step runtime; testdata/vectors.json drives both, and the tests check that Go and the
+// JavaScript running inside the pinned workerd agree on every vector. Change the rules
+// in both files together. docs/failures.md says what produces each cause and what the
+// operator does about it.
+package failure

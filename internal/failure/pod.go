@@ -1,0 +1,83 @@
+package failure
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+)
+
+// Failure is one classified container failure of a pod.
+type Failure struct {
+	// Cause is the classified cause; string(Cause) is the Degraded condition's reason.
+	Cause Cause
+	// Message is the evidence that decided (Diagnose), at most MaxEvidenceBytes bytes.
+	Message string
+	// Pod and Container name the failed container.
+	Pod, Container string
+	// ExitCode and Signal are the container's, as reported by the kubelet.
+	ExitCode, Signal int32
+	// Reason is the container's terminated reason ("OOMKilled", "Error", ...) or, for an
+	// evicted pod, "Evicted".
+	Reason string
+	// Time is when the container terminated (finishedAt); zero when unknown.
+	Time metav1.Time
+}
+
+// Status converts f into the API's status.lastFailure; nil for a nil f.
+func (f *Failure) Status() *fleetv1.FailureStatus {
+	if f == nil {
+		return nil
+	}
+	s := &fleetv1.FailureStatus{Cause: string(f.Cause), Message: f.Message, Pod: f.Pod, Container: f.Container}
+	code := f.ExitCode
+	s.ExitCode = &code
+	if !f.Time.IsZero() {
+		t := f.Time
+		s.Time = &t
+	}
+	return s
+}
+
+// ClassifyPod returns the most relevant abnormal termination of pod, classified, or nil
+// when there is none (nil pod included).
+//
+// A termination is abnormal when its exit code or signal is not 0 or its reason is
+// OOMKilled.
+// Each init and app container contributes its current state.terminated and, unless it
+// is running and ready again, its lastState.terminated (a crash-looping container is
+// waiting with the crash in lastState; one that restarted and is ready is healthy).
+// The most recent (finishedAt) wins; on a tie, a cause other than unknown, then the
+// earlier container in the pod status. A pod with status.reason Evicted is hard_evict
+// even when no container status survived. Only the termination message is available
+// here (no log lines): pods use terminationMessagePolicy FallbackToLogsOnError.
+func ClassifyPod(pod *corev1.Pod) *Failure {
+	if pod == nil {
+		return nil
+	}
+	var best *Failure
+	consider := func(name string, term *corev1.ContainerStateTerminated) {
+		if term == nil || (term.ExitCode == 0 && term.Signal == 0 && term.Reason != "OOMKilled") {
+			return
+		}
+		t := Termination{ExitCode: term.ExitCode, Signal: term.Signal, Reason: term.Reason, Message: term.Message, PodReason: pod.Status.Reason}
+		c, ev := Diagnose(t)
+		f := &Failure{Cause: c, Message: ev, Pod: pod.Name, Container: name, ExitCode: term.ExitCode, Signal: term.Signal, Reason: term.Reason, Time: term.FinishedAt}
+		if best == nil || f.Time.After(best.Time.Time) || (f.Time.Equal(&best.Time) && best.Cause == CauseUnknown && f.Cause != CauseUnknown) {
+			best = f
+		}
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			consider(cs.Name, cs.State.Terminated)
+			if !(cs.State.Running != nil && cs.Ready) {
+				consider(cs.Name, cs.LastTerminationState.Terminated)
+			}
+		}
+	}
+	if best == nil && pod.Status.Reason == "Evicted" {
+		c, ev := Diagnose(Termination{PodReason: pod.Status.Reason, Message: pod.Status.Message})
+		best = &Failure{Cause: c, Message: ev, Pod: pod.Name, Reason: "Evicted"}
+	}
+	return best
+}
