@@ -1,0 +1,32 @@
+// Package workerdconfig renders a Worker (plus the ConfigMap and other Workers it
+// references, passed in) into what its workerd pods run: a Cap'n Proto text config
+// (config.capnp, `using Workerd = import "/workerd/workerd.capnp"; const config
+// :Workerd.Config = (...)`), the module files it embeds, the env vars of the workerd
+// container and a content hash naming the version. Render is pure: no API calls, no
+// clock, stable order everywhere, so equal inputs give byte-equal outputs.
+//
+// Layout relative to /etc/workerd (docs/pod-contract.md):
+//
+//	config.capnp              the config
+//	modules/<module name>     the user's modules (inline source), or the user's
+//	                          ConfigMap mounted as is (configMap source), or the image
+//	                          bundle (image source)
+//	shim/<file>.js            the injected health and trigger workers (internal/shim)
+//
+// Services in the config: the user's Worker (named after the Worker, or
+// "worker:<name>" when that name is reserved: "internet", "sidecar"), "sidecar" (an
+// external service whose address comes by flag), "workerd-operator:health" and
+// "workerd-operator:trigger" (shims), and "service:<target>" per Worker named by a
+// service binding. Sockets "http", "health" and "trigger" get their addresses by flag
+// (see Args). The http socket and the external services to other Workers both set
+// capnpConnectHost = RPCConnectHost: checked with the pinned workerd 1.20261117.1, this
+// makes JS RPC (method calls, not only fetch) work between workerd processes.
+//
+// Not rendered yet: durableObjectNamespace and workflow bindings (Render returns an
+// error naming the binding), and named entrypoints of another Worker (workerd cannot
+// address a named entrypoint through an external service; a service binding to the
+// Worker itself may name one).
+//
+// local.go additionally starts the pinned workerd on rendered files on loopback, for
+// `workerd-operator render --check` and tests.
+package workerdconfig
