@@ -51,8 +51,11 @@ func (f *Failure) Status() *fleetv1.FailureStatus {
 // earlier container in the pod status. A pod with status.reason Evicted is hard_evict
 // even when no container status survived. Only the termination message is available
 // here (no log lines): pods use terminationMessagePolicy FallbackToLogsOnError.
+//
+// A pod being deleted (deletionTimestamp set) gives nil: a rollout or scale-down kills
+// containers (SIGKILL after the grace period reads as exit 137), which is not a failure.
 func ClassifyPod(pod *corev1.Pod) *Failure {
-	if pod == nil {
+	if pod == nil || pod.DeletionTimestamp != nil {
 		return nil
 	}
 	var best *Failure
