@@ -1,0 +1,22 @@
+// Package limits is the single table of platform limits the operator reproduces:
+// Cloudflare Workers, Workflows, Cron Triggers, Durable Objects and durable channels.
+// Nothing else in the product hard-codes a limit; the admission webhook, the sidecar and
+// the cron dispatcher read their numbers from here, and docs/limits.md is generated
+// from the same table (go run ./hack/gen-limits-doc, `make docs`).
+//
+// Every Limit has a Name, a value per Profile (free, paid — the default — and custom,
+// whose ceilings the operator sets), a Unit, a Source (a seed file of
+// ../shared/seeds or a public documentation URL), a Provenance (documented or
+// measured) and an Enforcement saying which part of the product enforces it
+// (admission, sidecar, pod, dispatcher) or that nothing does (not enforced).
+//
+// Reading a value:
+//
+//	ms := limits.Get(limits.Paid, limits.CPUMs)             // 300000, default table
+//	t, err := limits.LoadCustomFile("/etc/workerd-operator/custom-limits.yaml")
+//	ms, err = t.Value(limits.Custom, limits.CPUMs)          // operator's ceiling
+//	l, _ := limits.Lookup(limits.CPUMs); l.Cite(limits.Paid) // text for error messages
+//
+// Where Cloudflare's documentation changed over time the seed's value wins and the
+// Limit's History says what changed (DESIGN.md §7, cloudflare-semantics.md §6).
+package limits

@@ -1,0 +1,183 @@
+package limits_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
+)
+
+// TestTableRows checks every row is complete: three profile values, a unit, a source
+// that exists (seed file in ../shared/seeds or a https URL), a provenance and an
+// enforcement from the allowed sets, and a "how".
+func TestTableRows(t *testing.T) {
+	enf := map[limits.Enforcement]bool{limits.Admission: true, limits.Sidecar: true, limits.Pod: true, limits.Dispatcher: true, limits.NotEnforced: true}
+	for _, l := range limits.All() {
+		t.Run(string(l.Name), func(t *testing.T) {
+			for _, p := range limits.Profiles {
+				v, ok := l.Values[p]
+				if !ok || v <= 0 {
+					t.Errorf("profile %s: value %d (set %v), want > 0", p, v, ok)
+				}
+			}
+			if l.Values[limits.Free] > l.Values[limits.Paid] {
+				t.Errorf("free %d above paid %d", l.Values[limits.Free], l.Values[limits.Paid])
+			}
+			if l.Unit == "" || l.Description == "" || l.How == "" {
+				t.Errorf("unit %q description %q how %q: all required", l.Unit, l.Description, l.How)
+			}
+			if !enf[l.Enforcement] {
+				t.Errorf("enforcement %q not allowed", l.Enforcement)
+			}
+			if l.Provenance != limits.Documented && l.Provenance != limits.Measured {
+				t.Errorf("provenance %q", l.Provenance)
+			}
+			switch {
+			case strings.HasPrefix(l.Source, "https://developers.cloudflare.com/"):
+			default:
+				if _, err := os.Stat(testenv.SharedFile(t, "seeds", l.Source)); err != nil {
+					t.Errorf("source %q is neither a Cloudflare docs URL nor a seed file: %v", l.Source, err)
+				}
+			}
+		})
+	}
+}
+
+// TestSeedValues checks the values taken from seeds against the seed text read at test
+// time: each row names the limit, the profile, and the text in the seed that states it.
+func TestSeedValues(t *testing.T) {
+	cases := []struct {
+		name    limits.Name
+		profile limits.Profile
+		want    int64
+		seed    string
+		text    string // as the seed writes the value
+	}{
+		{limits.CPUMs, limits.Paid, 300000, limits.Seed000, `"cpu_ms": 300000`},
+		{limits.CPUMs, limits.Paid, 300000, limits.Seed002, "最多配置到 5 分钟（300000）"},
+		{limits.CPUMs, limits.Free, 10, limits.Seed002, "HTTP 请求 CPU 时间：Free 10 ms"},
+		{limits.CPUMsDefault, limits.Paid, 30000, limits.Seed000, "最大 CPU 時間は 30 秒"},
+		{limits.Subrequests, limits.Paid, 10000000, limits.Seed000, `"subrequests": 10000000`},
+		{limits.SubrequestsDefault, limits.Paid, 10000, limits.Seed000, "Workers Paid プランで 10,000"},
+		{limits.Subrequests, limits.Free, 50, limits.Seed000, "外部サブリクエスト 50"},
+		{limits.SubrequestsInternal, limits.Free, 1000, limits.Seed000, "Cloudflare サービスへのサブリクエスト 1,000"},
+		{limits.MemoryMiB, limits.Paid, 128, limits.Seed002, "每 isolate 内存 128 MB"},
+		{limits.StartupMs, limits.Paid, 1000, limits.Seed002, "Startup 1 秒"},
+		{limits.WaitUntilMs, limits.Paid, 30000, limits.Seed002, "waitUntil 响应后最多 30 秒"},
+		{limits.OutboundConnections, limits.Paid, 6, limits.Seed002, "外发连接 6 个"},
+		{limits.CronCPUMsUnder1h, limits.Paid, 30000, limits.Seed002, "Paid 30 秒（间隔小于 1 小时）"},
+		{limits.CronCPUMs1hOrMore, limits.Paid, 900000, limits.Seed002, "15 分钟（间隔 1 小时及以上）"},
+		{limits.CronWallTimeMs, limits.Paid, 900000, limits.Seed002, "Cron、Queue 消费者、DO alarm 为 15 分钟"},
+		{limits.WorkflowStepsDefault, limits.Paid, 10000, limits.Seed000, "デフォルトで 10,000 ステップ"},
+		{limits.WorkflowSteps, limits.Paid, 25000, limits.Seed000, "最大 25,000 ステップ"},
+		{limits.WorkflowRunningInstances, limits.Paid, 10000, limits.Seed000, "同時インスタンス 10,000"},
+		{limits.ChannelsPerObject, limits.Paid, 64, limits.Seed001, "每实例至多六十四频道"},
+		{limits.SubscribersPerChannel, limits.Paid, 256, limits.Seed001, "每频道至多二百五十六读者"},
+		{limits.ChannelMessageBytes, limits.Paid, 65536, limits.Seed001, "单块六十四 KiB"},
+		{limits.ChannelBacklogBytes, limits.Paid, 1 << 20, limits.Seed001, "每读者积压一 MiB"},
+		{limits.DOChunkBytes, limits.Paid, 65536, limits.Seed003, "CHUNK_SIZE | 65,536"},
+		{limits.DOTxBlobBytes, limits.Paid, 1 << 20, limits.Seed003, "MAX_TX_BLOB_BYTES | 1 MiB"},
+		{limits.DOTxLogicalRows, limits.Paid, 256, limits.Seed003, "MAX_TX_LOGICAL_ROWS / MAX_TX_SQL_EXECS | 256 / 64"},
+		{limits.DOTxSQLExecs, limits.Paid, 64, limits.Seed003, "MAX_TX_LOGICAL_ROWS / MAX_TX_SQL_EXECS | 256 / 64"},
+		{limits.DOSQLRowBytes, limits.Paid, 2000000, limits.Seed003, "SQLITE_MAX_ROW_BYTES | 2,000,000"},
+		{limits.DOSQLStatementBytes, limits.Paid, 100 * 1024, limits.Seed003, "SQLITE_MAX_STATEMENT_BYTES | 100 KiB"},
+		{limits.DOSQLBoundParameters, limits.Paid, 100, limits.Seed003, "SQL_MAX_BOUND_PARAMETERS | 100"},
+		{limits.DOStorageBytes, limits.Paid, 10000000000, limits.Seed003, "DO_STORAGE_LIMIT_BYTES | 10,000,000,000"},
+		{limits.DOBlockConcurrencyMs, limits.Paid, 30000, limits.Seed003, "BLOCK_CONCURRENCY_CANCEL_MS | 30,000"},
+		{limits.DOWebSocketAttachmentByte, limits.Paid, 16384, limits.Seed003, "WS_ATTACHMENT_LIMIT_BYTES | 16,384"},
+		{limits.DORPCSafePayloadBytes, limits.Paid, 28 << 20, limits.Seed003, "MAX_RPC_SAFE_PAYLOAD_BYTES | 28 MiB"},
+	}
+	seeds := map[string]string{}
+	for _, c := range cases {
+		t.Run(string(c.name)+"/"+string(c.profile)+"/"+c.seed[:3], func(t *testing.T) {
+			txt, ok := seeds[c.seed]
+			if !ok {
+				b, err := os.ReadFile(testenv.SharedFile(t, "seeds", c.seed))
+				if err != nil {
+					t.Fatal(err)
+				}
+				txt = string(b)
+				seeds[c.seed] = txt
+			}
+			if !strings.Contains(txt, c.text) {
+				t.Fatalf("seed %s does not say %q", c.seed, c.text)
+			}
+			if got := limits.Get(c.profile, c.name); got != c.want {
+				t.Errorf("limits.Get(%s, %s) = %d, want %d (seed %s: %q)", c.profile, c.name, got, c.want, c.seed, c.text)
+			}
+		})
+	}
+}
+
+func TestLoadCustom(t *testing.T) {
+	cases := []struct {
+		name    string
+		doc     string
+		limit   limits.Name
+		want    int64
+		wantErr string
+	}{
+		{"yaml sets one ceiling", "cpu_ms: 60000\n", limits.CPUMs, 60000, ""},
+		{"json sets one ceiling", `{"memory_mib": 512}`, limits.MemoryMiB, 512, ""},
+		{"unset keeps documented custom ceiling", "cpu_ms: 1\n", limits.MemoryMiB, 4096, ""},
+		{"unknown name", "cpu: 1\n", "", 0, `unknown limit "cpu"`},
+		{"negative", "cpu_ms: -1\n", "", 0, "negative"},
+		{"not an integer", "cpu_ms: 1.5\n", "", 0, "not an integer"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tb, err := limits.LoadCustom([]byte(c.doc))
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("err = %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tb.Get(limits.Custom, c.limit); got != c.want {
+				t.Errorf("custom %s = %d, want %d", c.limit, got, c.want)
+			}
+			if got, want := tb.Get(limits.Paid, c.limit), limits.Get(limits.Paid, c.limit); got != want {
+				t.Errorf("paid %s changed by custom ceilings: %d, want %d", c.limit, got, want)
+			}
+		})
+	}
+}
+
+func TestParseProfile(t *testing.T) {
+	for in, want := range map[string]limits.Profile{"": limits.Paid, "free": limits.Free, "paid": limits.Paid, "custom": limits.Custom} {
+		if got, err := limits.ParseProfile(in); err != nil || got != want {
+			t.Errorf("ParseProfile(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := limits.ParseProfile("enterprise"); err == nil {
+		t.Error("ParseProfile(enterprise): no error")
+	}
+}
+
+// TestLimitsDocIsCurrent fails when docs/limits.md differs from the table: run
+// `make docs` (go run ./hack/gen-limits-doc > docs/limits.md).
+func TestLimitsDocIsCurrent(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(root, "docs", "limits.md"))
+	if err != nil {
+		t.Fatalf("docs/limits.md: %v (run make docs)", err)
+	}
+	if !bytes.Equal(got, limits.Markdown()) {
+		t.Fatal("docs/limits.md is stale: run `make docs` (go run ./hack/gen-limits-doc > docs/limits.md)")
+	}
+	for _, l := range limits.All() {
+		if !bytes.Contains(got, []byte("| `"+string(l.Name)+"` |")) {
+			t.Errorf("docs/limits.md lacks %s", l.Name)
+		}
+	}
+}
