@@ -13,6 +13,7 @@ type Metrics struct {
 	Published    prometheus.Counter // publish calls
 	Delivered    prometheus.Counter // messages handed to a wait
 	Enqueued     prometheus.Counter // message copies queued (sum of publish results)
+	Waits        prometheus.Gauge   // waits in progress
 }
 
 // NewMetrics makes the series and registers them with reg (when non-nil).
@@ -27,9 +28,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Published:    prometheus.NewCounter(prometheus.CounterOpts{Name: p + "messages_published_total", Help: "Publish calls accepted."}),
 		Delivered:    prometheus.NewCounter(prometheus.CounterOpts{Name: p + "messages_delivered_total", Help: "Messages returned by wait."}),
 		Enqueued:     prometheus.NewCounter(prometheus.CounterOpts{Name: p + "messages_enqueued_total", Help: "Message copies queued for subscribers (sum of publish results)."}),
+		Waits:        prometheus.NewGauge(prometheus.GaugeOpts{Name: p + "waits_pending", Help: "Waits in progress (long-polls)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Channels, m.Subscribers, m.BacklogBytes, m.Disconnects, m.Collected, m.Published, m.Delivered, m.Enqueued)
+		reg.MustRegister(m.Channels, m.Subscribers, m.BacklogBytes, m.Disconnects, m.Collected, m.Published, m.Delivered, m.Enqueued, m.Waits)
 	}
 	return m
 }
@@ -68,5 +70,10 @@ func (m *Metrics) published(reached int) {
 func (m *Metrics) delivered() {
 	if m != nil {
 		m.Delivered.Inc()
+	}
+}
+func (m *Metrics) waiting(d int) {
+	if m != nil {
+		m.Waits.Add(float64(d))
 	}
 }

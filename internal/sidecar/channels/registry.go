@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -79,6 +80,7 @@ type Manager struct {
 	pastBoots map[string]bool
 	nextID    uint64 // reader ids are unique per boot, across objects
 	closed    bool
+	waiting   atomic.Int64
 	shutdown  chan struct{}
 	stopJan   chan struct{}
 	janDone   chan struct{}
@@ -195,6 +197,9 @@ func (m *Manager) recordBoot(dir string) error {
 
 // BootID is this run's id, carried in every handle.
 func (m *Manager) BootID() string { return m.bootID }
+
+// PendingWaits is the number of waits in progress (all objects).
+func (m *Manager) PendingWaits() int { return int(m.waiting.Load()) }
 
 // Lease is the subscription lease length.
 func (m *Manager) Lease() time.Duration { return m.lease }
@@ -485,7 +490,11 @@ func (m *Manager) Wait(ctx context.Context, k Key, handle string, timeout time.D
 		return Outcome{}, m.gone(handle)
 	}
 	rd.pending++
+	m.waiting.Add(1)
+	m.metrics.waiting(1)
 	defer func() {
+		m.waiting.Add(-1)
+		m.metrics.waiting(-1)
 		r.mu.Lock()
 		rd.pending--
 		rd.lease = m.now().Add(m.lease)

@@ -1,0 +1,210 @@
+// channels.js: the durable-channels client for Durable Object code (seed 001, Durable
+// Channel contract 0.1.0; DESIGN.md §6; docs/channels.md).
+//
+// Given to Durable Object code as a `wrapped` binding (name from
+// DurableObjectNamespace.spec.channels.binding, default CHANNELS): this file is the
+// internal extension module "workerd-operator:channels"; the binding's innerBindings are
+//   sidecar  service binding to the `external` service "sidecar" ($(POD_IP):9092)
+//   config   json {"namespace": "<DurableObjectNamespace name>"}
+//
+// Use, inside a Durable Object class:
+//   const ch = this.env.CHANNELS.open(this.ctx);     // throws NOT_DURABLE_OBJECT elsewhere
+//   const h = await ch.subscribe("room");             // "<instanceToken>:<readerId>"
+//   const n = await ch.publish("room", "text");       // subscribers reached
+//   const r = await ch.wait(h, 300);                  // {outcome:"message",message} |
+//                                                      // {outcome:"timeout"} |
+//                                                      // {outcome:"closed",reason} |
+//                                                      // {outcome:"disconnected",reason}
+//   await ch.unsubscribe(h); await ch.close("room", "bye"); await ch.subscriberCount("room");
+//
+// Every failure is a catchable ChannelError (an Error) with a stable `code` (the sidecar's
+// codes plus NOT_DURABLE_OBJECT and SIDECAR_UNAVAILABLE), and `limit`/`source` for limits.
+
+const API = "http://sidecar/channels/v1/objects/";
+
+class ChannelError extends Error {
+  constructor(code, message, extra) {
+    super(`${code}: ${message}`);
+    this.name = "ChannelError";
+    this.code = code;
+    if (extra && extra.limit !== undefined) this.limit = extra.limit;
+    if (extra && extra.source !== undefined) this.source = extra.source;
+    if (extra && extra.status !== undefined) this.status = extra.status;
+  }
+}
+
+function notDurableObject(what) {
+  return new ChannelError(
+    "NOT_DURABLE_OBJECT",
+    `durable channels are only available in Durable Object code: ${what} ` +
+      "(call env.<binding>.open(this.ctx) inside a Durable Object class)",
+  );
+}
+
+function isDurableObjectState(ctx) {
+  return (
+    ctx !== null &&
+    typeof ctx === "object" &&
+    ctx.id !== null &&
+    typeof ctx.id === "object" &&
+    typeof ctx.id.toString === "function" &&
+    typeof ctx.id.equals === "function" &&
+    ctx.storage !== null &&
+    typeof ctx.storage === "object" &&
+    typeof ctx.storage.get === "function"
+  );
+}
+
+function checkName(name) {
+  if (typeof name !== "string") {
+    throw new ChannelError("INVALID_CHANNEL_NAME", `channel name must be a string, got ${typeof name}`);
+  }
+}
+
+class Channels {
+  #sidecar;
+  #base;
+  constructor(sidecar, namespace, objectId) {
+    this.#sidecar = sidecar;
+    this.#base = API + encodeURIComponent(namespace) + "/" + encodeURIComponent(objectId) + "/";
+  }
+
+  async #call(op, body, method = "POST", query = "") {
+    let res;
+    try {
+      res = await this.#sidecar.fetch(this.#base + op + query, {
+        method,
+        headers: method === "POST" ? { "content-type": "application/json" } : {},
+        body: method === "POST" ? JSON.stringify(body) : undefined,
+      });
+    } catch (e) {
+      const err = new ChannelError(
+        "SIDECAR_UNAVAILABLE",
+        `the channel registry (sidecar) could not be reached for ${op}: ${e && e.message ? e.message : e}`,
+      );
+      err.network = true;
+      throw err;
+    }
+    let data;
+    const text = await res.text();
+    try {
+      data = JSON.parse(text);
+    } catch {
+      throw new ChannelError("SIDECAR_UNAVAILABLE", `the sidecar answered ${op} with HTTP ${res.status} and no JSON: ${text.slice(0, 200)}`);
+    }
+    if (!res.ok || data.error) {
+      const e = data.error || {};
+      throw new ChannelError(e.code || "SIDECAR_UNAVAILABLE", e.message || `HTTP ${res.status}`, {
+        limit: e.limit,
+        source: e.source,
+        status: res.status,
+      });
+    }
+    return data;
+  }
+
+  // subscribe(name) → handle. Errors: INVALID_CHANNEL_NAME, CHANNEL_LIMIT (65th channel),
+  // SUBSCRIBER_LIMIT (257th subscriber), REGISTRY_RESTARTED, SIDECAR_UNAVAILABLE.
+  async subscribe(name) {
+    checkName(name);
+    return (await this.#call("subscribe", { channel: name })).handle;
+  }
+
+  // publish(name, text) → subscribers reached (0 when nobody subscribes). Errors:
+  // INVALID_MESSAGE (not a well-formed string), MESSAGE_TOO_LARGE (over 64 KiB of UTF-8),
+  // INVALID_CHANNEL_NAME, REGISTRY_RESTARTED, SIDECAR_UNAVAILABLE.
+  async publish(name, text) {
+    checkName(name);
+    if (typeof text !== "string") {
+      throw new ChannelError("INVALID_MESSAGE", `message must be a string (UTF-8 text), got ${typeof text}`);
+    }
+    if (typeof text.isWellFormed === "function" && !text.isWellFormed()) {
+      throw new ChannelError("INVALID_MESSAGE", "message is not well-formed text (lone UTF-16 surrogate); it cannot be UTF-8");
+    }
+    return (await this.#call("publish", { channel: name, message: text })).reached;
+  }
+
+  // wait(handle, timeoutMs) → {outcome, message?, reason?}. timeoutMs 0 polls. A timed-out
+  // wait consumes nothing. Errors: UNKNOWN_HANDLE, FOREIGN_HANDLE, SUBSCRIPTION_GONE,
+  // REGISTRY_RESTARTED (the sidecar restarted or its connection was lost mid-wait),
+  // INVALID_ARGUMENT.
+  async wait(handle, timeoutMs) {
+    if (typeof handle !== "string") {
+      throw new ChannelError("UNKNOWN_HANDLE", `subscription handle must be a string, got ${typeof handle}`);
+    }
+    if (typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) || timeoutMs < 0) {
+      throw new ChannelError("INVALID_ARGUMENT", `timeoutMs must be a finite number >= 0 (milliseconds), got ${String(timeoutMs)}`);
+    }
+    const body = { handle, timeoutMs };
+    try {
+      return await this.#call("wait", body);
+    } catch (e) {
+      if (!e.network) throw e;
+      // The connection to the registry ended mid-wait: the sidecar stopped. Ask once more
+      // (a restarted sidecar answers REGISTRY_RESTARTED for this handle); if it is still
+      // down, the registry and this subscription are gone all the same.
+      await new Promise((r) => setTimeout(r, 50));
+      try {
+        return await this.#call("wait", { handle, timeoutMs: 0 });
+      } catch (e2) {
+        if (!e2.network) throw e2;
+        throw new ChannelError(
+          "REGISTRY_RESTARTED",
+          `channel registry restarted: the sidecar connection was lost during wait (${e.message}) and it is not back; the subscription is gone, subscribe again`,
+        );
+      }
+    }
+  }
+
+  // unsubscribe(handle) → true, or false when it was already gone. Errors: UNKNOWN_HANDLE,
+  // FOREIGN_HANDLE, REGISTRY_RESTARTED.
+  async unsubscribe(handle) {
+    if (typeof handle !== "string") {
+      throw new ChannelError("UNKNOWN_HANDLE", `subscription handle must be a string, got ${typeof handle}`);
+    }
+    return (await this.#call("unsubscribe", { handle })).unsubscribed;
+  }
+
+  // close(name, reason) → subscribers notified; they drain, then see {outcome:"closed",reason}.
+  async close(name, reason = "") {
+    checkName(name);
+    if (typeof reason !== "string") {
+      throw new ChannelError("INVALID_ARGUMENT", `close reason must be a string, got ${typeof reason}`);
+    }
+    return (await this.#call("close", { channel: name, reason })).notified;
+  }
+
+  // subscriberCount(name) → live subscribers (read from the registry, nothing is sent).
+  async subscriberCount(name) {
+    checkName(name);
+    return (await this.#call("subscribers", null, "GET", "?channel=" + encodeURIComponent(name))).subscribers;
+  }
+}
+
+class ChannelsBinding {
+  #env;
+  constructor(env) {
+    this.#env = env;
+  }
+  // open(ctx) → Channels for the Durable Object whose state is ctx (this.ctx / state).
+  open(ctx) {
+    if (!isDurableObjectState(ctx)) {
+      throw notDurableObject("open() needs the DurableObjectState (this.ctx), got " + (ctx === null ? "null" : typeof ctx));
+    }
+    const cfg = this.#env.config || {};
+    return new Channels(this.#env.sidecar, cfg.namespace || "default", ctx.id.toString());
+  }
+  get ChannelError() {
+    return ChannelError;
+  }
+}
+for (const m of ["subscribe", "publish", "wait", "unsubscribe", "close", "subscriberCount"]) {
+  ChannelsBinding.prototype[m] = function () {
+    return Promise.reject(notDurableObject(`${m}() was called on the binding itself`));
+  };
+}
+
+export default function makeBinding(env) {
+  return new ChannelsBinding(env);
+}
+export { ChannelError };
