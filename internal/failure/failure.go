@@ -130,6 +130,10 @@ type causeRule struct {
 // pinned workerd in this package's tests).
 var heapRule = rule{sub: []string{"javascript heap out of memory", "reached heap limit", "last resort; gc in old space requested"}}
 
+// heapFatalRule is the part of heapRule that is V8's fatal line itself (not the GC
+// trailer); Diagnose prefers it as evidence.
+var heapFatalRule = rule{sub: []string{"javascript heap out of memory", "reached heap limit"}}
+
 // causeRules is the ordered message table; the first matching rule wins. Mirrored in
 // internal/shim/failure.js (CAUSE_RULES).
 var causeRules = []causeRule{

@@ -88,9 +88,12 @@ func Diagnose(t Termination) (Cause, string) {
 	if t.Reason == "OOMKilled" {
 		return CauseOOM, trim(fmt.Sprintf("container reason OOMKilled, exit code %d (cgroup memory limit)", t.ExitCode) + lastLineSuffix(lines))
 	}
-	for _, l := range lines {
-		if heapRule.match(strings.ToLower(l)) {
-			return CauseOOM, trim(l)
+	// The fatal line is better evidence than V8's GC trailer printed before it.
+	for _, r := range []rule{heapFatalRule, heapRule} {
+		for _, l := range lines {
+			if r.match(strings.ToLower(l)) {
+				return CauseOOM, trim(l)
+			}
 		}
 	}
 	startup := -1
