@@ -92,6 +92,18 @@ export class Obj extends DurableObject {
         }
         return { messages, end };
       }
+      case "collectThroughTimeouts": {
+        // Wait with a short timeout until count messages arrived, counting the timeouts.
+        const messages = [];
+        let timeouts = 0;
+        while (messages.length < b.count) {
+          const r = await ch.wait(b.handle, b.timeoutMs);
+          if (r.outcome === "timeout") timeouts++;
+          else if (r.outcome === "message") messages.push(r.message);
+          else return { messages, timeouts, end: r };
+        }
+        return { messages, timeouts, end: null };
+      }
       case "unsubscribe":
         return { unsubscribed: await ch.unsubscribe(b.handle) };
       case "close":
