@@ -1,0 +1,232 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/limits"
+)
+
+// WarnFraction is the share of a limit from which a value is admitted with a warning.
+const WarnFraction = 0.9
+
+// check collects errors and warnings for one object under one profile.
+type check struct {
+	t     *limits.Table
+	p     limits.Profile
+	errs  field.ErrorList
+	warns admission.Warnings
+}
+
+func (c *check) add(err *field.Error) {
+	if err != nil {
+		c.errs = append(c.errs, err)
+	}
+}
+
+func (c *check) warn(format string, args ...any) {
+	c.warns = append(c.warns, fmt.Sprintf(format, args...))
+}
+
+// limit returns limit n as the table sees it (custom ceilings applied).
+func (c *check) limit(n limits.Name) limits.Limit {
+	l, ok := c.t.Limit(n)
+	if !ok {
+		panic("webhook: unknown limit " + string(n))
+	}
+	return l
+}
+
+// atMost checks v ≤ the value of limit n under the profile: it returns the error that
+// names field, value, maximum, unit, profile, limit and source, and warns at ≥ 90 %.
+func (c *check) atMost(path *field.Path, v int64, n limits.Name) *field.Error {
+	return atMost(c, path, v, n)
+}
+
+func atMost(c *check, path *field.Path, v int64, n limits.Name) *field.Error {
+	l := c.limit(n)
+	max := c.t.Get(c.p, n)
+	if v > max {
+		return field.Invalid(path, v, fmt.Sprintf("must be at most %d %s (%s)", max, l.Unit, l.Cite(c.p)))
+	}
+	if max > 0 && float64(v) >= WarnFraction*float64(max) {
+		c.warn("%s: %d is %d%% of the limit %d %s (%s)", path, v, int64(math.Floor(100*float64(v)/float64(max))), max, l.Unit, l.Cite(c.p))
+	}
+	return nil
+}
+
+// invalid returns the *field.Error for value v of path violating limit n (a size or
+// count computed from the object rather than a field value).
+func (c *check) tooMany(path *field.Path, got int64, n limits.Name, what string) *field.Error {
+	l := c.limit(n)
+	max := c.t.Get(c.p, n)
+	if got > max {
+		return field.Invalid(path, got, fmt.Sprintf("%s must be at most %d %s (%s)", what, max, l.Unit, l.Cite(c.p)))
+	}
+	if max > 0 && float64(got) >= WarnFraction*float64(max) {
+		c.warn("%s: %s is %d %s, %d%% of the limit %d %s (%s)", path, what, got, l.Unit, int64(math.Floor(100*float64(got)/float64(max))), max, l.Unit, l.Cite(c.p))
+	}
+	return nil
+}
+
+// result turns the collected errors into the validator's return values: an
+// apierrors.NewInvalid for kind/name, so the API server's message lists each field.
+func (c *check) result(kind, name string) (admission.Warnings, error) {
+	if len(c.errs) == 0 {
+		return c.warns, nil
+	}
+	return c.warns, apierrors.NewInvalid(schema.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: kind}, name, c.errs)
+}
+
+// durationRE is v1alpha1.WorkflowDurationPattern with the parts captured.
+var durationRE = regexp.MustCompile(`^([0-9]+)(?: (millisecond|second|minute|hour|day|week|month|year)s?)?$`)
+
+var unitMs = map[string]int64{
+	"":            1,
+	"millisecond": 1,
+	"second":      1000,
+	"minute":      60 * 1000,
+	"hour":        3600 * 1000,
+	"day":         86400 * 1000,
+	"week":        7 * 86400 * 1000,
+	"month":       30 * 86400 * 1000,
+	"year":        365 * 86400 * 1000,
+}
+
+// ParseDuration parses a Cloudflare WorkflowDuration string ("10 seconds", "1 minute",
+// "250" = 250 ms) into milliseconds. A month is 30 days, a year 365 days.
+// Errors: not of that shape, or more than math.MaxInt64 ms.
+func ParseDuration(s string) (int64, error) {
+	m := durationRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("%q is not a duration: want a number of milliseconds or \"<n> <unit>\" with unit millisecond, second, minute, hour, day, week, month or year", s)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration: %s is too large", s, m[1])
+	}
+	u := unitMs[m[2]]
+	if n > math.MaxInt64/u {
+		return 0, fmt.Errorf("%q is not a duration: too large", s)
+	}
+	return n * u, nil
+}
+
+// FormatDuration writes ms as a WorkflowDuration string in the largest whole unit
+// (600000 → "10 minutes").
+func FormatDuration(ms int64) string {
+	for _, u := range []string{"year", "week", "day", "hour", "minute", "second"} {
+		if f := unitMs[u]; ms >= f && ms%f == 0 {
+			n := ms / f
+			if n == 1 {
+				return "1 " + u
+			}
+			return strconv.FormatInt(n, 10) + " " + u + "s"
+		}
+	}
+	return strconv.FormatInt(ms, 10)
+}
+
+// validateDuration checks a duration field: well-formed, and within [min, limit n].
+func (c *check) validateDuration(path *field.Path, s string, allowZero bool, n limits.Name) *field.Error {
+	if s == "" {
+		return nil
+	}
+	ms, err := ParseDuration(s)
+	if err != nil {
+		return field.Invalid(path, s, err.Error()+" (source: "+limits.DocWorkflowsAPI+")")
+	}
+	if ms == 0 && !allowZero {
+		return field.Invalid(path, s, "must be greater than 0 (a step attempt with timeout 0 can never succeed; source: "+limits.DocWorkflowsAPI+")")
+	}
+	l := c.limit(n)
+	max := c.t.Get(c.p, n)
+	if ms > max {
+		return field.Invalid(path, s, fmt.Sprintf("must be at most %s (%d ms) (%s)", FormatDuration(max), max, l.Cite(c.p)))
+	}
+	return nil
+}
+
+// exists reports whether the object kind/ns/name exists. Lookup errors other than
+// NotFound are returned.
+func exists(ctx context.Context, r client.Reader, gvk schema.GroupVersionKind, ns, name string) (bool, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, m)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// reference warns when a referenced object does not exist (yet): GitOps may apply it
+// later, and the controllers report it in status.
+func (w *Webhooks) reference(ctx context.Context, c *check, path *field.Path, gvk schema.GroupVersionKind, ns, name string) {
+	ok, err := exists(ctx, w.opts.Reader, gvk, ns, name)
+	switch {
+	case err != nil:
+		c.warn("%s: could not check %s %s/%s: %v", path, gvk.Kind, ns, name, err)
+	case !ok:
+		c.warn("%s: %s %s/%s does not exist yet; it is admitted, and the controller reports it in status until it exists", path, gvk.Kind, ns, name)
+	}
+}
+
+var (
+	gvkWorker    = v1alpha1.GroupVersion.WithKind("Worker")
+	gvkWorkflow  = v1alpha1.GroupVersion.WithKind("Workflow")
+	gvkDON       = v1alpha1.GroupVersion.WithKind("DurableObjectNamespace")
+	gvkSecret    = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	gvkConfigMap = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+)
+
+// workerProfile returns the limit profile of Worker ns/name, the operator's default
+// when it sets none; found is false when the Worker does not exist (yet).
+func (w *Webhooks) workerProfile(ctx context.Context, ns, name string) (p limits.Profile, found bool, err error) {
+	var wk v1alpha1.Worker
+	if err := w.opts.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &wk); err != nil {
+		if apierrors.IsNotFound(err) {
+			return w.opts.DefaultProfile, false, nil
+		}
+		return w.opts.DefaultProfile, false, err
+	}
+	return w.profileOf(wk.Spec.Limits), true, nil
+}
+
+func (w *Webhooks) profileOf(l *v1alpha1.WorkerLimits) limits.Profile {
+	if l == nil || l.Profile == "" {
+		return w.opts.DefaultProfile
+	}
+	p, err := limits.ParseProfile(string(l.Profile))
+	if err != nil {
+		return w.opts.DefaultProfile
+	}
+	return p
+}
+
+// profileFromWorker is workerProfile for objects that run under a Worker's profile
+// (Workflow, DurableObjectNamespace); it warns when the Worker is missing and uses
+// the operator's default profile.
+func (w *Webhooks) profileFromWorker(ctx context.Context, c *check, path *field.Path, ns, name string) limits.Profile {
+	p, found, err := w.workerProfile(ctx, ns, name)
+	switch {
+	case err != nil:
+		c.warn("%s: could not read Worker %s/%s (%v); checking against the default profile %q", path, ns, name, err, p)
+	case !found:
+		c.warn("%s: Worker %s/%s does not exist yet; it is admitted and checked against the default profile %q, and the controller reports it in status until it exists", path, ns, name, p)
+	}
+	return p
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,28 @@
+// Package webhook holds the admission webhooks of the four kinds of
+// fleet.workerd-operator.io/v1alpha1: per kind a defaulter
+// (admission.Defaulter[*T]) and a validator (admission.Validator[*T]), built from
+// small validateX functions that each return a *field.Error.
+//
+// Validation covers what the CRDs' OpenAPI/CEL rules cannot: limit-profile ceilings
+// read from internal/limits, script size of inline and configMap sources, environment
+// variable count and size, JSON validity, compatibility date against the workerd the
+// Worker runs, experimental compatibility flags, workflow step-config rules, Cloudflare
+// cron expressions (internal/cron.Validate), time zones, and the immutability of a
+// DurableObjectNamespace's shards until resharding exists. Every rejection names the
+// field, the value, the limit, the profile and the source, e.g.
+//
+//	spec.limits.cpuMs: Invalid value: 300001: must be at most 300000 ms
+//	(profile "paid"; limit cpu_ms; source: 000_6729543119e24b55.txt)
+//
+// References to objects that do not exist yet (Workers, DurableObjectNamespaces,
+// Workflows, Secrets, ConfigMaps) are admitted with a warning, since GitOps applies in
+// any order; values at 90 % or more of a limit are admitted with a warning.
+//
+// Defaulting adds only what it defaults: the JSON patch is computed between the typed
+// object before and after Default and holds only "add" operations, which are applied
+// to the object as the API server sent it, so fields unknown to the Go types are never
+// removed and values the user wrote (quantities such as "1000m") are never rewritten.
+// controller-runtime's own defaulting handler diffs the request against a Go
+// round-trip, which rewrites quantities; SetupWebhooks therefore registers this
+// package's add-only handler on the path controller-runtime would use.
+package webhook

@@ -1,0 +1,236 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"regexp"
+	"time"
+
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/limits"
+)
+
+// PinnedWorkerdVersion is the workerd the operator runs when a Worker names none
+// (hack/install-workerd.sh, Makefile WORKERD_VERSION). Its middle field is the newest
+// compatibility date it supports.
+const PinnedWorkerdVersion = "1.20261117.1"
+
+// Script-size rule generations (limits.ScriptSizeBytes vs limits.ScriptSize2024*).
+const (
+	ScriptSizeRules2026 = "2026-05" // 64 MiB uncompressed, no compressed limit (default)
+	ScriptSizeRules2024 = "2024-11" // 64 MB uncompressed and 3 MiB (Free) / 10 MiB (Paid) gzip
+)
+
+// Options configure the webhooks. The zero value is usable.
+type Options struct {
+	// Limits is the limit table; nil means limits.Default(). Load the operator's
+	// custom ceilings with limits.LoadCustomFile.
+	Limits *limits.Table
+	// DefaultProfile applies to Workers without spec.limits.profile; "" means paid.
+	DefaultProfile limits.Profile
+	// WorkerdVersion is the operator's pinned workerd, "1.YYYYMMDD.N"; "" means
+	// PinnedWorkerdVersion. A Worker's compatibilityDate may not be after its date
+	// (or after the date of spec.runtime.version when that is set).
+	WorkerdVersion string
+	// ScriptSizeRules is ScriptSizeRules2026 (default, "") or ScriptSizeRules2024.
+	ScriptSizeRules string
+	// Reader reads referenced objects (Workers, ConfigMaps, Secrets...); nil means
+	// the manager's API reader (uncached, so no informers are started).
+	Reader client.Reader
+}
+
+func (o Options) withDefaults() Options {
+	if o.Limits == nil {
+		o.Limits = limits.Default()
+	}
+	if o.DefaultProfile == "" {
+		o.DefaultProfile = limits.DefaultProfile
+	}
+	if o.WorkerdVersion == "" {
+		o.WorkerdVersion = PinnedWorkerdVersion
+	}
+	if o.ScriptSizeRules == "" {
+		o.ScriptSizeRules = ScriptSizeRules2026
+	}
+	return o
+}
+
+var workerdVersionRE = regexp.MustCompile(`^[0-9]+\.([0-9]{4})([0-9]{2})([0-9]{2})\.[0-9]+$`)
+
+// NewestCompatibilityDate returns the newest compatibility date workerd version v
+// ("1.20261117.1") supports, as "2026-11-17". Errors: v not of that shape.
+func NewestCompatibilityDate(v string) (string, error) {
+	m := workerdVersionRE.FindStringSubmatch(v)
+	if m == nil {
+		return "", fmt.Errorf("workerd version %q is not of the form 1.YYYYMMDD.N", v)
+	}
+	d := m[1] + "-" + m[2] + "-" + m[3]
+	if _, err := time.Parse(time.DateOnly, d); err != nil {
+		return "", fmt.Errorf("workerd version %q: %s is not a date", v, d)
+	}
+	return d, nil
+}
+
+// Webhooks holds the defaulters and validators of the four kinds, sharing Options.
+type Webhooks struct {
+	opts Options
+}
+
+// New returns the webhooks for opts. opts.Reader must be set (SetupWebhooks sets it to
+// the manager's API reader). Errors: a malformed WorkerdVersion or ScriptSizeRules.
+func New(opts Options) (*Webhooks, error) {
+	opts = opts.withDefaults()
+	if _, err := NewestCompatibilityDate(opts.WorkerdVersion); err != nil {
+		return nil, fmt.Errorf("webhook: %w", err)
+	}
+	if opts.ScriptSizeRules != ScriptSizeRules2026 && opts.ScriptSizeRules != ScriptSizeRules2024 {
+		return nil, fmt.Errorf("webhook: script-size rules %q: want %q or %q", opts.ScriptSizeRules, ScriptSizeRules2026, ScriptSizeRules2024)
+	}
+	if _, err := limits.ParseProfile(string(opts.DefaultProfile)); err != nil {
+		return nil, fmt.Errorf("webhook: default profile: %w", err)
+	}
+	if opts.Reader == nil {
+		return nil, fmt.Errorf("webhook: Options.Reader is nil")
+	}
+	return &Webhooks{opts: opts}, nil
+}
+
+// Webhook paths, as controller-runtime's builder derives them from the GVK.
+const (
+	MutateWorkerPath                   = "/mutate-fleet-workerd-operator-io-v1alpha1-worker"
+	ValidateWorkerPath                 = "/validate-fleet-workerd-operator-io-v1alpha1-worker"
+	MutateWorkflowPath                 = "/mutate-fleet-workerd-operator-io-v1alpha1-workflow"
+	ValidateWorkflowPath               = "/validate-fleet-workerd-operator-io-v1alpha1-workflow"
+	MutateDurableObjectNamespacePath   = "/mutate-fleet-workerd-operator-io-v1alpha1-durableobjectnamespace"
+	ValidateDurableObjectNamespacePath = "/validate-fleet-workerd-operator-io-v1alpha1-durableobjectnamespace"
+	MutateCronSchedulePath             = "/mutate-fleet-workerd-operator-io-v1alpha1-cronschedule"
+	ValidateCronSchedulePath           = "/validate-fleet-workerd-operator-io-v1alpha1-cronschedule"
+)
+
+// The markers below generate config/webhook/manifests.yaml (`make manifests`:
+// controller-gen webhook paths=./... output:webhook:artifacts:config=config/webhook).
+//
+// +kubebuilder:webhook:path=/mutate-fleet-workerd-operator-io-v1alpha1-worker,mutating=true,failurePolicy=fail,sideEffects=None,groups=fleet.workerd-operator.io,resources=workers,verbs=create;update,versions=v1alpha1,name=mworker.fleet.workerd-operator.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-fleet-workerd-operator-io-v1alpha1-worker,mutating=false,failurePolicy=fail,sideEffects=None,groups=fleet.workerd-operator.io,resources=workers,verbs=create;update,versions=v1alpha1,name=vworker.fleet.workerd-operator.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/mutate-fleet-workerd-operator-io-v1alpha1-workflow,mutating=true,failurePolicy=fail,sideEffects=None,groups=fleet.workerd-operator.io,resources=workflows,verbs=create;update,versions=v1alpha1,name=mworkflow.fleet.workerd-operator.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-fleet-workerd-operator-io-v1alpha1-workflow,mutating=false,failurePolicy=fail,sideEffects=None,groups=fleet.workerd-operator.io,resources=workflows,verbs=create;update,versions=v1alpha1,name=vworkflow.fleet.workerd-operator.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/mutate-fleet-workerd-operator-io-v1alpha1-durableobjectnamespace,mutating=true,failurePolicy=fail,sideEffects=None,groups=fleet.workerd-operator.io,resources=durableobjectnamespaces,verbs=create;update,versions=v1alpha1,name=mdurableobjectnamespace.fleet.workerd-operator.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-fleet-workerd-operator-io-v1alpha1-durableobjectnamespace,mutating=false,failurePolicy=fail,sideEffects=None,groups=fleet.workerd-operator.io,resources=durableobjectnamespaces,verbs=create;update,versions=v1alpha1,name=vdurableobjectnamespace.fleet.workerd-operator.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/mutate-fleet-workerd-operator-io-v1alpha1-cronschedule,mutating=true,failurePolicy=fail,sideEffects=None,groups=fleet.workerd-operator.io,resources=cronschedules,verbs=create;update,versions=v1alpha1,name=mcronschedule.fleet.workerd-operator.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-fleet-workerd-operator-io-v1alpha1-cronschedule,mutating=false,failurePolicy=fail,sideEffects=None,groups=fleet.workerd-operator.io,resources=cronschedules,verbs=create;update,versions=v1alpha1,name=vcronschedule.fleet.workerd-operator.io,admissionReviewVersions=v1,timeoutSeconds=5
+//
+// The validator reads referenced objects (existence checks, ConfigMap script size):
+// +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=workers;workflows;durableobjectnamespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
+
+// SetupWebhooks registers the defaulting and validating webhooks of the four kinds on
+// mgr's webhook server. Validators go through controller-runtime's builder
+// (ctrl.NewWebhookManagedBy(mgr, &v1alpha1.Worker{}).WithValidator(...)); defaulters
+// are registered on the same paths the builder would use, with the add-only handler
+// (see the package comment). Errors: invalid opts.
+func SetupWebhooks(mgr ctrl.Manager, opts Options) error {
+	if opts.Reader == nil {
+		opts.Reader = mgr.GetAPIReader()
+	}
+	w, err := New(opts)
+	if err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.Worker{}).WithValidator(w.WorkerValidator()).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.Workflow{}).WithValidator(w.WorkflowValidator()).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.DurableObjectNamespace{}).WithValidator(w.DurableObjectNamespaceValidator()).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.CronSchedule{}).WithValidator(w.CronScheduleValidator()).Complete(); err != nil {
+		return err
+	}
+	srv := mgr.GetWebhookServer()
+	scheme := mgr.GetScheme()
+	srv.Register(MutateWorkerPath, &webhook.Admission{Handler: AddOnlyDefaulter[*v1alpha1.Worker](scheme, w.WorkerDefaulter())})
+	srv.Register(MutateWorkflowPath, &webhook.Admission{Handler: AddOnlyDefaulter[*v1alpha1.Workflow](scheme, w.WorkflowDefaulter())})
+	srv.Register(MutateDurableObjectNamespacePath, &webhook.Admission{Handler: AddOnlyDefaulter[*v1alpha1.DurableObjectNamespace](scheme, w.DurableObjectNamespaceDefaulter())})
+	srv.Register(MutateCronSchedulePath, &webhook.Admission{Handler: AddOnlyDefaulter[*v1alpha1.CronSchedule](scheme, w.CronScheduleDefaulter())})
+	return nil
+}
+
+// AddOnlyDefaulter returns an admission handler that runs d on the decoded object and
+// answers with a JSON patch holding only "add" operations: the difference between the
+// typed object before and after d.Default, applied to the object as received. Fields
+// the Go types do not know, and values Go would re-encode differently (quantities),
+// are left exactly as the user wrote them. A defaulter that changes or removes a value
+// is a programming error and gets HTTP 500.
+func AddOnlyDefaulter[T runtime.Object](scheme *runtime.Scheme, d admission.Defaulter[T]) admission.Handler {
+	return &addOnly[T]{d: d, decoder: admission.NewDecoder(scheme)}
+}
+
+type addOnly[T runtime.Object] struct {
+	d       admission.Defaulter[T]
+	decoder admission.Decoder
+}
+
+func (h *addOnly[T]) newT() T {
+	var zero T
+	return reflect.New(reflect.TypeOf(zero).Elem()).Interface().(T)
+}
+
+// Handle implements admission.Handler.
+func (h *addOnly[T]) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation == admissionv1.Delete || req.Operation == admissionv1.Connect {
+		return admission.Allowed("")
+	}
+	ctx = admission.NewContextWithRequest(ctx, req)
+	obj := h.newT()
+	if err := h.decoder.DecodeRaw(req.Object, obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	before, err := json.Marshal(obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if err := h.d.Default(ctx, obj); err != nil {
+		return admission.Denied(err.Error())
+	}
+	after, err := json.Marshal(obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	ops, err := AddOnlyPatch(before, after)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if len(ops) == 0 {
+		return admission.Allowed("")
+	}
+	return admission.Patched("defaulted", ops...)
+}
+
+// AddOnlyPatch returns the JSON patch from before to after, which must consist of
+// "add" operations only. Errors: malformed JSON, or any replace/remove/move operation
+// (the defaulter changed a value instead of adding one).
+func AddOnlyPatch(before, after []byte) ([]jsonpatch.JsonPatchOperation, error) {
+	ops, err := jsonpatch.CreatePatch(before, after)
+	if err != nil {
+		return nil, err
+	}
+	for _, op := range ops {
+		if op.Operation != "add" {
+			return nil, fmt.Errorf("webhook: defaulter produced a %q operation on %s; defaulting may only add fields", op.Operation, op.Path)
+		}
+	}
+	return ops, nil
+}

@@ -1,0 +1,251 @@
+package webhook
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/limits"
+)
+
+// WorkerDefaulter defaults a Worker: spec.replicas (1), spec.limits.profile (the
+// operator's default profile), and spec.limits.cpuMs, subrequests and memoryMiB (the
+// profile's *_default limits). It never changes a value that is set.
+type WorkerDefaulter struct{ w *Webhooks }
+
+// WorkerValidator validates a Worker (see the package comment).
+type WorkerValidator struct{ w *Webhooks }
+
+var (
+	_ admission.Defaulter[*v1alpha1.Worker] = (*WorkerDefaulter)(nil)
+	_ admission.Validator[*v1alpha1.Worker] = (*WorkerValidator)(nil)
+)
+
+// WorkerDefaulter returns the Worker defaulter.
+func (w *Webhooks) WorkerDefaulter() *WorkerDefaulter { return &WorkerDefaulter{w} }
+
+// WorkerValidator returns the Worker validator.
+func (w *Webhooks) WorkerValidator() *WorkerValidator { return &WorkerValidator{w} }
+
+// Default implements admission.Defaulter.
+func (d *WorkerDefaulter) Default(_ context.Context, wk *v1alpha1.Worker) error {
+	s := &wk.Spec
+	if s.Replicas == nil {
+		s.Replicas = ptr(int32(1))
+	}
+	if s.Limits == nil {
+		s.Limits = &v1alpha1.WorkerLimits{}
+	}
+	if s.Limits.Profile == "" {
+		s.Limits.Profile = v1alpha1.LimitProfile(d.w.opts.DefaultProfile)
+	}
+	p := d.w.profileOf(s.Limits)
+	t := d.w.opts.Limits
+	if s.Limits.CPUMs == nil {
+		s.Limits.CPUMs = ptr(t.Get(p, limits.CPUMsDefault))
+	}
+	if s.Limits.Subrequests == nil {
+		s.Limits.Subrequests = ptr(t.Get(p, limits.SubrequestsDefault))
+	}
+	if s.Limits.MemoryMiB == nil {
+		s.Limits.MemoryMiB = ptr(int32(t.Get(p, limits.MemoryMiBDefault)))
+	}
+	return nil
+}
+
+// ValidateCreate implements admission.Validator.
+func (v *WorkerValidator) ValidateCreate(ctx context.Context, wk *v1alpha1.Worker) (admission.Warnings, error) {
+	return v.w.ValidateWorker(ctx, wk)
+}
+
+// ValidateUpdate implements admission.Validator.
+func (v *WorkerValidator) ValidateUpdate(ctx context.Context, _, wk *v1alpha1.Worker) (admission.Warnings, error) {
+	return v.w.ValidateWorker(ctx, wk)
+}
+
+// ValidateDelete implements admission.Validator; deletes are always allowed.
+func (v *WorkerValidator) ValidateDelete(context.Context, *v1alpha1.Worker) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// ValidateWorker checks a Worker against its profile. It returns the warnings and an
+// apierrors Invalid error listing every rejected field.
+func (w *Webhooks) ValidateWorker(ctx context.Context, wk *v1alpha1.Worker) (admission.Warnings, error) {
+	c := &check{t: w.opts.Limits, p: w.profileOf(wk.Spec.Limits)}
+	spec := field.NewPath("spec")
+	s := &wk.Spec
+
+	version := w.opts.WorkerdVersion
+	if s.Runtime != nil && s.Runtime.Version != "" {
+		version = s.Runtime.Version
+	}
+	c.add(validateCompatibilityDate(spec.Child("compatibilityDate"), s.CompatibilityDate, version))
+	for i, f := range s.CompatibilityFlags {
+		c.add(validateCompatibilityFlag(spec.Child("compatibilityFlags").Index(i), f, c.p))
+	}
+	if s.Limits != nil {
+		lp := spec.Child("limits")
+		if s.Limits.CPUMs != nil {
+			c.add(c.atMost(lp.Child("cpuMs"), *s.Limits.CPUMs, limits.CPUMs))
+		}
+		if s.Limits.Subrequests != nil {
+			c.add(c.atMost(lp.Child("subrequests"), *s.Limits.Subrequests, limits.Subrequests))
+		}
+		if s.Limits.MemoryMiB != nil {
+			c.add(c.atMost(lp.Child("memoryMiB"), int64(*s.Limits.MemoryMiB), limits.MemoryMiB))
+		}
+	}
+	validateEnvVars(c, spec.Child("bindings"), s.Bindings)
+	w.validateSource(ctx, c, spec.Child("source"), wk.Namespace, &s.Source)
+	for i, b := range s.Bindings {
+		bp := spec.Child("bindings").Index(i)
+		switch {
+		case b.Service != nil:
+			w.reference(ctx, c, bp.Child("service", "name"), gvkWorker, wk.Namespace, b.Service.Name)
+		case b.DurableObjectNamespace != nil:
+			w.reference(ctx, c, bp.Child("durableObjectNamespace", "name"), gvkDON, wk.Namespace, b.DurableObjectNamespace.Name)
+		case b.Workflow != nil:
+			w.reference(ctx, c, bp.Child("workflow", "name"), gvkWorkflow, wk.Namespace, b.Workflow.Name)
+		case b.SecretKeyRef != nil && (b.SecretKeyRef.Optional == nil || !*b.SecretKeyRef.Optional):
+			w.reference(ctx, c, bp.Child("secretKeyRef", "name"), gvkSecret, wk.Namespace, b.SecretKeyRef.Name)
+		}
+	}
+	return c.result("Worker", wk.Name)
+}
+
+// validateCompatibilityDate checks that date is a calendar date not after the newest
+// date workerd version supports.
+func validateCompatibilityDate(path *field.Path, date, workerdVersion string) *field.Error {
+	d, err := time.Parse(time.DateOnly, date)
+	if err != nil {
+		return field.Invalid(path, date, "must be a calendar date YYYY-MM-DD")
+	}
+	newest, err := NewestCompatibilityDate(workerdVersion)
+	if err != nil {
+		return field.Invalid(field.NewPath("spec", "runtime", "version"), workerdVersion, err.Error())
+	}
+	n, _ := time.Parse(time.DateOnly, newest)
+	if d.After(n) {
+		return field.Invalid(path, date, fmt.Sprintf("must not be after %s, the newest compatibility date workerd %s supports "+
+			"(limit: workerd supportedCompatibilityDate; source: the workerd version %s, whose middle field is that date)", newest, workerdVersion, workerdVersion))
+	}
+	return nil
+}
+
+// validateCompatibilityFlag rejects experimental workerd flags outside the custom
+// profile.
+func validateCompatibilityFlag(path *field.Path, flag string, p limits.Profile) *field.Error {
+	if IsExperimentalFlag(flag) && p != limits.Custom {
+		return field.Forbidden(path, fmt.Sprintf("%q is an experimental workerd compatibility flag; it is allowed only with the custom profile (profile %q; source: %s)", flag, p, ExperimentalFlagsSource))
+	}
+	return nil
+}
+
+// validateEnvVars checks the number of environment variables (text, json and
+// secretKeyRef bindings), the size of text and json values, and that json is JSON.
+func validateEnvVars(c *check, path *field.Path, bindings []v1alpha1.Binding) {
+	n := int64(0)
+	for i, b := range bindings {
+		bp := path.Index(i)
+		switch {
+		case b.Text != nil:
+			n++
+			c.add(c.tooMany(bp.Child("text"), int64(len(*b.Text)), limits.EnvVarBytes, "the value's size"))
+		case b.JSON != nil:
+			n++
+			c.add(c.tooMany(bp.Child("json"), int64(len(*b.JSON)), limits.EnvVarBytes, "the value's size"))
+			if !json.Valid([]byte(*b.JSON)) {
+				c.add(field.Invalid(bp.Child("json"), truncate(*b.JSON), "must be a JSON document"))
+			}
+		case b.SecretKeyRef != nil:
+			n++
+		}
+	}
+	c.add(c.tooMany(path, n, limits.EnvVars, "the number of environment variables (text, json and secretKeyRef bindings)"))
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// validateSource checks the script size of inline and configMap sources.
+func (w *Webhooks) validateSource(ctx context.Context, c *check, path *field.Path, ns string, src *v1alpha1.WorkerSource) {
+	var modules [][]byte
+	switch {
+	case src.Inline != nil:
+		mp := path.Child("inline", "modules")
+		for i, m := range src.Inline.Modules {
+			switch {
+			case m.Content != nil:
+				modules = append(modules, []byte(*m.Content))
+			case m.ContentBase64 != nil:
+				b, err := base64.StdEncoding.DecodeString(*m.ContentBase64)
+				if err != nil {
+					c.add(field.Invalid(mp.Index(i).Child("contentBase64"), truncate(*m.ContentBase64), "must be standard base64: "+err.Error()))
+					continue
+				}
+				modules = append(modules, b)
+			}
+		}
+		validateScriptSize(c, w.opts.ScriptSizeRules, mp, modules)
+	case src.ConfigMap != nil:
+		cp := path.Child("configMap", "name")
+		var cm corev1.ConfigMap
+		err := w.opts.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: src.ConfigMap.Name}, &cm)
+		switch {
+		case apierrors.IsNotFound(err):
+			c.warn("%s: ConfigMap %s/%s does not exist yet; its script size is checked by the controller", cp, ns, src.ConfigMap.Name)
+			return
+		case err != nil:
+			c.warn("%s: could not read ConfigMap %s/%s (%v); its script size is checked by the controller", cp, ns, src.ConfigMap.Name, err)
+			return
+		}
+		_, inData := cm.Data[src.ConfigMap.Main]
+		_, inBinary := cm.BinaryData[src.ConfigMap.Main]
+		if !inData && !inBinary {
+			c.warn("%s: ConfigMap %s/%s has no key %q yet", path.Child("configMap", "main"), ns, src.ConfigMap.Name, src.ConfigMap.Main)
+		}
+		for _, v := range cm.Data {
+			modules = append(modules, []byte(v))
+		}
+		for _, v := range cm.BinaryData {
+			modules = append(modules, v)
+		}
+		validateScriptSize(c, w.opts.ScriptSizeRules, cp, modules)
+	}
+}
+
+// validateScriptSize checks the total size of a Worker's modules under the configured
+// generation of Cloudflare's rules.
+func validateScriptSize(c *check, rules string, path *field.Path, modules [][]byte) {
+	total := int64(0)
+	for _, m := range modules {
+		total += int64(len(m))
+	}
+	if rules == ScriptSizeRules2024 {
+		c.add(c.tooMany(path, total, limits.ScriptSize2024Bytes, "the Worker's size (all modules, uncompressed)"))
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		for _, m := range modules {
+			_, _ = zw.Write(m)
+		}
+		_ = zw.Close()
+		c.add(c.tooMany(path, int64(buf.Len()), limits.ScriptSize2024GzBytes, "the Worker's size after gzip"))
+		return
+	}
+	c.add(c.tooMany(path, total, limits.ScriptSizeBytes, "the Worker's size (all modules, uncompressed)"))
+}
