@@ -1,0 +1,93 @@
+# workerd-operator — see README.md. Everything a target needs it installs itself:
+# the control-plane binaries (built from Go modules into $(CACHE)) and the pinned workerd
+# (npm). Prerequisites: Go 1.26, git, Node.js + npm.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+IMG ?= ghcr.io/workerd-operator/workerd-operator:dev
+WORKERD_VERSION ?= 1.20261117.1
+WORKERD_IMG ?= ghcr.io/workerd-operator/workerd:$(WORKERD_VERSION)
+K8S_VERSION ?= 1.37.2
+CACHE ?= $(HOME)/.cache/workerd-operator
+export WORKERD_OPERATOR_CACHE := $(CACHE)
+CONTROL_PLANE := $(CACHE)/k8s/v$(K8S_VERSION)
+CONTROLLER_GEN := go tool controller-gen
+GO_TEST_FLAGS ?= -timeout 75m
+BIN := bin/workerd-operator
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: ## Generate CRDs, RBAC and webhook configuration from the Go markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." \
+		output:crd:artifacts:config=config/crd/bases \
+		output:rbac:artifacts:config=config/rbac \
+		output:webhook:artifacts:config=config/webhook
+
+.PHONY: generate
+generate: ## Generate deepcopy code.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: docs
+docs: ## Generate docs/limits.md from internal/limits.
+	@if [ -d hack/gen-limits-doc ]; then go run ./hack/gen-limits-doc > docs/limits.md; fi
+
+.PHONY: fmt
+fmt: ## go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## go vet.
+	go vet ./...
+
+.PHONY: tools
+tools: ## Build or reuse the control-plane binaries and install the pinned workerd.
+	bash hack/build-control-plane.sh
+	bash hack/install-workerd.sh >/dev/null
+
+.PHONY: test
+test: tools ## Run all tests: unit, envtest, real workerd and the e2e suite on the local cluster.
+	KUBEBUILDER_ASSETS=$(CONTROL_PLANE) go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: bench
+bench: tools ## Run the benchmarks (results go in docs/benchmarks.md).
+	KUBEBUILDER_ASSETS=$(CONTROL_PLANE) go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
+
+.PHONY: verify
+verify: manifests generate docs fmt vet ## Regenerate everything and fail on any diff.
+	@git diff --exit-code -- api config docs internal charts || { echo "generated files are stale: run make manifests generate docs and commit" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- api config docs internal charts)" || { git status --porcelain -- api config docs internal charts; echo "untracked generated files" >&2; exit 1; }
+
+##@ Build
+
+.PHONY: build
+build: ## Build the binary into bin/.
+	CGO_ENABLED=0 go build -trimpath -o $(BIN) .
+
+.PHONY: run
+run: manifests generate ## Run the manager against the current kubeconfig.
+	go run . manager
+
+.PHONY: dev
+dev: tools build build-installer ## The whole fleet on one machine: local cluster, operator, samples (see README).
+	$(BIN) dev --install dist/install.yaml --manifests config/samples
+
+.PHONY: docker-build
+docker-build: ## Build the operator and workerd images (needs a Docker engine).
+	docker build -t $(IMG) .
+	docker build -f Dockerfile.workerd --build-arg WORKERD_VERSION=$(WORKERD_VERSION) -t $(WORKERD_IMG) .
+
+.PHONY: build-installer
+build-installer: manifests generate ## Write dist/install.yaml: CRDs, RBAC, manager, webhook.
+	mkdir -p dist
+	go run ./hack/build-installer --img $(IMG) --workerd-img $(WORKERD_IMG) > dist/install.yaml
