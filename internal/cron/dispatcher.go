@@ -1,0 +1,660 @@
+package cron
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+)
+
+// Defaults of DispatcherOptions, with their sources.
+const (
+	// DefaultWallTime is the wall-time limit of one scheduled() run: 15 minutes for Cron
+	// Triggers (seed 002; cloudflare-semantics.md §4.2).
+	DefaultWallTime = 15 * time.Minute
+	// DefaultTriggerPort is the pod's trigger socket (docs/pod-contract.md).
+	DefaultTriggerPort = 9091
+	// DefaultResync is the longest the dispatcher sleeps without looking at the
+	// CronSchedules again (new and changed objects are noticed within it).
+	DefaultResync = 2 * time.Second
+	// DefaultHistoryLimit is spec.historyLimit's default (api/v1alpha1).
+	DefaultHistoryLimit = 10
+	// DefaultParallelism bounds the CronSchedules processed at once.
+	DefaultParallelism = 32
+)
+
+// Pod labels of docs/pod-contract.md (the same strings as controllers/labels.go).
+const (
+	LabelWorker        = "fleet.workerd-operator.io/worker"
+	LabelComponent     = "fleet.workerd-operator.io/component"
+	ComponentWorker    = "worker"
+	annotationIdentity = "fleet.workerd-operator.io/dispatcher"
+)
+
+// WorkflowStarter creates one Workflow instance per firing of a CronSchedule whose
+// target is a workflowRef, with event.schedule set to the cron expression (and
+// event.timestamp to scheduledTime).
+//
+// TODO(workflows): the workflows engine (internal/sidecar/workflows) is not built yet;
+// the manager passes nil and workflow targets are recorded as "unreachable" with a
+// message saying so. Implement this interface on the engine's client and pass it in
+// DispatcherOptions.Workflows.
+type WorkflowStarter interface {
+	// StartScheduled creates the instance and returns its id. params is the
+	// CronSchedule's spec.target.params (may be nil).
+	StartScheduled(ctx context.Context, namespace, workflow string, params *apiextensionsv1.JSON, cron string, scheduledTime time.Time) (instanceID string, err error)
+}
+
+// DispatcherOptions configures a Dispatcher. The zero value works in a manager.
+type DispatcherOptions struct {
+	// Now is the clock (default time.Now). Tests move it to a slot instead of waiting.
+	Now func() time.Time
+	// APIReader reads uncached objects after a write conflict (the manager's
+	// GetAPIReader()); default: the client itself.
+	APIReader client.Reader
+	// HTTPClient calls the trigger sockets (default: a client with no overall timeout;
+	// WallTime bounds every call).
+	HTTPClient *http.Client
+	// TriggerPort is the pods' trigger socket port (default 9091).
+	TriggerPort int
+	// WallTime limits one run (default 15 min); a run still going after it is recorded
+	// as exceededWallTime and its request is cancelled.
+	WallTime time.Duration
+	// Resync is the longest sleep between two looks at the CronSchedules (default 2 s).
+	Resync time.Duration
+	// Parallelism bounds how many CronSchedules are claimed at once (default 32).
+	Parallelism int
+	// Namespace limits the dispatcher to one namespace ("" = all).
+	Namespace string
+	// Recorder emits Events on the CronSchedules (optional).
+	Recorder record.EventRecorder
+	// Workflows starts Workflow instances for workflowRef targets (optional; see
+	// WorkflowStarter).
+	Workflows WorkflowStarter
+	// Identity names this dispatcher in history messages (default: the host name).
+	Identity string
+	// Log is the logger (default: discard).
+	Log logr.Logger
+}
+
+// Dispatcher fires CronSchedules. It is a manager.Runnable that needs leader election;
+// even so, every slot is claimed in the CronSchedule's status with optimistic
+// concurrency before it is dispatched, so two dispatchers (a stale leader and a new
+// one) never dispatch the same slot twice.
+type Dispatcher struct {
+	c    client.Client
+	opts DispatcherOptions
+
+	mu      sync.Mutex
+	running map[types.NamespacedName]*run
+	wg      sync.WaitGroup
+}
+
+type run struct {
+	slot   time.Time
+	cancel context.CancelFunc
+	// replaced is set when a newer slot cancelled this run (concurrencyPolicy Replace).
+	replaced time.Time
+}
+
+// NewDispatcher returns a dispatcher using c for reads and status writes.
+// Wire it into a manager with mgr.Add(cron.NewDispatcher(mgr.GetClient(), ...)).
+func NewDispatcher(c client.Client, opts DispatcherOptions) *Dispatcher {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.APIReader == nil {
+		opts.APIReader = c
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 4,
+		}}
+	}
+	if opts.TriggerPort == 0 {
+		opts.TriggerPort = DefaultTriggerPort
+	}
+	if opts.WallTime == 0 {
+		opts.WallTime = DefaultWallTime
+	}
+	if opts.Resync == 0 {
+		opts.Resync = DefaultResync
+	}
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = DefaultParallelism
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	registerMetrics()
+	return &Dispatcher{c: c, opts: opts, running: map[types.NamespacedName]*run{}}
+}
+
+// NeedLeaderElection makes the manager run the dispatcher on the leader only.
+func (d *Dispatcher) NeedLeaderElection() bool { return true }
+
+// Start runs until ctx ends: it dispatches every due slot, then sleeps until the next
+// slot of any CronSchedule (a timer to that instant, not a ticker) or at most Resync.
+// Runs in flight when ctx ends continue (bounded by WallTime) and are recorded;
+// Wait waits for them.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		next, err := d.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			d.opts.Log.Error(err, "cron dispatcher pass failed")
+		}
+		wait := d.opts.Resync
+		if !next.IsZero() {
+			if w := next.Sub(d.opts.Now()); w < wait {
+				wait = max(w, 0)
+			}
+		}
+		timer.Reset(wait)
+	}
+}
+
+// Wait blocks until every run started so far has finished and been recorded.
+func (d *Dispatcher) Wait() { d.wg.Wait() }
+
+// RunOnce claims and dispatches every slot due at Now() for every CronSchedule, and
+// returns the earliest next slot over all of them (zero if none). Dispatches run in the
+// background (see Wait); claims are done when RunOnce returns.
+func (d *Dispatcher) RunOnce(ctx context.Context) (time.Time, error) {
+	var list fleetv1alpha1.CronScheduleList
+	var opts []client.ListOption
+	if d.opts.Namespace != "" {
+		opts = append(opts, client.InNamespace(d.opts.Namespace))
+	}
+	if err := d.c.List(ctx, &list, opts...); err != nil {
+		return time.Time{}, fmt.Errorf("cron: list CronSchedules: %w", err)
+	}
+	var (
+		mu    sync.Mutex
+		next  time.Time
+		errs  []error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, d.opts.Parallelism)
+	)
+	for i := range list.Items {
+		cs := &list.Items[i]
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			n, err := d.process(ctx, cs)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s/%s: %w", cs.Namespace, cs.Name, err))
+			}
+			if !n.IsZero() && (next.IsZero() || n.Before(next)) {
+				next = n
+			}
+		}()
+	}
+	wg.Wait()
+	return next, errors.Join(errs...)
+}
+
+// expression is one parsed entry of spec.schedules.
+type expression struct {
+	text  string
+	sched *Schedule
+}
+
+// process claims and dispatches the due slots of one CronSchedule and returns its next
+// slot.
+func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule) (time.Time, error) {
+	if cs.DeletionTimestamp != nil {
+		return time.Time{}, nil
+	}
+	now := d.opts.Now()
+	loc, exprs, specErr := parseSpec(cs)
+	if specErr != nil {
+		return time.Time{}, d.setCondition(ctx, cs, metav1.ConditionFalse, fleetv1alpha1.ReasonInvalidSpec, specErr.Error())
+	}
+	ready := meta.FindStatusCondition(cs.Status.Conditions, fleetv1alpha1.ConditionReady)
+	if cs.Spec.Suspend {
+		return time.Time{}, d.setCondition(ctx, cs, metav1.ConditionFalse, fleetv1alpha1.ReasonSuspended,
+			"spec.suspend is true: no slot is dispatched, and slots passed while suspended are not caught up")
+	}
+	resumed := ready != nil && ready.Reason == fleetv1alpha1.ReasonSuspended
+
+	var next time.Time
+	for _, e := range exprs {
+		due, skipped := d.dueSlots(cs, e, loc, now, resumed)
+		if resumed && len(due) > 0 {
+			// Slots passed while suspended are not caught up: claim the newest without
+			// dispatching it.
+			if _, err := d.claim(ctx, cs, e, loc, due[len(due)-1], fleetv1alpha1.ReasonScheduled); err != nil {
+				return time.Time{}, err
+			}
+			due = nil
+		}
+		for i, slot := range due {
+			ok, err := d.claim(ctx, cs, e, loc, slot, "")
+			if err != nil {
+				return time.Time{}, err
+			}
+			if !ok {
+				continue // another dispatcher claimed it
+			}
+			if i == 0 && skipped > 0 {
+				d.record(ctx, client.ObjectKeyFromObject(cs), fleetv1alpha1.CronEvent{
+					Cron: e.text, ScheduledTime: metav1.NewTime(slot), Outcome: fleetv1alpha1.CronOutcomeSkipped,
+					Message: fmt.Sprintf("%d earlier missed slot(s) skipped: outside the catch-up window (spec.startingDeadlineSeconds)", skipped),
+				}, "")
+			}
+			d.dispatch(ctx, cs, e.text, slot)
+		}
+		if n := e.sched.Next(now, loc); !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
+	}
+	if resumed || ready == nil || ready.Reason == fleetv1alpha1.ReasonInvalidSpec {
+		if err := d.setCondition(ctx, cs, metav1.ConditionTrue, fleetv1alpha1.ReasonScheduled, "dispatching"); err != nil {
+			return next, err
+		}
+	}
+	return next, nil
+}
+
+func parseSpec(cs *fleetv1alpha1.CronSchedule) (*time.Location, []expression, error) {
+	loc := time.UTC
+	if cs.Spec.TimeZone != "" {
+		l, err := time.LoadLocation(cs.Spec.TimeZone)
+		if err != nil {
+			return nil, nil, fmt.Errorf("spec.timeZone %q is not a time zone Go's time database knows: %v", cs.Spec.TimeZone, err)
+		}
+		loc = l
+	}
+	var exprs []expression
+	for i, text := range cs.Spec.Schedules {
+		s, err := Validate(text)
+		if err != nil {
+			return nil, nil, fmt.Errorf("spec.schedules[%d]: %v", i, err)
+		}
+		exprs = append(exprs, expression{text: text, sched: s})
+	}
+	return loc, exprs, nil
+}
+
+func stateOf(cs *fleetv1alpha1.CronSchedule, text string) *fleetv1alpha1.CronScheduleState {
+	for i := range cs.Status.Schedules {
+		if cs.Status.Schedules[i].Cron == text {
+			return &cs.Status.Schedules[i]
+		}
+	}
+	return nil
+}
+
+// dueSlots lists the slots of e to dispatch at now, oldest first, and how many older
+// missed slots fall outside the catch-up window. Slots are strictly after the last
+// claimed slot (or the object's creation) and at or before now; without
+// startingDeadlineSeconds only the newest is due, with it every slot no older than
+// that many seconds (computed from the real schedule).
+func (d *Dispatcher) dueSlots(cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, now time.Time, resumed bool) ([]time.Time, int) {
+	from := cs.CreationTimestamp.Time.Add(-time.Nanosecond)
+	if st := stateOf(cs, e.text); st != nil && st.LastScheduleTime != nil {
+		from = st.LastScheduleTime.Time
+	}
+	if !from.Before(now) {
+		return nil, 0
+	}
+	if dl := cs.Spec.StartingDeadlineSeconds; dl != nil && !resumed {
+		windowStart := now.Add(-time.Duration(*dl) * time.Second).Add(-time.Nanosecond)
+		skipped := 0
+		start := from
+		if windowStart.After(from) {
+			start = windowStart
+			skipped = countSlots(e.sched, from, windowStart, loc, 10000)
+		}
+		var due []time.Time
+		for t := e.sched.Next(start, loc); !t.IsZero() && !t.After(now); t = e.sched.Next(t, loc) {
+			due = append(due, t)
+		}
+		return due, skipped
+	}
+	// Only the newest slot in (from, now]: search windows growing backwards from now.
+	for span := time.Hour; ; span *= 2 {
+		start := now.Add(-span)
+		if !start.After(from) {
+			start = from
+		}
+		var last time.Time
+		n := 0
+		for t := e.sched.Next(start, loc); !t.IsZero() && !t.After(now); t = e.sched.Next(t, loc) {
+			last = t
+			n++
+		}
+		if !last.IsZero() {
+			skipped := n - 1
+			if start != from {
+				skipped += countSlots(e.sched, from, start, loc, 10000)
+			}
+			return []time.Time{last}, skipped
+		}
+		if start == from || span > 100*365*24*time.Hour {
+			return nil, 0
+		}
+	}
+}
+
+// countSlots counts slots in (from, to], up to limit.
+func countSlots(s *Schedule, from, to time.Time, loc *time.Location, limit int) int {
+	n := 0
+	for t := s.Next(from, loc); !t.IsZero() && !t.After(to) && n < limit; t = s.Next(t, loc) {
+		n++
+	}
+	return n
+}
+
+// claim writes slot as e's lastScheduleTime with optimistic concurrency (the object's
+// resourceVersion) and reports whether this dispatcher won it. cs is updated to the
+// newest object seen. A conflict re-reads the object: if the slot (or a later one) is
+// already claimed, another dispatcher owns it.
+func (d *Dispatcher) claim(ctx context.Context, cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, slot time.Time, _ string) (bool, error) {
+	for attempt := 0; attempt < 10; attempt++ {
+		st := stateOf(cs, e.text)
+		if st != nil && st.LastScheduleTime != nil && !st.LastScheduleTime.Time.Before(slot) {
+			return false, nil
+		}
+		fresh := cs.DeepCopy()
+		// keep one state per current expression
+		var states []fleetv1alpha1.CronScheduleState
+		for _, text := range fresh.Spec.Schedules {
+			if s := stateOf(fresh, text); s != nil {
+				states = append(states, *s)
+			} else {
+				states = append(states, fleetv1alpha1.CronScheduleState{Cron: text})
+			}
+		}
+		fresh.Status.Schedules = states
+		st = stateOf(fresh, e.text)
+		st.LastScheduleTime = &metav1.Time{Time: slot}
+		if n := e.sched.Next(slot, loc); !n.IsZero() {
+			st.NextScheduleTime = &metav1.Time{Time: n}
+		}
+		if fresh.Status.LastScheduleTime == nil || fresh.Status.LastScheduleTime.Time.Before(slot) {
+			fresh.Status.LastScheduleTime = &metav1.Time{Time: slot}
+		}
+		fresh.Status.ObservedGeneration = fresh.Generation
+		err := d.c.Status().Update(ctx, fresh)
+		if err == nil {
+			*cs = *fresh
+			return true, nil
+		}
+		if !apierrors.IsConflict(err) {
+			return false, fmt.Errorf("claim slot %s of %q: %w", slot.UTC().Format(time.RFC3339), e.text, err)
+		}
+		claimConflicts.Inc()
+		var latest fleetv1alpha1.CronSchedule
+		if err := d.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(cs), &latest); err != nil {
+			return false, fmt.Errorf("claim slot %s of %q: re-read after conflict: %w", slot.UTC().Format(time.RFC3339), e.text, err)
+		}
+		*cs = latest
+	}
+	return false, fmt.Errorf("claim slot %s of %q: still conflicting after 10 attempts", slot.UTC().Format(time.RFC3339), e.text)
+}
+
+// dispatch runs one claimed slot in the background, honouring concurrencyPolicy.
+func (d *Dispatcher) dispatch(ctx context.Context, cs *fleetv1alpha1.CronSchedule, cron string, slot time.Time) {
+	key := client.ObjectKeyFromObject(cs)
+	policy := cs.Spec.ConcurrencyPolicy
+	d.mu.Lock()
+	prev := d.running[key]
+	if prev != nil && policy == fleetv1alpha1.ConcurrencyForbid {
+		d.mu.Unlock()
+		d.record(ctx, key, fleetv1alpha1.CronEvent{
+			Cron: cron, ScheduledTime: metav1.NewTime(slot), Outcome: fleetv1alpha1.CronOutcomeSkipped,
+			Message: fmt.Sprintf("the run of slot %s is still going (concurrencyPolicy Forbid)", prev.slot.UTC().Format(time.RFC3339)),
+		}, "")
+		return
+	}
+	if prev != nil && policy == fleetv1alpha1.ConcurrencyReplace {
+		prev.replaced = slot
+		prev.cancel()
+	}
+	runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.WallTime)
+	r := &run{slot: slot, cancel: cancel}
+	d.running[key] = r
+	d.mu.Unlock()
+
+	target := cs.Spec.Target
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		defer cancel()
+		start := d.opts.Now()
+		lateness.Observe(start.Sub(slot).Seconds())
+		var ev fleetv1alpha1.CronEvent
+		var notReady string
+		switch {
+		case target.WorkerRef != nil:
+			ev, notReady = d.callWorker(runCtx, key.Namespace, target.WorkerRef.Name, cron, slot)
+		case target.WorkflowRef != nil:
+			ev = d.startWorkflow(runCtx, key.Namespace, target, cron, slot)
+		default:
+			ev = fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: "spec.target names neither a workerRef nor a workflowRef"}
+		}
+		d.mu.Lock()
+		if !r.replaced.IsZero() {
+			ev.Outcome = fleetv1alpha1.CronOutcomeException
+			ev.Message = fmt.Sprintf("cancelled: replaced by the run of slot %s (concurrencyPolicy Replace)", r.replaced.UTC().Format(time.RFC3339))
+		}
+		if d.running[key] == r {
+			delete(d.running, key)
+		}
+		d.mu.Unlock()
+		ev.Cron, ev.ScheduledTime = cron, metav1.NewTime(slot)
+		ev.Start = &metav1.Time{Time: start}
+		ev.DurationMs = d.opts.Now().Sub(start).Milliseconds()
+		outcomes.WithLabelValues(key.Namespace, key.Name, string(ev.Outcome)).Inc()
+		d.record(context.WithoutCancel(ctx), key, ev, notReady)
+	}()
+}
+
+// triggerResult is the trigger socket's answer (docs/pod-contract.md).
+type triggerResult struct {
+	Outcome string `json:"outcome"`
+	NoRetry bool   `json:"noRetry"`
+	Error   string `json:"error"`
+}
+
+// callWorker POSTs the slot to one ready pod's trigger socket. notReady is a message
+// when the Worker has no ready pod.
+func (d *Dispatcher) callWorker(ctx context.Context, namespace, worker, cron string, slot time.Time) (fleetv1alpha1.CronEvent, string) {
+	pod, err := d.readyPod(ctx, namespace, worker)
+	if err != nil {
+		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: err.Error()}, ""
+	}
+	if pod == nil {
+		msg := fmt.Sprintf("Worker %q has no ready pod (pods labelled %s=%s,%s=%s)", worker, LabelWorker, worker, LabelComponent, ComponentWorker)
+		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: msg}, msg
+	}
+	body, _ := json.Marshal(map[string]any{"cron": cron, "scheduledTime": slot.UnixMilli()})
+	url := "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(d.opts.TriggerPort)) + "/scheduled"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: err.Error()}, ""
+	}
+	req.Header.Set("content-type", "application/json")
+	resp, err := d.opts.HTTPClient.Do(req)
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeExceededWallTime,
+				Message: fmt.Sprintf("pod %s: still running after the %s wall-time limit of Cron Triggers (seed 002); request cancelled", pod.Name, d.opts.WallTime)}, ""
+		}
+		if ctx.Err() != nil {
+			return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeException, Message: fmt.Sprintf("pod %s: cancelled: %v", pod.Name, err)}, ""
+		}
+		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: fmt.Sprintf("pod %s: %v", pod.Name, err)}, ""
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var res triggerResult
+	if err := json.Unmarshal(raw, &res); err != nil || resp.StatusCode != http.StatusOK || res.Outcome == "" {
+		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable,
+			Message: fmt.Sprintf("pod %s: trigger socket answered %d %s", pod.Name, resp.StatusCode, truncate(string(raw), 200))}, ""
+	}
+	ev := fleetv1alpha1.CronEvent{NoRetry: res.NoRetry, Message: "pod " + pod.Name}
+	switch res.Outcome {
+	case "ok":
+		ev.Outcome = fleetv1alpha1.CronOutcomeOK
+	case "exceededCpu":
+		ev.Outcome = fleetv1alpha1.CronOutcomeExceededCPU
+	case "exception":
+		ev.Outcome = fleetv1alpha1.CronOutcomeException
+	default:
+		ev.Outcome = fleetv1alpha1.CronOutcomeException
+		ev.Message += ": workerd outcome " + res.Outcome
+	}
+	return ev, ""
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// readyPod picks one ready pod of the Worker at random, or nil.
+func (d *Dispatcher) readyPod(ctx context.Context, namespace, worker string) (*corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := d.c.List(ctx, &pods, client.InNamespace(namespace),
+		client.MatchingLabels{LabelWorker: worker, LabelComponent: ComponentWorker}); err != nil {
+		return nil, fmt.Errorf("list pods of Worker %q: %w", worker, err)
+	}
+	var ready []*corev1.Pod
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil || p.Status.PodIP == "" {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready = append(ready, p)
+			}
+		}
+	}
+	if len(ready) == 0 {
+		return nil, nil
+	}
+	sort.Slice(ready, func(i, j int) bool { return ready[i].Name < ready[j].Name })
+	return ready[rand.IntN(len(ready))], nil
+}
+
+func (d *Dispatcher) startWorkflow(ctx context.Context, namespace string, target fleetv1alpha1.CronTarget, cron string, slot time.Time) fleetv1alpha1.CronEvent {
+	if d.opts.Workflows == nil {
+		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable,
+			Message: fmt.Sprintf("Workflow %q: the workflows engine is not available in this operator build yet", target.WorkflowRef.Name)}
+	}
+	id, err := d.opts.Workflows.StartScheduled(ctx, namespace, target.WorkflowRef.Name, target.Params, cron, slot)
+	if err != nil {
+		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeException, Message: fmt.Sprintf("Workflow %q: %v", target.WorkflowRef.Name, err)}
+	}
+	return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeOK, Message: fmt.Sprintf("Workflow %q instance %s", target.WorkflowRef.Name, id)}
+}
+
+// record prepends ev to status.history (newest first, at most spec.historyLimit),
+// updates the Ready condition and emits an Event.
+func (d *Dispatcher) record(ctx context.Context, key types.NamespacedName, ev fleetv1alpha1.CronEvent, notReady string) {
+	var cs fleetv1alpha1.CronSchedule
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := d.opts.APIReader.Get(ctx, key, &cs); err != nil {
+			return err
+		}
+		limit := DefaultHistoryLimit
+		if cs.Spec.HistoryLimit != nil {
+			limit = int(*cs.Spec.HistoryLimit)
+		}
+		hist := append([]fleetv1alpha1.CronEvent{ev}, cs.Status.History...)
+		sort.SliceStable(hist, func(i, j int) bool { return hist[i].ScheduledTime.After(hist[j].ScheduledTime.Time) })
+		if len(hist) > limit {
+			hist = hist[:limit]
+		}
+		cs.Status.History = hist
+		if !cs.Spec.Suspend {
+			if notReady != "" {
+				meta.SetStatusCondition(&cs.Status.Conditions, metav1.Condition{Type: fleetv1alpha1.ConditionReady,
+					Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonTargetNotReady, Message: notReady, ObservedGeneration: cs.Generation})
+			} else if ev.Outcome != fleetv1alpha1.CronOutcomeSkipped {
+				meta.SetStatusCondition(&cs.Status.Conditions, metav1.Condition{Type: fleetv1alpha1.ConditionReady,
+					Status: metav1.ConditionTrue, Reason: fleetv1alpha1.ReasonScheduled, ObservedGeneration: cs.Generation,
+					Message: fmt.Sprintf("last slot %s of %q: %s", ev.ScheduledTime.UTC().Format(time.RFC3339), ev.Cron, ev.Outcome)})
+			}
+		}
+		return d.c.Status().Update(ctx, &cs)
+	})
+	if err != nil {
+		d.opts.Log.Error(err, "record cron event", "cronschedule", key, "cron", ev.Cron, "slot", ev.ScheduledTime)
+		return
+	}
+	if d.opts.Recorder != nil {
+		kind, reason := corev1.EventTypeNormal, "Dispatched"
+		if ev.Outcome != fleetv1alpha1.CronOutcomeOK {
+			kind, reason = corev1.EventTypeWarning, "Dispatch"+upperFirst(string(ev.Outcome))
+		}
+		d.opts.Recorder.Eventf(&cs, kind, reason, "%q slot %s: %s %s", ev.Cron, ev.ScheduledTime.UTC().Format(time.RFC3339), ev.Outcome, ev.Message)
+	}
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}
+
+// setCondition sets Ready when it differs.
+func (d *Dispatcher) setCondition(ctx context.Context, cs *fleetv1alpha1.CronSchedule, status metav1.ConditionStatus, reason, msg string) error {
+	c := meta.FindStatusCondition(cs.Status.Conditions, fleetv1alpha1.ConditionReady)
+	if c != nil && c.Status == status && c.Reason == reason && c.Message == msg && c.ObservedGeneration == cs.Generation {
+		return nil
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var latest fleetv1alpha1.CronSchedule
+		if err := d.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(cs), &latest); err != nil {
+			return err
+		}
+		meta.SetStatusCondition(&latest.Status.Conditions, metav1.Condition{Type: fleetv1alpha1.ConditionReady,
+			Status: status, Reason: reason, Message: msg, ObservedGeneration: latest.Generation})
+		latest.Status.ObservedGeneration = latest.Generation
+		if err := d.c.Status().Update(ctx, &latest); err != nil {
+			return err
+		}
+		*cs = latest
+		return nil
+	})
+}
