@@ -20,13 +20,16 @@
 //     startup_error and config_error.
 //   - ClassifyPod(pod) → *Failure: the most relevant abnormally terminated container of
 //     a pod, ready for status.lastFailure (Failure.Status) and the Degraded condition
-//     (reason = string(Failure.Cause)).
+//     (reason = string(Failure.Cause)); Failure.Condition builds that condition and
+//     Failure.Summary the Event message.
+//   - Retry(ctx, policy, fn) / Backoff: the retry loop the router and the workflow
+//     engine use — only retryable classes, exponential backoff, never overloaded.
 //
 // Every Class and Cause value is a valid metav1.Condition reason
 // (`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`).
 //
 // The JavaScript twin internal/shim/failure.js (classifyCall, isRetryable,
-// classifyError, classifyTermination) implements the same rules for the router and the
+// classifyError, classifyTermination, backoff, callWithRetry) implements the same rules for the router and the
 // step runtime; testdata/vectors.json drives both, and the tests check that Go and the
 // JavaScript running inside the pinned workerd agree on every vector. Change the rules
 // in both files together. docs/failures.md says what produces each cause and what the

@@ -1,6 +1,8 @@
 package failure
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -37,6 +39,37 @@ func (f *Failure) Status() *fleetv1.FailureStatus {
 		s.Time = &t
 	}
 	return s
+}
+
+// Summary is one line for a condition or Event message: "pod <pod> container
+// <container> terminated (exit code <n>[, signal <s>][, reason <r>]): <evidence>".
+func (f *Failure) Summary() string {
+	if f == nil {
+		return ""
+	}
+	where := "pod " + f.Pod
+	if f.Container != "" {
+		where += " container " + f.Container
+	}
+	how := fmt.Sprintf("exit code %d", f.ExitCode)
+	if f.Signal != 0 {
+		how += fmt.Sprintf(", signal %d", f.Signal)
+	}
+	if f.Reason != "" {
+		how += ", reason " + f.Reason
+	}
+	return fmt.Sprintf("%s terminated (%s): %s", where, how, f.Message)
+}
+
+// Condition is the Degraded condition for f (nil f: Degraded False, reason Healthy),
+// to be set with meta.SetStatusCondition (which fills lastTransitionTime).
+func (f *Failure) Condition(observedGeneration int64) metav1.Condition {
+	if f == nil {
+		return metav1.Condition{Type: fleetv1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: fleetv1.ReasonHealthy,
+			Message: "no container of the object's pods terminated abnormally", ObservedGeneration: observedGeneration}
+	}
+	return metav1.Condition{Type: fleetv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: string(f.Cause),
+		Message: f.Summary(), ObservedGeneration: observedGeneration}
 }
 
 // ClassifyPod returns the most relevant abnormal termination of pod, classified, or nil

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 )
 
 func terminated(code int32, reason, msg string, at time.Time) *corev1.ContainerStateTerminated {
@@ -88,5 +90,19 @@ func TestClassifyPod(t *testing.T) {
 				t.Errorf("Status() = %+v", s)
 			}
 		})
+	}
+}
+
+// TestCondition: the Degraded condition the controllers set (api/v1alpha1 constants).
+func TestCondition(t *testing.T) {
+	healthy := (*Failure)(nil).Condition(4)
+	if healthy.Type != fleetv1.ConditionDegraded || healthy.Status != metav1.ConditionFalse || healthy.Reason != fleetv1.ReasonHealthy || healthy.ObservedGeneration != 4 {
+		t.Errorf("nil Failure: %+v", healthy)
+	}
+	f := &Failure{Cause: CauseOOM, Message: "container reason OOMKilled, exit code 137 (cgroup memory limit)", Pod: "w-0", Container: "workerd", ExitCode: 137, Reason: "OOMKilled"}
+	c := f.Condition(5)
+	want := "pod w-0 container workerd terminated (exit code 137, reason OOMKilled): container reason OOMKilled, exit code 137 (cgroup memory limit)"
+	if c.Status != metav1.ConditionTrue || c.Reason != string(CauseOOM) || c.Message != want || c.ObservedGeneration != 5 {
+		t.Errorf("got %+v, want reason %s message %q", c, CauseOOM, want)
 	}
 }

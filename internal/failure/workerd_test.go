@@ -138,6 +138,22 @@ func (r *workerdRun) waitHTTP(t *testing.T, addr string) {
 	}
 }
 
+// getBody GETs url and returns the body of a 200 answer.
+func getBody(t *testing.T, ctx context.Context, url string) []byte {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d: %s", url, resp.StatusCode, body)
+	}
+	return body
+}
+
 func oneWorkerConfig(service, module, addr, extraWorker, extraConfig string) string {
 	return fmt.Sprintf(`using Workerd = import "/workerd/workerd.capnp";
 const config :Workerd.Config = (
@@ -195,8 +211,25 @@ const config :Workerd.Config = (
 	if err := json.Unmarshal(body, &got); err != nil {
 		t.Fatalf("harness JSON: %v: %s", err, body)
 	}
+	var gotRetries []retryOut
+	if err := json.Unmarshal(getBody(t, ctx, "http://"+addr+"/retries"), &gotRetries); err != nil {
+		t.Fatalf("harness JSON: %v: %s", err, body)
+	}
 	if len(got) != len(vectors) {
 		t.Fatalf("harness returned %d results for %d vectors", len(got), len(vectors))
+	}
+	retries := loadRetries(t)
+	if len(gotRetries) != len(retries) {
+		t.Fatalf("harness returned %d retry results for %d scenarios", len(gotRetries), len(retries))
+	}
+	for i, r := range retries {
+		t.Run("retry/"+r.Name, func(t *testing.T) {
+			want := r.Want
+			want.Name = r.Name
+			if goR := goRetry(t, r); gotRetries[i] != goR || goR != want {
+				t.Errorf("source %s: js %+v, go %+v, want %+v", r.Source, gotRetries[i], goR, want)
+			}
+		})
 	}
 	for i, v := range vectors {
 		t.Run(v.Name, func(t *testing.T) {

@@ -18,6 +18,12 @@
 //   classifyMessage(msg)     -> cause string from one message or log line.
 //   classifyTermination(t)   -> cause string from {exitCode, signal, reason, message,
 //                               logs, podReason} (the Go Termination).
+//   backoff(n, baseMs, maxMs) -> ms before retry n (n >= 1): baseMs*2^(n-1), capped.
+//   callWithRetry(call, {attempts = 3, baseMs = 100, maxMs = 10000})
+//                            -> call()'s value; retries while classifyCall(error) is
+//                               retryable (never "overloaded"/"permanent"), at most
+//                               `attempts` calls, waiting backoff(n) between; rethrows
+//                               the last error unchanged. `call` must mint a fresh stub.
 //   CLASSES, CAUSES          -> the value lists.
 
 export const CLASSES = Object.freeze([
@@ -228,4 +234,31 @@ export function classifyTermination(t) {
   }
   if (sig === 9 || sig === 6) return "oom";
   return "unknown";
+}
+
+// backoff: milliseconds before retry n (n >= 1): baseMs*2^(n-1), capped at maxMs; no
+// jitter. Mirrors Backoff in internal/failure/retry.go.
+export function backoff(n, baseMs, maxMs) {
+  if (!(n >= 1) || !(baseMs > 0)) return 0;
+  return Math.min(baseMs * 2 ** (n - 1), maxMs);
+}
+
+// callWithRetry: seed 003's retry loop with the operator's defaults (3 attempts,
+// 100 ms then 200 ms, 10 s cap). Mirrors Retry in internal/failure/retry.go. Throws a
+// RangeError naming the option when attempts < 1, baseMs < 0 or maxMs < baseMs.
+export async function callWithRetry(call, { attempts = 3, baseMs = 100, maxMs = 10000 } = {}) {
+  if (!Number.isInteger(attempts) || attempts < 1) {
+    throw new RangeError(`callWithRetry: attempts is ${attempts}, must be an integer >= 1 (1 = no retry)`);
+  }
+  if (!(baseMs >= 0)) throw new RangeError(`callWithRetry: baseMs is ${baseMs}, must be >= 0`);
+  if (!(maxMs >= baseMs)) throw new RangeError(`callWithRetry: maxMs is ${maxMs}, must be >= baseMs (${baseMs})`);
+  for (let n = 1; ; n++) {
+    try {
+      return await call(n);
+    } catch (err) {
+      if (n >= attempts || !isRetryable(classifyCall(err))) throw err;
+      const ms = backoff(n, baseMs, maxMs);
+      await new Promise((resolve) => setTimeout(resolve, ms));
+    }
+  }
 }

@@ -1,7 +1,8 @@
 // harness.js: runs testdata/vectors.json through internal/shim/failure.js inside
 // workerd (used by TestVectorsJSInWorkerd). GET / -> 200 JSON array of
 // {name, class?, retryable?, cause}, one per vector, in file order.
-import { classifyCall, isRetryable, classifyError, classifyTermination } from "failure.js";
+// GET /retries -> 200 JSON array of {name, calls, ok}, one per retry scenario.
+import { classifyCall, isRetryable, classifyError, classifyTermination, callWithRetry } from "failure.js";
 import doc from "vectors.json";
 
 // toError rebuilds a real Error (or AggregateError) with ES2022 cause and the
@@ -18,8 +19,28 @@ function toError(o) {
   return e;
 }
 
+async function retries() {
+  const out = [];
+  for (const r of doc.retries) {
+    let calls = 0;
+    let ok = true;
+    try {
+      await callWithRetry(async (n) => {
+        calls = n;
+        if (n <= r.errors.length) throw toError(r.errors[n - 1]);
+        return "ok";
+      }, { attempts: r.attempts, baseMs: 0, maxMs: 0 });
+    } catch {
+      ok = false;
+    }
+    out.push({ name: r.name, calls, ok });
+  }
+  return out;
+}
+
 export default {
-  async fetch() {
+  async fetch(request) {
+    if (new URL(request.url).pathname === "/retries") return Response.json(await retries());
     const out = doc.vectors.map((v) => {
       if (v.kind === "call") {
         const err = toError(v.error);
