@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
 )
@@ -22,6 +23,7 @@ func newSidecarCommand() *cobra.Command {
 	lim := channels.DefaultLimits()
 	var (
 		listen, dataDir string
+		profile         string
 		lease, grace    time.Duration
 	)
 	cmd := &cobra.Command{
@@ -36,10 +38,24 @@ func newSidecarCommand() *cobra.Command {
 			if listen == "" {
 				return fmt.Errorf("sidecar: --listen is required (e.g. $(POD_IP):%d, docs/pod-contract.md)", sidecar.DefaultPort)
 			}
-			l := lim
-			if cmd.Flags().Changed("channel-max-channels") || cmd.Flags().Changed("channel-max-subscribers") ||
-				cmd.Flags().Changed("channel-max-message-bytes") || cmd.Flags().Changed("channel-max-backlog-bytes") {
-				l.Source = "sidecar --channel-max-* flags (DurableObjectNamespace spec.channels), ceilings from " + channels.SeedSource
+			p, err := limits.ParseProfile(profile)
+			if err != nil {
+				return fmt.Errorf("sidecar: --limits-profile: %w", err)
+			}
+			l := channels.LimitsFor(p)
+			lowered := false
+			for flag, dst := range map[string]struct{ from, to *int }{
+				"channel-max-channels":      {&lim.MaxChannels, &l.MaxChannels},
+				"channel-max-subscribers":   {&lim.MaxSubscribers, &l.MaxSubscribers},
+				"channel-max-message-bytes": {&lim.MaxMessageBytes, &l.MaxMessageBytes},
+				"channel-max-backlog-bytes": {&lim.MaxBacklogBytes, &l.MaxBacklogBytes},
+			} {
+				if cmd.Flags().Changed(flag) {
+					*dst.to, lowered = *dst.from, true
+				}
+			}
+			if lowered {
+				l.Source = "sidecar --channel-max-* flags (DurableObjectNamespace spec.channels)"
 			}
 			srv, err := sidecar.New(sidecar.Options{Addr: listen, DataDir: dataDir, ChannelLimits: l, ChannelLease: lease})
 			if err != nil {
@@ -70,11 +86,12 @@ func newSidecarCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "", "listen address host:port ($(POD_IP):9092 in a pod)")
 	f.StringVar(&dataDir, "data-dir", sidecar.DefaultDataDir, "state directory (the shard's PVC or an emptyDir)")
+	f.StringVar(&profile, "limits-profile", string(limits.DefaultProfile), "limit profile the channel limits come from (free, paid, custom; internal/limits)")
 	f.DurationVar(&lease, "channel-lease", channels.DefaultLease, "durable-channel subscription lease, renewed by subscribe and every wait; lapsed subscriptions are collected")
 	f.DurationVar(&grace, "shutdown-timeout", 10*time.Second, "how long SIGTERM waits for open requests")
-	f.IntVar(&lim.MaxChannels, "channel-max-channels", lim.MaxChannels, "channels per Durable Object instance (1..64, seed 001)")
-	f.IntVar(&lim.MaxSubscribers, "channel-max-subscribers", lim.MaxSubscribers, "subscribers per channel (1..256, seed 001)")
-	f.IntVar(&lim.MaxMessageBytes, "channel-max-message-bytes", lim.MaxMessageBytes, "bytes per message (1..65536, seed 001)")
-	f.IntVar(&lim.MaxBacklogBytes, "channel-max-backlog-bytes", lim.MaxBacklogBytes, "bytes queued per subscriber before it is disconnected (1024..1048576, seed 001)")
+	f.IntVar(&lim.MaxChannels, "channel-max-channels", lim.MaxChannels, "channels per Durable Object instance (lower than the profile's channels_per_object, 64)")
+	f.IntVar(&lim.MaxSubscribers, "channel-max-subscribers", lim.MaxSubscribers, "subscribers per channel (lower than the profile's subscribers_per_channel, 256)")
+	f.IntVar(&lim.MaxMessageBytes, "channel-max-message-bytes", lim.MaxMessageBytes, "bytes per message (lower than the profile's channel_message_bytes, 65536)")
+	f.IntVar(&lim.MaxBacklogBytes, "channel-max-backlog-bytes", lim.MaxBacklogBytes, "bytes queued per subscriber before it is disconnected (1024 up to the profile's channel_backlog_bytes, 1048576)")
 	return cmd
 }

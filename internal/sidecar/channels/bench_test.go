@@ -43,9 +43,25 @@ var benchSubscribers = []int{1, 16, 256}
 // BenchmarkRawPublishReceive: the sidecar's HTTP API alone (in-process server, real HTTP on
 // loopback). Each subscriber long-polls wait; one publisher publishes b.N timestamped
 // messages, awaiting each publish; latency = receive time − publish start.
+//
+// mode=latency publishes the next message only after every subscriber received the last
+// (no queueing: the latency of one delivery); mode=throughput publishes back to back
+// (deliveries/s at saturation; latency then includes queueing).
 func BenchmarkRawPublishReceive(b *testing.B) {
-	for _, subs := range benchSubscribers {
-		b.Run(fmt.Sprintf("subscribers=%d", subs), func(b *testing.B) {
+	for _, mode := range benchModes {
+		for _, subs := range benchSubscribers {
+			b.Run(fmt.Sprintf("mode=%s/subscribers=%d", mode, subs), func(b *testing.B) {
+				benchRaw(b, subs, mode == "latency")
+			})
+		}
+	}
+}
+
+var benchModes = []string{"latency", "throughput"}
+
+func benchRaw(b *testing.B, subs int, paced bool) {
+	{
+		{
 			h := newHarnessSidecarOnly(b)
 			base := "http://" + h.sidecarAddr + "/channels/v1/objects/bench/obj/"
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
@@ -65,6 +81,7 @@ func BenchmarkRawPublishReceive(b *testing.B) {
 			}
 			var lat latencies
 			var wg sync.WaitGroup
+			got := make(chan struct{}, 2*subs)
 			for i := 0; i < subs; i++ {
 				hd := call("subscribe", map[string]any{"channel": "c"})["handle"].(string)
 				wg.Add(1)
@@ -76,6 +93,9 @@ func BenchmarkRawPublishReceive(b *testing.B) {
 						case "message":
 							ns, _ := strconv.ParseInt(r["message"].(string), 10, 64)
 							lat.add(time.Since(time.Unix(0, ns)))
+							if paced {
+								got <- struct{}{}
+							}
 						case "timeout":
 						default:
 							return
@@ -87,11 +107,14 @@ func BenchmarkRawPublishReceive(b *testing.B) {
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
 				call("publish", map[string]any{"channel": "c", "message": strconv.FormatInt(time.Now().UnixNano(), 10)})
+				for j := 0; paced && j < subs; j++ {
+					<-got
+				}
 			}
 			call("close", map[string]any{"channel": "c", "reason": "done"})
 			wg.Wait()
 			lat.report(b, time.Since(start), b.N)
-		})
+		}
 	}
 }
 
@@ -99,10 +122,22 @@ func BenchmarkRawPublishReceive(b *testing.B) {
 // request streaming its subscription as server-sent events (testdata/worker.js "stream");
 // the publisher is another request to the same object (publish through the client).
 // Latency = the Go client reading the event − the publishing request's start.
+// Modes as in BenchmarkRawPublishReceive.
 func BenchmarkWorkerdPublishReceive(b *testing.B) {
-	for _, subs := range benchSubscribers {
-		b.Run(fmt.Sprintf("subscribers=%d", subs), func(b *testing.B) {
+	for _, mode := range benchModes {
+		for _, subs := range benchSubscribers {
+			b.Run(fmt.Sprintf("mode=%s/subscribers=%d", mode, subs), func(b *testing.B) {
+				benchWorkerd(b, subs, mode == "latency")
+			})
+		}
+	}
+}
+
+func benchWorkerd(b *testing.B, subs int, paced bool) {
+	{
+		{
 			h := newHarness(b, 0)
+			got := make(chan struct{}, 2*subs)
 			var lat latencies
 			var wg sync.WaitGroup
 			ready := make(chan struct{}, subs)
@@ -128,6 +163,9 @@ func BenchmarkWorkerdPublishReceive(b *testing.B) {
 							ns, err := strconv.ParseInt(strings.TrimSpace(line[6:]), 10, 64)
 							if err == nil {
 								lat.add(time.Since(time.Unix(0, ns)))
+								if paced {
+									got <- struct{}{}
+								}
 							}
 						case strings.HasPrefix(line, "event: end"):
 							return
@@ -144,11 +182,14 @@ func BenchmarkWorkerdPublishReceive(b *testing.B) {
 				if r := h.ok("bench", "publish", map[string]any{"channel": "c", "message": strconv.FormatInt(time.Now().UnixNano(), 10)}); r.num("reached") != subs {
 					b.Fatalf("publish reached %v, want %d", r["reached"], subs)
 				}
+				for j := 0; paced && j < subs; j++ {
+					<-got
+				}
 			}
 			h.ok("bench", "close", map[string]any{"channel": "c", "reason": "done"})
 			wg.Wait()
 			lat.report(b, time.Since(start), b.N)
-		})
+		}
 	}
 }
 

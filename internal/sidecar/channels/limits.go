@@ -3,16 +3,17 @@ package channels
 import (
 	"fmt"
 	"time"
+
+	"github.com/workerd-operator/workerd-operator/internal/limits"
 )
 
-// SeedSource is the source of the default channel limits.
+// SeedSource names the seed behind the channel limits (for messages about ceilings).
 const SeedSource = "seed 001 (Durable Channel contract 0.1.0), DESIGN.md §6"
 
-// Limits are the per-object-instance channel limits. Defaults (DefaultLimits) are the
-// seed's; a DurableObjectNamespace may lower them (spec.channels.max*), never raise them.
-//
-// TODO(limits): read these from internal/limits (profile table) once it carries the channel
-// limits; until then DefaultLimits holds the seed values and the sidecar flags override them.
+// Limits are the per-object-instance channel limits. Defaults come from the limit profile
+// (internal/limits: channels_per_object, subscribers_per_channel, channel_message_bytes,
+// channel_backlog_bytes; the seed's values); a DurableObjectNamespace may lower them
+// (spec.channels.max*, passed as sidecar flags), never raise them.
 type Limits struct {
 	// MaxChannels is the number of open channels per object instance (64).
 	MaxChannels int
@@ -30,29 +31,61 @@ type Limits struct {
 	// MaxWait is the longest wait timeout accepted (15 min, the seed's longest request
 	// wall time with an execution config).
 	MaxWait time.Duration
-	// Source names where the values come from, quoted in limit errors.
+	// Profile is the limit profile the values (or their ceilings) come from.
+	Profile limits.Profile
+	// Source, when set, says the values were lowered (e.g. "sidecar --channel-max-* flags
+	// (DurableObjectNamespace spec.channels)"); limit errors quote it besides the profile.
 	Source string
 }
 
-// DefaultLimits returns the seed's limits.
-func DefaultLimits() Limits {
+// DefaultLimits returns the limits of the default profile (internal/limits).
+func DefaultLimits() Limits { return LimitsFor(limits.DefaultProfile) }
+
+// LimitsFor returns the channel limits of profile p (internal/limits). Panics on an unknown
+// profile (validate it with limits.ParseProfile first).
+func LimitsFor(p limits.Profile) Limits {
 	return Limits{
-		MaxChannels:         64,
-		MaxSubscribers:      256,
-		MaxMessageBytes:     64 << 10,
-		MaxBacklogBytes:     1 << 20,
+		MaxChannels:         int(limits.Get(p, limits.ChannelsPerObject)),
+		MaxSubscribers:      int(limits.Get(p, limits.SubscribersPerChannel)),
+		MaxMessageBytes:     int(limits.Get(p, limits.ChannelMessageBytes)),
+		MaxBacklogBytes:     int(limits.Get(p, limits.ChannelBacklogBytes)),
 		MaxChannelNameBytes: 256,
 		MaxWait:             15 * time.Minute,
-		Source:              SeedSource,
+		Profile:             p,
 	}
 }
 
-// Validate reports a limit that is not positive or above the seed's ceiling.
+// source is the text a limit error carries for limit n: the profile's citation
+// (`profile "paid"; limit channels_per_object; source: 001_....txt`), plus Source when the
+// value was lowered.
+func (l Limits) source(n limits.Name) string {
+	p := l.Profile
+	if p == "" {
+		p = limits.DefaultProfile
+	}
+	cite := string(n)
+	if row, ok := limits.Lookup(n); ok {
+		cite = row.Cite(p)
+	}
+	if l.Source != "" {
+		return l.Source + "; ceiling: " + cite
+	}
+	return cite
+}
+
+// Validate reports a limit that is not positive or above its profile's ceiling.
 func (l Limits) Validate() error {
-	d := DefaultLimits()
+	p := l.Profile
+	if p == "" {
+		p = limits.DefaultProfile
+	}
+	if _, err := limits.ParseProfile(string(p)); err != nil {
+		return fmt.Errorf("channels: %w", err)
+	}
+	d := LimitsFor(p)
 	check := func(name string, v, max int) error {
 		if v < 1 || v > max {
-			return fmt.Errorf("channels: limit %s = %d is outside 1..%d (ceiling from %s)", name, v, max, SeedSource)
+			return fmt.Errorf("channels: limit %s = %d is outside 1..%d (ceiling from profile %q, %s)", name, v, max, p, SeedSource)
 		}
 		return nil
 	}

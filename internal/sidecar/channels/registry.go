@@ -16,7 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
+	"github.com/workerd-operator/workerd-operator/internal/limits"
 )
 
 // DefaultLease is how long a subscription lives without a wait: every wait (while it is
@@ -114,7 +114,7 @@ type reader struct {
 // NewManager makes a Manager, records its boot id under DataDir (fsync), and starts the
 // lease collector. Close stops it.
 func NewManager(o Options) (*Manager, error) {
-	if o.Limits == (Limits{}) {
+	if o.Limits.MaxChannels == 0 && o.Limits.MaxSubscribers == 0 && o.Limits.MaxMessageBytes == 0 && o.Limits.MaxBacklogBytes == 0 {
 		o.Limits = DefaultLimits()
 	}
 	if err := o.Limits.Validate(); err != nil {
@@ -235,9 +235,9 @@ func (m *Manager) registry(k Key, create bool) (*registry, *Error) {
 	}
 	r := m.objects[k]
 	if r == nil && create {
-		token := uuid.NewString()[:13]
+		token := newInstanceToken()
 		for _, dup := m.tokens[token]; dup; _, dup = m.tokens[token] {
-			token = uuid.NewString()[:13]
+			token = newInstanceToken()
 		}
 		r = &registry{key: k, token: token, channels: map[string]*channel{}, readers: map[uint64]*reader{}}
 		m.objects[k] = r
@@ -275,7 +275,7 @@ func (m *Manager) Subscribe(k Key, name string) (string, error) {
 	c := r.channels[name]
 	if c == nil {
 		if len(r.channels) >= m.limits.MaxChannels {
-			return "", limitError(CodeChannelLimit, int64(m.limits.MaxChannels), m.limits.Source,
+			return "", limitError(CodeChannelLimit, int64(m.limits.MaxChannels), m.limits.source(limits.ChannelsPerObject),
 				"object %s already has %d open channels (limit maxChannels = %d); channel %q was not opened — close or unsubscribe from a channel first",
 				k, len(r.channels), m.limits.MaxChannels, name)
 		}
@@ -283,7 +283,7 @@ func (m *Manager) Subscribe(k Key, name string) (string, error) {
 		r.channels[name] = c
 		m.metrics.channels(1)
 	} else if len(c.readers) >= m.limits.MaxSubscribers {
-		return "", limitError(CodeSubscriberLimit, int64(m.limits.MaxSubscribers), m.limits.Source,
+		return "", limitError(CodeSubscriberLimit, int64(m.limits.MaxSubscribers), m.limits.source(limits.SubscribersPerChannel),
 			"channel %q already has %d subscribers (limit maxSubscribers = %d)", name, len(c.readers), m.limits.MaxSubscribers)
 	}
 	m.mu.Lock()
@@ -307,7 +307,7 @@ func (m *Manager) Publish(k Key, name, text string) (int, error) {
 		return 0, err
 	}
 	if len(text) > m.limits.MaxMessageBytes {
-		return 0, limitError(CodeMessageTooLarge, int64(m.limits.MaxMessageBytes), m.limits.Source,
+		return 0, limitError(CodeMessageTooLarge, int64(m.limits.MaxMessageBytes), m.limits.source(limits.ChannelMessageBytes),
 			"message is %d bytes of UTF-8, over the limit maxMessageBytes = %d (64 KiB by default)", len(text), m.limits.MaxMessageBytes)
 	}
 	if !utf8.ValidString(text) {
@@ -476,7 +476,7 @@ func (m *Manager) resolve(k Key, handle string) (*registry, uint64, *Error) {
 func (m *Manager) Wait(ctx context.Context, k Key, handle string, timeout time.Duration) (Outcome, error) {
 	if timeout < 0 || timeout > m.limits.MaxWait {
 		e := newError(http.StatusBadRequest, CodeInvalidArgument, "timeoutMs must be 0..%d (maxWait), got %d", m.limits.MaxWait.Milliseconds(), timeout.Milliseconds())
-		e.Limit, e.Source = m.limits.MaxWait.Milliseconds(), m.limits.Source
+		e.Limit, e.Source = m.limits.MaxWait.Milliseconds(), "project decision: the seed's longest request wall time (15 min)"
 		return Outcome{}, e
 	}
 	r, id, err := m.resolve(k, handle)
@@ -622,4 +622,15 @@ func (m *Manager) janitor() {
 			r.mu.Unlock()
 		}
 	}
+}
+
+// newInstanceToken returns the first 13 characters of a random (version 4) UUID,
+// "xxxxxxxx-xxxx" (DESIGN.md §6).
+func newInstanceToken() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:]
 }
