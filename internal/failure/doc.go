@@ -18,7 +18,7 @@
 //     (Evicted), termination message (pods use terminationMessagePolicy
 //     FallbackToLogsOnError, so this is the tail of the log) and log lines — adding
 //     startup_error and config_error.
-//   - ClassifyPod(pod) → *Failure: the most relevant abnormally terminated container of
+//   - ClassifyPod(pod) / ClassifyPods(pods) → *Failure: the most relevant abnormally terminated container of
 //     a pod, ready for status.lastFailure (Failure.Status) and the Degraded condition
 //     (reason = string(Failure.Cause)); Failure.Condition builds that condition and
 //     Failure.Summary the Event message.

@@ -117,3 +117,20 @@ func ClassifyPod(pod *corev1.Pod) *Failure {
 	}
 	return best
 }
+
+// ClassifyPods is ClassifyPod over an object's pods: the most recent failure (by Time;
+// on a tie, a cause other than unknown, then the earlier pod), or nil when every pod is
+// healthy or being deleted — the value for status.lastFailure and Degraded.
+func ClassifyPods(pods []corev1.Pod) *Failure {
+	var best *Failure
+	for i := range pods {
+		f := ClassifyPod(&pods[i])
+		if f == nil {
+			continue
+		}
+		if best == nil || f.Time.After(best.Time.Time) || (f.Time.Equal(&best.Time) && best.Cause == CauseUnknown && f.Cause != CauseUnknown) {
+			best = f
+		}
+	}
+	return best
+}

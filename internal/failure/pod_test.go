@@ -106,3 +106,27 @@ func TestCondition(t *testing.T) {
 		t.Errorf("got %+v, want reason %s message %q", c, CauseOOM, want)
 	}
 }
+
+func TestClassifyPods(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	pod := func(name string, term *corev1.ContainerStateTerminated) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if term == nil {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "workerd", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+		} else {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "workerd", State: corev1.ContainerState{Terminated: term}}}
+		}
+		return p
+	}
+	if f := ClassifyPods([]corev1.Pod{pod("a", nil), pod("b", nil)}); f != nil {
+		t.Fatalf("healthy pods: %+v", f)
+	}
+	f := ClassifyPods([]corev1.Pod{
+		pod("a", terminated(1, "Error", "service main: Uncaught Error: startup kaboom", t0)),
+		pod("b", nil),
+		pod("c", terminated(137, "OOMKilled", "", t0.Add(time.Second))),
+	})
+	if f == nil || f.Pod != "c" || f.Cause != CauseOOM {
+		t.Fatalf("got %+v, want the newest failure: pod c, oom", f)
+	}
+}
