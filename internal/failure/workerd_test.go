@@ -38,15 +38,27 @@ type workerdRun struct {
 // directory and starts `workerd serve config.capnp` with the given extra args.
 func startWorkerd(t *testing.T, config string, files map[string][]byte, args ...string) *workerdRun {
 	t.Helper()
+	all := map[string][]byte{"config.capnp": []byte(config)}
+	for name, b := range files {
+		all[name] = b
+	}
+	return startWorkerdFiles(t, all, args...)
+}
+
+// startWorkerdFiles writes files (relative path → content, config.capnp among them)
+// into a temporary directory and starts `workerd serve config.capnp <args>` there.
+func startWorkerdFiles(t *testing.T, files map[string][]byte, args ...string) *workerdRun {
+	t.Helper()
 	bin := testenv.WorkerdBinary(t)
 	dir := t.TempDir()
 	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.capnp"), []byte(config), 0o644); err != nil {
-		t.Fatal(err)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r := &workerdRun{done: make(chan struct{})}
 	r.cmd = exec.Command(bin, append([]string{"serve", "config.capnp"}, args...)...)
