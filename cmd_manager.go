@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
+	"net/http"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -11,10 +12,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/workerd-operator/workerd-operator/controllers"
+	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
+	"github.com/workerd-operator/workerd-operator/internal/webhook"
 )
 
 // managerFlags are the manager's command-line settings.
@@ -24,8 +30,13 @@ type managerFlags struct {
 	leaderElect    bool
 	leaderElectNS  string
 	webhookPort    int
+	webhookHost    string
 	webhookCertDir string
+	webhookSecret  string
+	webhookService string
 	enableWebhooks bool
+	defaultProfile string
+	customLimits   string
 	development    bool
 	opts           controllers.Options
 }
@@ -45,7 +56,12 @@ func newManagerCommand() *cobra.Command {
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader (run several replicas safely)")
 	fl.StringVar(&f.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
 	fl.IntVar(&f.webhookPort, "webhook-port", 9443, "port of the admission webhook server")
+	fl.StringVar(&f.webhookHost, "webhook-bind-host", "", "address the webhook server binds (default all)")
 	fl.StringVar(&f.webhookCertDir, "webhook-cert-dir", "", "directory holding tls.crt and tls.key of the webhook server")
+	fl.StringVar(&f.webhookSecret, "webhook-cert-secret", "", "manage the webhook certificate in this Secret of the manager's namespace (self-signed CA, rotated, injected into the webhook configurations); empty: certificates are provided (e.g. cert-manager)")
+	fl.StringVar(&f.webhookService, "webhook-service", "webhook-service", "name of the webhook Service (the certificate's DNS name)")
+	fl.StringVar(&f.defaultProfile, "default-limit-profile", "paid", "limit profile of Workers that set none: free, paid or custom")
+	fl.StringVar(&f.customLimits, "custom-limits", "", "YAML file of the custom profile's ceilings (docs/limits.md)")
 	fl.BoolVar(&f.enableWebhooks, "enable-webhooks", true, "serve the admission webhooks")
 	fl.BoolVar(&f.development, "zap-devel", false, "human-readable development logging")
 	fl.StringVar(&f.opts.WorkerdImage, "workerd-image", f.opts.WorkerdImage, "image of the pinned workerd (workerd "+testenv.WorkerdVersion+")")
@@ -76,7 +92,8 @@ func runManager(f *managerFlags) error {
 			SecureServing: true,
 			TLSOpts:       []func(*tls.Config){disableHTTP2},
 		},
-		WebhookServer: webhook.NewServer(webhook.Options{
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
+			Host:    f.webhookHost,
 			Port:    f.webhookPort,
 			CertDir: f.webhookCertDir,
 			TLSOpts: []func(*tls.Config){disableHTTP2},
@@ -92,6 +109,11 @@ func runManager(f *managerFlags) error {
 	if err := controllers.SetupAll(mgr, f.opts); err != nil {
 		return err
 	}
+	if f.enableWebhooks {
+		if err := setupWebhooks(mgr, f); err != nil {
+			return err
+		}
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
@@ -100,4 +122,58 @@ func runManager(f *managerFlags) error {
 	}
 	setupLog.Info("starting manager", "workerdImage", f.opts.WorkerdImage, "operatorImage", f.opts.OperatorImage)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// setupWebhooks registers the admission webhooks. With --webhook-cert-secret the
+// manager manages its own serving certificate (open-policy-agent/cert-controller): a
+// self-signed CA in that Secret, rotated, with the CA bundle injected into the two
+// webhook configurations; the webhooks are registered once the certificate is in place.
+func setupWebhooks(mgr ctrl.Manager, f *managerFlags) error {
+	tbl := limits.Default()
+	if f.customLimits != "" {
+		var err error
+		if tbl, err = limits.LoadCustomFile(f.customLimits); err != nil {
+			return err
+		}
+	}
+	opts := webhook.Options{Limits: tbl, DefaultProfile: limits.Profile(f.defaultProfile), WorkerdVersion: testenv.WorkerdVersion}
+	if f.webhookSecret == "" {
+		return webhook.SetupWebhooks(mgr, opts)
+	}
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		return fmt.Errorf("--webhook-cert-secret needs POD_NAMESPACE (downward API metadata.namespace)")
+	}
+	ready := make(chan struct{})
+	if err := rotator.AddRotator(mgr, &rotator.CertRotator{
+		SecretKey:      types.NamespacedName{Namespace: ns, Name: f.webhookSecret},
+		CertDir:        mgr.GetWebhookServer().(*ctrlwebhook.DefaultServer).Options.CertDir,
+		CAName:         "workerd-operator-ca",
+		CAOrganization: "workerd-operator",
+		DNSName:        fmt.Sprintf("%s.%s.svc", f.webhookService, ns),
+		ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.%s", f.webhookService, ns, f.opts.ClusterDomain)},
+		IsReady:        ready,
+		Webhooks: []rotator.WebhookInfo{
+			{Name: "workerd-operator-mutating-webhook-configuration", Type: rotator.Mutating},
+			{Name: "workerd-operator-validating-webhook-configuration", Type: rotator.Validating},
+		},
+		RequireLeaderElection: false,
+	}); err != nil {
+		return fmt.Errorf("webhook certificates: %w", err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		<-ready
+		errc <- webhook.SetupWebhooks(mgr, opts)
+	}()
+	// The readiness check fails until the webhooks serve with a valid certificate.
+	return mgr.AddReadyzCheck("webhooks", func(_ *http.Request) error {
+		select {
+		case err := <-errc:
+			errc <- err
+			return err
+		default:
+			return fmt.Errorf("waiting for the webhook certificate")
+		}
+	})
 }
