@@ -75,9 +75,10 @@ type CronTarget struct {
 	// workflowRef names a Workflow in which each firing creates an instance.
 	// +optional
 	WorkflowRef *LocalObjectReference `json:"workflowRef,omitempty"`
-	// params of each created Workflow instance (JSON, at most 1 MiB).
+	// params of each created Workflow instance: a JSON object of at most 1 MiB
+	// (event.payload in the workflow's run()).
 	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
 	// +optional
 	Params *apiextensionsv1.JSON `json:"params,omitempty"`
 }

@@ -237,7 +237,7 @@ func TestWorkerValidation(t *testing.T) {
 		{name: "two sources", mutate: set("source.configMap", obj{"name": "code", "main": "worker.js"}), wantField: "spec.source"},
 		{name: "no modules", mutate: mods(), wantField: "spec.source.inline.modules"},
 		{name: "bad module type", mutate: mods(module("worker.js", "Python", nil)), wantField: "spec.source.inline.modules[0].type"},
-		{name: "module with both contents", mutate: mods(module("worker.js", "ESModule", obj{"contentBase64": "AA=="})), wantField: "spec.source.inline.modules[0]"},
+		{name: "module with both contents", mutate: mods(module("worker.js", "ESModule", obj{"content": "x", "contentBase64": "AA=="})), wantField: "spec.source.inline.modules[0]"},
 		{name: "wasm without base64", mutate: mods(module("worker.js", "ESModule", nil), module("m.wasm", "Wasm", obj{"content": "x"})), wantField: "spec.source.inline.modules[1]"},
 		{name: "module name with ..", mutate: mods(module("a/../b.js", "ESModule", nil)), wantField: "spec.source.inline.modules[0].name"},
 		{name: "module name absolute", mutate: mods(module("/etc/passwd", "ESModule", nil)), wantField: "spec.source.inline.modules[0].name"},
