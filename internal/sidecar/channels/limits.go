@@ -93,10 +93,10 @@ func (l Limits) Validate() error {
 		name   string
 		v, max int
 	}{
-		{"maxChannels", l.MaxChannels, d.MaxChannels},
-		{"maxSubscribers", l.MaxSubscribers, d.MaxSubscribers},
-		{"maxMessageBytes", l.MaxMessageBytes, d.MaxMessageBytes},
-		{"maxBacklogBytes", l.MaxBacklogBytes, d.MaxBacklogBytes},
+		{"maxChannels (spec.channels.maxChannels, --channel-max-channels)", l.MaxChannels, d.MaxChannels},
+		{"maxSubscribers (spec.channels.maxSubscribers, --channel-max-subscribers)", l.MaxSubscribers, d.MaxSubscribers},
+		{"maxMessageBytes (spec.channels.maxMessageBytes, --channel-max-message-bytes)", l.MaxMessageBytes, d.MaxMessageBytes},
+		{"maxBacklogBytes (spec.channels.maxBacklogBytes, --channel-max-backlog-bytes)", l.MaxBacklogBytes, d.MaxBacklogBytes},
 		{"maxChannelNameBytes", l.MaxChannelNameBytes, 1 << 16},
 	} {
 		if err := check(c.name, c.v, c.max); err != nil {
@@ -104,7 +104,7 @@ func (l Limits) Validate() error {
 		}
 	}
 	if l.MaxBacklogBytes < 1024 {
-		return fmt.Errorf("channels: limit maxBacklogBytes = %d is below 1024 (DurableObjectNamespace spec.channels.maxBacklogBytes minimum)", l.MaxBacklogBytes)
+		return fmt.Errorf("channels: limit maxBacklogBytes (spec.channels.maxBacklogBytes, --channel-max-backlog-bytes) = %d is below 1024 (the API's minimum)", l.MaxBacklogBytes)
 	}
 	if l.MaxWait <= 0 {
 		return fmt.Errorf("channels: MaxWait = %s must be positive", l.MaxWait)
