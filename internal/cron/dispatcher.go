@@ -249,20 +249,25 @@ func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule
 			"spec.suspend is true: no slot is dispatched, and slots passed while suspended are not caught up")
 	}
 	resumed := ready != nil && ready.Reason == fleetv1alpha1.ReasonSuspended
+	if ready == nil || resumed || ready.Reason == fleetv1alpha1.ReasonInvalidSpec {
+		if err := d.setCondition(ctx, cs, metav1.ConditionTrue, fleetv1alpha1.ReasonScheduled, "dispatching"); err != nil {
+			return time.Time{}, err
+		}
+	}
 
 	var next time.Time
 	for _, e := range exprs {
-		due, skipped := d.dueSlots(cs, e, loc, now, resumed)
+		due, skipped, lastSkipped := d.dueSlots(cs, e, loc, now, resumed)
 		if resumed && len(due) > 0 {
 			// Slots passed while suspended are not caught up: claim the newest without
 			// dispatching it.
-			if _, err := d.claim(ctx, cs, e, loc, due[len(due)-1], fleetv1alpha1.ReasonScheduled); err != nil {
+			if _, err := d.claim(ctx, cs, e, loc, due[len(due)-1]); err != nil {
 				return time.Time{}, err
 			}
 			due = nil
 		}
 		for i, slot := range due {
-			ok, err := d.claim(ctx, cs, e, loc, slot, "")
+			ok, err := d.claim(ctx, cs, e, loc, slot)
 			if err != nil {
 				return time.Time{}, err
 			}
@@ -271,19 +276,15 @@ func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule
 			}
 			if i == 0 && skipped > 0 {
 				d.record(ctx, client.ObjectKeyFromObject(cs), fleetv1alpha1.CronEvent{
-					Cron: e.text, ScheduledTime: metav1.NewTime(slot), Outcome: fleetv1alpha1.CronOutcomeSkipped,
-					Message: fmt.Sprintf("%d earlier missed slot(s) skipped: outside the catch-up window (spec.startingDeadlineSeconds)", skipped),
+					Cron: e.text, ScheduledTime: metav1.NewTime(lastSkipped), Outcome: fleetv1alpha1.CronOutcomeSkipped,
+					Message: fmt.Sprintf("%d earlier missed slot(s) up to this one skipped: older than the catch-up window (spec.startingDeadlineSeconds; default: only the newest slot)", skipped),
 				}, "")
+				outcomes.WithLabelValues(cs.Namespace, cs.Name, string(fleetv1alpha1.CronOutcomeSkipped)).Add(float64(skipped))
 			}
 			d.dispatch(ctx, cs, e.text, slot)
 		}
 		if n := e.sched.Next(now, loc); !n.IsZero() && (next.IsZero() || n.Before(next)) {
 			next = n
-		}
-	}
-	if resumed || ready == nil || ready.Reason == fleetv1alpha1.ReasonInvalidSpec {
-		if err := d.setCondition(ctx, cs, metav1.ConditionTrue, fleetv1alpha1.ReasonScheduled, "dispatching"); err != nil {
-			return next, err
 		}
 	}
 	return next, nil
@@ -319,71 +320,62 @@ func stateOf(cs *fleetv1alpha1.CronSchedule, text string) *fleetv1alpha1.CronSch
 }
 
 // dueSlots lists the slots of e to dispatch at now, oldest first, and how many older
-// missed slots fall outside the catch-up window. Slots are strictly after the last
-// claimed slot (or the object's creation) and at or before now; without
-// startingDeadlineSeconds only the newest is due, with it every slot no older than
-// that many seconds (computed from the real schedule).
-func (d *Dispatcher) dueSlots(cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, now time.Time, resumed bool) ([]time.Time, int) {
+// missed slots fall outside the catch-up window (and the newest of those). Slots are
+// strictly after the last claimed slot (or the object's creation) and at or before
+// now; without startingDeadlineSeconds only the newest is due, with it every slot no
+// older than that many seconds (computed from the real schedule, never estimated).
+func (d *Dispatcher) dueSlots(cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, now time.Time, resumed bool) ([]time.Time, int, time.Time) {
 	from := cs.CreationTimestamp.Time.Add(-time.Nanosecond)
 	if st := stateOf(cs, e.text); st != nil && st.LastScheduleTime != nil {
 		from = st.LastScheduleTime.Time
 	}
 	if !from.Before(now) {
-		return nil, 0
+		return nil, 0, time.Time{}
 	}
+	var start time.Time
 	if dl := cs.Spec.StartingDeadlineSeconds; dl != nil && !resumed {
-		windowStart := now.Add(-time.Duration(*dl) * time.Second).Add(-time.Nanosecond)
-		skipped := 0
-		start := from
-		if windowStart.After(from) {
-			start = windowStart
-			skipped = countSlots(e.sched, from, windowStart, loc, 10000)
-		}
-		var due []time.Time
-		for t := e.sched.Next(start, loc); !t.IsZero() && !t.After(now); t = e.sched.Next(t, loc) {
-			due = append(due, t)
-		}
-		return due, skipped
-	}
-	// Only the newest slot in (from, now]: search windows growing backwards from now.
-	for span := time.Hour; ; span *= 2 {
-		start := now.Add(-span)
-		if !start.After(from) {
-			start = from
-		}
-		var last time.Time
-		n := 0
-		for t := e.sched.Next(start, loc); !t.IsZero() && !t.After(now); t = e.sched.Next(t, loc) {
-			last = t
-			n++
-		}
-		if !last.IsZero() {
-			skipped := n - 1
-			if start != from {
-				skipped += countSlots(e.sched, from, start, loc, 10000)
+		start = now.Add(-time.Duration(*dl) * time.Second).Add(-time.Nanosecond)
+	} else {
+		// Only the newest slot in (from, now]: find it in windows growing backwards.
+		for span := time.Hour; ; span *= 2 {
+			start = now.Add(-span)
+			if !start.After(from) || span > 100*365*24*time.Hour {
+				start = from
+				break
 			}
-			return []time.Time{last}, skipped
+			if t := e.sched.Next(start, loc); !t.IsZero() && !t.After(now) {
+				break
+			}
 		}
-		if start == from || span > 100*365*24*time.Hour {
-			return nil, 0
+		var newest time.Time
+		for t := e.sched.Next(start, loc); !t.IsZero() && !t.After(now); t = e.sched.Next(t, loc) {
+			newest = t
 		}
+		if newest.IsZero() {
+			return nil, 0, time.Time{}
+		}
+		start = newest.Add(-time.Nanosecond)
 	}
-}
-
-// countSlots counts slots in (from, to], up to limit.
-func countSlots(s *Schedule, from, to time.Time, loc *time.Location, limit int) int {
-	n := 0
-	for t := s.Next(from, loc); !t.IsZero() && !t.After(to) && n < limit; t = s.Next(t, loc) {
-		n++
+	skipped, lastSkipped := 0, time.Time{}
+	if start.After(from) {
+		for t := e.sched.Next(from, loc); !t.IsZero() && !t.After(start) && skipped < 100000; t = e.sched.Next(t, loc) {
+			skipped, lastSkipped = skipped+1, t
+		}
+	} else {
+		start = from
 	}
-	return n
+	var due []time.Time
+	for t := e.sched.Next(start, loc); !t.IsZero() && !t.After(now); t = e.sched.Next(t, loc) {
+		due = append(due, t)
+	}
+	return due, skipped, lastSkipped
 }
 
 // claim writes slot as e's lastScheduleTime with optimistic concurrency (the object's
 // resourceVersion) and reports whether this dispatcher won it. cs is updated to the
 // newest object seen. A conflict re-reads the object: if the slot (or a later one) is
 // already claimed, another dispatcher owns it.
-func (d *Dispatcher) claim(ctx context.Context, cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, slot time.Time, _ string) (bool, error) {
+func (d *Dispatcher) claim(ctx context.Context, cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, slot time.Time) (bool, error) {
 	for attempt := 0; attempt < 10; attempt++ {
 		st := stateOf(cs, e.text)
 		if st != nil && st.LastScheduleTime != nil && !st.LastScheduleTime.Time.Before(slot) {

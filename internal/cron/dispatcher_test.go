@@ -1,0 +1,433 @@
+package cron
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
+)
+
+// fakeClock is the dispatcher's clock in tests: the API server and workerd are real,
+// only "now" is moved to the slots instead of waiting for them.
+type fakeClock struct{ ns atomic.Int64 }
+
+func (c *fakeClock) Set(t time.Time) { c.ns.Store(t.UnixNano()) }
+func (c *fakeClock) Now() time.Time  { return time.Unix(0, c.ns.Load()) }
+
+// fleet is a real kube-apiserver (envtest) plus a real workerd serving the test
+// worker's trigger socket on 127.0.0.1.
+type fleet struct {
+	cfg      *rest.Config
+	c        client.Client
+	port     int
+	triggerU string
+}
+
+func startFleet(t testing.TB) *fleet {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts kube-apiserver, etcd and workerd")
+	}
+	env, err := testenv.NewEnvironment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("envtest: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	addr := testenv.FreeLoopbackAddr(t)
+	var port int
+	if _, err := fmt.Sscanf(addr[strings.LastIndex(addr, ":")+1:], "%d", &port); err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := filepath.Abs(filepath.Join("testdata", "worker"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, testenv.WorkerdBinary(t), "serve", "--experimental",
+		filepath.Join(dir, "config.capnp"), "--socket-addr=trigger="+addr)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	f := &fleet{cfg: cfg, c: c, port: port, triggerU: "http://" + addr}
+	for i := 0; ; i++ {
+		resp, err := http.Get(f.triggerU + "/calls")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if i > 600 {
+			t.Fatalf("workerd never answered on %s: %v", addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return f
+}
+
+type call struct {
+	Cron          string `json:"cron"`
+	ScheduledTime int64  `json:"scheduledTime"`
+	At            int64  `json:"at"` // Date.now() when the handler started
+}
+
+func (f *fleet) allCalls(t testing.TB) []call {
+	t.Helper()
+	resp, err := http.Get(f.triggerU + "/calls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var all []call
+	if err := json.NewDecoder(resp.Body).Decode(&all); err != nil {
+		t.Fatal(err)
+	}
+	return all
+}
+
+// calls returns the scheduled() calls the user worker saw for one expression, as UTC
+// RFC 3339 times.
+func (f *fleet) calls(t *testing.T, cron string) []string {
+	t.Helper()
+	out := []string{}
+	for _, c := range f.allCalls(t) {
+		if c.Cron == cron {
+			out = append(out, time.UnixMilli(c.ScheduledTime).UTC().Format(time.RFC3339))
+		}
+	}
+	return out
+}
+
+// namespace creates a namespace holding one ready pod of Worker "app" at 127.0.0.1
+// (no kubelet in envtest: the test sets the pod's status itself).
+func (f *fleet) namespace(t testing.TB, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := f.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "app-0", Namespace: name, Labels: map[string]string{
+			LabelWorker: "app", LabelComponent: ComponentWorker}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "workerd", Image: "workerd"}}},
+	}
+	if err := f.c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{
+		Phase: corev1.PodRunning, PodIP: "127.0.0.1", PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+	}
+	if err := f.c.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fleet) cronSchedule(t *testing.T, ns, name string, spec fleetv1alpha1.CronScheduleSpec) *fleetv1alpha1.CronSchedule {
+	t.Helper()
+	cs := &fleetv1alpha1.CronSchedule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
+	if err := f.c.Create(context.Background(), cs); err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func (f *fleet) get(t *testing.T, cs *fleetv1alpha1.CronSchedule) *fleetv1alpha1.CronSchedule {
+	t.Helper()
+	var out fleetv1alpha1.CronSchedule
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(cs), &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+// firstSlotAfterCreation is the first slot of expr strictly after the object's
+// creation (so no earlier slot counts as missed).
+func firstSlotAfterCreation(t *testing.T, cs *fleetv1alpha1.CronSchedule, expr string) time.Time {
+	t.Helper()
+	s, err := Parse(expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Next(cs.CreationTimestamp.Time, time.UTC)
+}
+
+func workerSpec(expr string) fleetv1alpha1.CronScheduleSpec {
+	return fleetv1alpha1.CronScheduleSpec{
+		Schedules: []string{expr},
+		Target:    fleetv1alpha1.CronTarget{WorkerRef: &fleetv1alpha1.LocalObjectReference{Name: "app"}},
+	}
+}
+
+func rfc(ts ...time.Time) []string {
+	out := []string{}
+	for _, t := range ts {
+		out = append(out, t.UTC().Format(time.RFC3339))
+	}
+	return out
+}
+
+func (f *fleet) dispatcher(clock *fakeClock, wall time.Duration) *Dispatcher {
+	return NewDispatcher(f.c, DispatcherOptions{Now: clock.Now, TriggerPort: f.port, WallTime: wall, Identity: "test"})
+}
+
+func TestDispatcher(t *testing.T) {
+	f := startFleet(t)
+	ctx := context.Background()
+
+	// Issue 8 "done" 3: `* * * * *` fires scheduled() once per minute with the exact
+	// cron string and scheduledTime; history records the outcomes, newest first.
+	t.Run("one dispatch per slot", func(t *testing.T) {
+		const expr = "* * * * *"
+		f.namespace(t, "every-minute")
+		cs := f.cronSchedule(t, "every-minute", "tick", workerSpec(expr))
+		clock := &fakeClock{}
+		d := f.dispatcher(clock, DefaultWallTime)
+		t0 := firstSlotAfterCreation(t, cs, expr)
+		var slots []time.Time
+		for i := 0; i < 3; i++ {
+			slot := t0.Add(time.Duration(i) * time.Minute)
+			slots = append(slots, slot)
+			clock.Set(slot.Add(120 * time.Millisecond))
+			next, err := d.RunOnce(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !next.Equal(slot.Add(time.Minute)) {
+				t.Fatalf("RunOnce at %s: next = %s, want %s", clock.Now(), next, slot.Add(time.Minute))
+			}
+			// a second pass in the same minute claims nothing
+			if _, err := d.RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			d.Wait()
+		}
+		if got, want := f.calls(t, expr), rfc(slots...); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("scheduled() calls %v, want %v", got, want)
+		}
+		got := f.get(t, cs)
+		if len(got.Status.History) != 3 {
+			t.Fatalf("history %+v, want 3 rows", got.Status.History)
+		}
+		for i, ev := range got.Status.History {
+			want := slots[len(slots)-1-i]
+			if ev.Outcome != fleetv1alpha1.CronOutcomeOK || ev.Cron != expr || !ev.ScheduledTime.Time.Equal(want) {
+				t.Errorf("history[%d] = %+v, want ok at %s", i, ev, want)
+			}
+		}
+		if st := got.Status.Schedules; len(st) != 1 || !st[0].LastScheduleTime.Time.Equal(slots[2]) || !st[0].NextScheduleTime.Time.Equal(slots[2].Add(time.Minute)) {
+			t.Errorf("status.schedules = %+v", st)
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != fleetv1alpha1.ReasonScheduled {
+			t.Errorf("Ready condition %+v", c)
+		}
+	})
+
+	// A handler that calls noRetry() and throws is recorded as exception with noRetry.
+	t.Run("exception outcome", func(t *testing.T) {
+		const expr = "13 * * * *"
+		f.namespace(t, "throws")
+		cs := f.cronSchedule(t, "throws", "boom", workerSpec(expr))
+		clock := &fakeClock{}
+		d := f.dispatcher(clock, DefaultWallTime)
+		slot := firstSlotAfterCreation(t, cs, expr)
+		clock.Set(slot.Add(50 * time.Millisecond))
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d.Wait()
+		got := f.get(t, cs)
+		if len(got.Status.History) != 1 {
+			t.Fatalf("history %+v", got.Status.History)
+		}
+		ev := got.Status.History[0]
+		if ev.Outcome != fleetv1alpha1.CronOutcomeException || !ev.NoRetry || !ev.ScheduledTime.Time.Equal(slot) {
+			t.Fatalf("history[0] = %+v, want exception with noRetry at %s", ev, slot)
+		}
+	})
+
+	// A run still going after the wall-time limit is recorded as exceededWallTime (the
+	// limit is shortened from 15 minutes so the test does not wait for it).
+	t.Run("exceeded wall time", func(t *testing.T) {
+		const expr = "17 * * * *"
+		f.namespace(t, "slow")
+		cs := f.cronSchedule(t, "slow", "slow", workerSpec(expr))
+		clock := &fakeClock{}
+		d := f.dispatcher(clock, time.Second)
+		slot := firstSlotAfterCreation(t, cs, expr)
+		clock.Set(slot)
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d.Wait()
+		got := f.get(t, cs)
+		if len(got.Status.History) != 1 || got.Status.History[0].Outcome != fleetv1alpha1.CronOutcomeExceededWallTime {
+			t.Fatalf("history %+v, want one exceededWallTime", got.Status.History)
+		}
+	})
+
+	// Issue 8 "done" 4 (the claim part): two dispatchers racing on the same objects at
+	// the same instants; each slot reaches the handler exactly once.
+	t.Run("exactly once with two dispatchers", func(t *testing.T) {
+		const expr = "*/1 * * * *"
+		f.namespace(t, "race")
+		cs := f.cronSchedule(t, "race", "race", workerSpec(expr))
+		clock := &fakeClock{}
+		d1, d2 := f.dispatcher(clock, DefaultWallTime), f.dispatcher(clock, DefaultWallTime)
+		t0 := firstSlotAfterCreation(t, cs, expr)
+		var slots []time.Time
+		for i := 0; i < 5; i++ {
+			slot := t0.Add(time.Duration(i) * time.Minute)
+			slots = append(slots, slot)
+			clock.Set(slot)
+			var wg sync.WaitGroup
+			for _, d := range []*Dispatcher{d1, d2} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := d.RunOnce(ctx); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+			d1.Wait()
+			d2.Wait()
+		}
+		if got, want := f.calls(t, expr), rfc(slots...); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("scheduled() calls %v, want each slot once: %v", got, want)
+		}
+		if h := f.get(t, cs).Status.History; len(h) != 5 {
+			t.Fatalf("history has %d rows, want 5: %+v", len(h), h)
+		}
+	})
+
+	// Issue 8 "done" 5: dispatcher stopped over five slots; startingDeadlineSeconds
+	// covers only the last two, and exactly those are dispatched on restart.
+	t.Run("catch-up within startingDeadlineSeconds", func(t *testing.T) {
+		const expr = "0-59 * * * *"
+		f.namespace(t, "catch-up")
+		spec := workerSpec(expr)
+		deadline := int64(90)
+		spec.StartingDeadlineSeconds = &deadline
+		cs := f.cronSchedule(t, "catch-up", "catch-up", spec)
+		clock := &fakeClock{}
+		t0 := firstSlotAfterCreation(t, cs, expr)
+		clock.Set(t0)
+		d := f.dispatcher(clock, DefaultWallTime)
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d.Wait()
+		// stopped during t0+1m .. t0+5m; a new dispatcher starts at t0+5m30s: the
+		// window (90 s) covers t0+4m and t0+5m only.
+		clock.Set(t0.Add(5*time.Minute + 30*time.Second))
+		d2 := f.dispatcher(clock, DefaultWallTime)
+		if _, err := d2.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d2.Wait()
+		want := rfc(t0, t0.Add(4*time.Minute), t0.Add(5*time.Minute))
+		if got := f.calls(t, expr); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("scheduled() calls %v, want %v", got, want)
+		}
+		h := f.get(t, cs).Status.History
+		var skipped int
+		for _, ev := range h {
+			if ev.Outcome == fleetv1alpha1.CronOutcomeSkipped {
+				skipped++
+				if !strings.Contains(ev.Message, "3 earlier missed slot") {
+					t.Errorf("skipped row %q does not count the 3 missed slots", ev.Message)
+				}
+			}
+		}
+		if skipped != 1 {
+			t.Errorf("history %+v: want one skipped row", h)
+		}
+	})
+
+	// No ready pod: recorded as unreachable, Ready=False TargetNotReady.
+	t.Run("target not ready", func(t *testing.T) {
+		const expr = "* * * * *"
+		f.namespace(t, "no-pods")
+		spec := workerSpec(expr)
+		spec.Target.WorkerRef.Name = "ghost"
+		cs := f.cronSchedule(t, "no-pods", "ghost", spec)
+		clock := &fakeClock{}
+		d := f.dispatcher(clock, DefaultWallTime)
+		clock.Set(firstSlotAfterCreation(t, cs, expr))
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d.Wait()
+		got := f.get(t, cs)
+		if len(got.Status.History) != 1 || got.Status.History[0].Outcome != fleetv1alpha1.CronOutcomeUnreachable {
+			t.Fatalf("history %+v", got.Status.History)
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionReady); c == nil || c.Reason != fleetv1alpha1.ReasonTargetNotReady {
+			t.Fatalf("Ready condition %+v, want TargetNotReady", c)
+		}
+	})
+
+	// Suspended: nothing is dispatched; after resuming, slots passed meanwhile are not
+	// caught up, the next one is.
+	t.Run("suspend", func(t *testing.T) {
+		const expr = "1-59 * * * *"
+		f.namespace(t, "suspend")
+		spec := workerSpec(expr)
+		spec.Suspend = true
+		cs := f.cronSchedule(t, "suspend", "paused", spec)
+		clock := &fakeClock{}
+		d := f.dispatcher(clock, DefaultWallTime)
+		t0 := firstSlotAfterCreation(t, cs, expr)
+		clock.Set(t0.Add(time.Minute))
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := f.get(t, cs)
+		if c := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionReady); c == nil || c.Reason != fleetv1alpha1.ReasonSuspended {
+			t.Fatalf("Ready condition %+v, want Suspended", c)
+		}
+		got.Spec.Suspend = false
+		if err := f.c.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		clock.Set(t0.Add(2*time.Minute + time.Second))
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sched, _ := Parse(expr)
+		next := sched.Next(clock.Now(), time.UTC)
+		clock.Set(next)
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d.Wait()
+		if got, want := f.calls(t, expr), rfc(next); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("scheduled() calls %v, want only %v", got, want)
+		}
+	})
+}
