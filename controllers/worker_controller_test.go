@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,11 +74,15 @@ func TestWorkerChildren(t *testing.T) {
 	key := client.ObjectKeyFromObject(w)
 
 	var dep *appsv1.Deployment
-	eventually(t, "deployment created", func() (err error) {
-		dep, err = getDeployment(key)
-		return err
+	eventually(t, "deployment created and status written", func() (err error) {
+		if dep, err = getDeployment(key); err != nil {
+			return err
+		}
+		if w = getWorker(t, key); w.Status.Version == "" {
+			return fmt.Errorf("status.version not written yet")
+		}
+		return nil
 	})
-	w = getWorker(t, key)
 
 	t.Run("deployment", func(t *testing.T) {
 		if got := *dep.Spec.Replicas; got != 2 {
@@ -307,19 +312,23 @@ func TestWorkerSecretLifecycle(t *testing.T) {
 func TestWorkerScaleSubresource(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	w := workerFixture(ns, "scaled")
+	// spec.replicas is set by the defaulting webhook in a cluster; envtest runs none here.
+	w := workerFixture(ns, "scaled", func(w *fleetv1alpha1.Worker) { w.Spec.Replicas = ptr.To[int32](1) })
 	if err := k8sClient.Create(ctx, w); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(w)
 	eventually(t, "deployment", func() error { _, err := getDeployment(key); return err })
 
-	scale := &autoscalingv1.Scale{}
-	if err := k8sClient.SubResource("scale").Get(ctx, w, scale); err != nil {
-		t.Fatal(err)
-	}
-	scale.Spec.Replicas = 3
-	if err := k8sClient.SubResource("scale").Update(ctx, w, client.WithSubResourceBody(scale)); err != nil {
+	// What `kubectl scale --replicas=3 worker/scaled` does: read and update /scale.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale := &autoscalingv1.Scale{}
+		if err := k8sClient.SubResource("scale").Get(ctx, w, scale); err != nil {
+			return err
+		}
+		scale.Spec.Replicas = 3
+		return k8sClient.SubResource("scale").Update(ctx, w, client.WithSubResourceBody(scale))
+	}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "deployment scaled to 3", func() error {
