@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -36,9 +37,29 @@ const (
 // Outcome is the result of Wait: Kind is one of the Outcome* constants; Message is set for
 // "message", Reason for "closed" and "disconnected".
 type Outcome struct {
-	Kind    string `json:"outcome"`
-	Message string `json:"message,omitempty"`
-	Reason  string `json:"reason,omitempty"`
+	Kind    string
+	Message string
+	Reason  string
+}
+
+// MarshalJSON renders {"outcome":"message","message":...} (the message even when empty),
+// {"outcome":"timeout"}, or {"outcome":"closed"|"disconnected","reason":...}.
+func (o Outcome) MarshalJSON() ([]byte, error) {
+	switch o.Kind {
+	case OutcomeMessage:
+		return json.Marshal(struct {
+			Kind    string `json:"outcome"`
+			Message string `json:"message"`
+		}{o.Kind, o.Message})
+	case OutcomeClosed, OutcomeDisconnected:
+		return json.Marshal(struct {
+			Kind   string `json:"outcome"`
+			Reason string `json:"reason"`
+		}{o.Kind, o.Reason})
+	}
+	return json.Marshal(struct {
+		Kind string `json:"outcome"`
+	}{o.Kind})
 }
 
 // Key identifies one Durable Object instance: the namespace (DurableObjectNamespace name
