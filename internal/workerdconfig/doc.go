@@ -22,6 +22,18 @@
 // capnpConnectHost = RPCConnectHost: checked with the pinned workerd 1.20261117.1, this
 // makes JS RPC (method calls, not only fetch) work between workerd processes.
 //
+// Sources: inline modules are written under modules/ in Files; a source.configMap
+// Worker gets one module per ConfigMap key (type by extension, moduleTypes overrides,
+// binaryData as Data or Wasm; the main key first, then the rest by key) and the
+// ConfigMap is mounted as is, so its bytes are in Output.External only; a source.image
+// Worker gets only its main module (ESModule) at modules/<main>: an image bundle must
+// be a single module (bundle it with esbuild or wrangler), because the renderer cannot
+// list the image's files.
+//
+// Service bindings to other Workers go through external services whose addresses are
+// resolved by DNS per request: a target Service that does not exist yet gives
+// "DNS lookup failed" errors at request time, not a startup failure.
+//
 // Not rendered yet: durableObjectNamespace and workflow bindings (Render returns an
 // error naming the binding), and named entrypoints of another Worker (workerd cannot
 // address a named entrypoint through an external service; a service binding to the
