@@ -1,0 +1,436 @@
+package devcluster
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
+)
+
+// NodeName is the name of the cluster's one node.
+const NodeName = "devcluster"
+
+// ControlPlaneBinaries are the binaries Start needs from testenv.ControlPlaneDir.
+var ControlPlaneBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// Config says where and how to run the cluster. Only Dir is required.
+type Config struct {
+	// Dir is the run directory holding all state (pki, etcd data, logs, pods, volumes).
+	// Its previous contents are removed at start, after stopping processes left over
+	// from an earlier run in the same directory.
+	Dir string
+	// Kubeconfig is where the admin kubeconfig is written; default <Dir>/kubeconfig.
+	Kubeconfig string
+	// ImagesFile is the image mapping (see LoadImageMapping); default
+	// <repo>/config/dev/images.yaml.
+	ImagesFile string
+	// Images overrides ImagesFile when set.
+	Images *ImageMapping
+	// Log receives progress lines; default io.Discard.
+	Log io.Writer
+}
+
+// Cluster is a running local cluster. Stop it with Stop.
+type Cluster struct {
+	cfg        Config
+	dir        string
+	pki        *pki
+	kubeconfig string
+	rest       *rest.Config
+	client     kubernetes.Interface
+	apiURL     string
+
+	mu     sync.Mutex
+	procs  []*exec.Cmd
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   []chan struct{}
+
+	provider *provider
+	recorder record.EventRecorder
+	net      *network
+	stopOnce sync.Once
+}
+
+// Start starts the control plane, the node, the provisioner and the service proxy, and
+// returns once the node is Ready and the default ServiceAccount and StorageClass exist.
+// Errors name the component that failed and its log file under <Dir>/logs.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("devcluster: Config.Dir is required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dir = dir
+	if cfg.Kubeconfig == "" {
+		cfg.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	}
+	if cfg.Images == nil {
+		if cfg.ImagesFile == "" {
+			root, err := testenv.RepoRoot()
+			if err != nil {
+				return nil, fmt.Errorf("devcluster: Config.ImagesFile not set and %w", err)
+			}
+			cfg.ImagesFile = filepath.Join(root, "config", "dev", "images.yaml")
+		}
+		m, err := LoadImageMapping(cfg.ImagesFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Images = m
+	}
+	bins, err := testenv.ControlPlaneDir(ControlPlaneBinaries...)
+	if err != nil {
+		return nil, err
+	}
+	killLeftovers(dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("devcluster: clean run directory: %w", err)
+	}
+	for _, d := range []string{"logs", "pods", "volumes", "etcd"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	c := &Cluster{cfg: cfg, dir: dir}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			c.Stop()
+		}
+	}()
+	if c.pki, err = newPKI(filepath.Join(dir, "pki")); err != nil {
+		return nil, fmt.Errorf("devcluster: certificates: %w", err)
+	}
+	if err := c.startControlPlane(ctx, bins); err != nil {
+		return nil, err
+	}
+	if err := c.startNode(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	fmt.Fprintf(cfg.Log, "devcluster: ready; kubeconfig %s\n", c.kubeconfig)
+	return c, nil
+}
+
+// Kubeconfig is the path of the admin kubeconfig.
+func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
+
+// RestConfig returns a copy of the admin client configuration.
+func (c *Cluster) RestConfig() *rest.Config { return rest.CopyConfig(c.rest) }
+
+// Client is an admin clientset.
+func (c *Cluster) Client() kubernetes.Interface { return c.client }
+
+// Dir is the absolute run directory.
+func (c *Cluster) Dir() string { return c.dir }
+
+// Stop stops pods (SIGTERM, then SIGKILL after their grace period), the node and the
+// control plane, and removes the run directory's pid file. It is safe to call twice.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() {
+		if c.provider != nil {
+			c.provider.stopAll()
+		}
+		if c.cancel != nil {
+			c.cancel()
+		}
+		for _, d := range c.done {
+			select {
+			case <-d:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		c.mu.Lock()
+		procs := append([]*exec.Cmd(nil), c.procs...)
+		c.mu.Unlock()
+		// Stop in reverse start order: scheduler, controller-manager, apiserver, etcd.
+		for i := len(procs) - 1; i >= 0; i-- {
+			stopProcess(procs[i], 10*time.Second)
+		}
+		os.Remove(filepath.Join(c.dir, "pids"))
+	})
+	return nil
+}
+
+func stopProcess(cmd *exec.Cmd, grace time.Duration) {
+	if cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+// recordPID appends a process id to <dir>/pids so that a later Start in the same
+// directory can stop processes a crashed run left behind.
+func (c *Cluster) recordPID(pid int) {
+	f, err := os.OpenFile(filepath.Join(c.dir, "pids"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	fmt.Fprintln(f, pid)
+	f.Close()
+}
+
+func killLeftovers(dir string) {
+	f, err := os.Open(filepath.Join(dir, "pids"))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		pid, err := strconv.Atoi(strings.TrimSpace(s.Text()))
+		if err != nil || pid <= 1 {
+			continue
+		}
+		// Only processes whose command line or environment names this run directory.
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		environ, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if !strings.Contains(string(cmdline), dir) && !strings.Contains(string(environ), dir) {
+			continue
+		}
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	time.Sleep(200 * time.Millisecond)
+}
+
+// spawn starts a control-plane process in its own process group, logging to
+// <dir>/logs/<name>.log, and kills it if this process dies.
+func (c *Cluster) spawn(name, bin string, args ...string) (*exec.Cmd, error) {
+	logf, err := os.Create(filepath.Join(c.dir, "logs", name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), "DEVCLUSTER_DIR="+c.dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("devcluster: start %s: %w", name, err)
+	}
+	logf.Close()
+	c.recordPID(cmd.Process.Pid)
+	c.mu.Lock()
+	c.procs = append(c.procs, cmd)
+	c.mu.Unlock()
+	return cmd, nil
+}
+
+// freePort returns a TCP port free on 127.0.0.1 a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (c *Cluster) logTail(name string) string {
+	b, _ := os.ReadFile(filepath.Join(c.dir, "logs", name+".log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (c *Cluster) startControlPlane(ctx context.Context, bins string) error {
+	log := c.cfg.Log
+	etcdPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	peerPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	fmt.Fprintln(log, "devcluster: starting etcd on", etcdURL)
+	etcd, err := c.spawn("etcd", filepath.Join(bins, "etcd"),
+		"--data-dir="+filepath.Join(c.dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", peerPort),
+		fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", peerPort),
+		fmt.Sprintf("--initial-cluster=default=http://127.0.0.1:%d", peerPort),
+		"--unsafe-no-fsync=true", "--log-level=warn")
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 60*time.Second, etcd, func() bool {
+		r, err := http.Get(etcdURL + "/health")
+		if err != nil {
+			return false
+		}
+		r.Body.Close()
+		return r.StatusCode == 200
+	}); err != nil {
+		return fmt.Errorf("devcluster: etcd did not become healthy (%v); log %s:\n%s", err, filepath.Join(c.dir, "logs", "etcd.log"), c.logTail("etcd"))
+	}
+
+	apiPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	c.apiURL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	fmt.Fprintln(log, "devcluster: starting kube-apiserver on", c.apiURL)
+	p := c.pki
+	api, err := c.spawn("kube-apiserver", filepath.Join(bins, "kube-apiserver"),
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", apiPort),
+		"--cert-dir="+filepath.Join(c.dir, "pki"),
+		"--tls-cert-file="+p.APICert, "--tls-private-key-file="+p.APIKey,
+		"--client-ca-file="+p.CAFile,
+		"--service-account-key-file="+p.SAPub,
+		"--service-account-signing-key-file="+p.SAKey,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-cluster-ip-range="+serviceCIDR,
+		"--authorization-mode=Node,RBAC",
+		"--kubelet-client-certificate="+p.Admin, "--kubelet-client-key="+p.AdminKey,
+		"--kubelet-certificate-authority="+p.CAFile,
+		"--kubelet-preferred-address-types=InternalIP",
+		"--enable-aggregator-routing=true",
+		"--proxy-client-cert-file="+p.Admin, "--proxy-client-key-file="+p.AdminKey,
+		"--requestheader-client-ca-file="+p.CAFile,
+		"--requestheader-allowed-names=",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--allow-privileged=true",
+		"--endpoint-reconciler-type=none",
+	)
+	if err != nil {
+		return err
+	}
+	c.kubeconfig = c.cfg.Kubeconfig
+	if err := writeKubeconfig(c.kubeconfig, c.apiURL, p.CAFile, p.Admin, p.AdminKey); err != nil {
+		return err
+	}
+	c.rest, err = clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return err
+	}
+	c.rest.QPS, c.rest.Burst = 100, 200
+	c.client, err = kubernetes.NewForConfig(c.rest)
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 120*time.Second, api, func() bool {
+		b, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(b) == "ok"
+	}); err != nil {
+		return fmt.Errorf("devcluster: kube-apiserver did not become ready (%v); log %s:\n%s", err, filepath.Join(c.dir, "logs", "kube-apiserver.log"), c.logTail("kube-apiserver"))
+	}
+
+	kcmPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(log, "devcluster: starting kube-controller-manager and kube-scheduler")
+	if _, err := c.spawn("kube-controller-manager", filepath.Join(bins, "kube-controller-manager"),
+		"--kubeconfig="+c.kubeconfig,
+		"--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", kcmPort),
+		"--cert-dir="+filepath.Join(c.dir, "pki", "kcm"),
+		"--leader-elect=false",
+		"--service-account-private-key-file="+p.SAKey,
+		"--root-ca-file="+p.CAFile,
+		"--cluster-signing-cert-file="+p.CAFile, "--cluster-signing-key-file="+p.CAKey,
+		"--use-service-account-credentials=false",
+		"--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
+		"--concurrent-deployment-syncs=2", "--concurrent-replicaset-syncs=2",
+	); err != nil {
+		return err
+	}
+	schedPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	if _, err := c.spawn("kube-scheduler", filepath.Join(bins, "kube-scheduler"),
+		"--kubeconfig="+c.kubeconfig,
+		"--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort),
+		"--cert-dir="+filepath.Join(c.dir, "pki", "scheduler"),
+		"--leader-elect=false",
+	); err != nil {
+		return err
+	}
+	return nil
+}
+
+// waitFor polls ok every 200ms until it returns true, the process exits, ctx ends or
+// the timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, proc *exec.Cmd, ok func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if ok() {
+			return nil
+		}
+		if proc != nil && proc.ProcessState == nil {
+			// Non-blocking liveness check.
+			if err := syscall.Kill(proc.Process.Pid, 0); err != nil {
+				return fmt.Errorf("process exited")
+			}
+			var ws syscall.WaitStatus
+			if pid, _ := syscall.Wait4(proc.Process.Pid, &ws, syscall.WNOHANG, nil); pid == proc.Process.Pid {
+				return fmt.Errorf("process exited with %v", ws.ExitStatus())
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func writeKubeconfig(path, server, ca, cert, key string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["devcluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: ca}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificate: cert, ClientKey: key}
+	cfg.Contexts["devcluster"] = &clientcmdapi.Context{Cluster: "devcluster", AuthInfo: "admin"}
+	cfg.CurrentContext = "devcluster"
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return clientcmd.WriteToFile(*cfg, path)
+}

@@ -1,0 +1,384 @@
+package devcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
+)
+
+// workerdImage is the image the pod contract names for workerd; config/dev/images.yaml
+// maps it to the pinned binary.
+var workerdImage = "ghcr.io/workerd-operator/workerd:" + testenv.WorkerdVersion
+
+// shImage stands for /bin/sh in the tests' image mapping.
+const shImage = "example.test/sh:1"
+
+var cluster *Cluster
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	images, err := LoadImageMapping(filepath.Join(root, "config", "dev", "images.yaml"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	images.Images = append(images.Images, ImageBinary{Image: "example.test/sh", Binary: "/bin/sh"})
+	dir, err := os.MkdirTemp("", "devcluster-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	cluster, err = Start(ctx, Config{Dir: dir, Images: images, Log: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "devcluster: start:", err)
+		return 1
+	}
+	code := m.Run()
+	cluster.Stop()
+	if code == 0 {
+		os.RemoveAll(dir)
+	} else {
+		fmt.Fprintln(os.Stderr, "devcluster: state kept in", dir)
+	}
+	return code
+}
+
+// eventually polls cond every 200ms until it holds or a generous bound passes (the bound
+// only stops a hung test; nothing is asserted about timing).
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: never happened; last state: %s", what, last)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func readTestdata(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func get(url string) (int, string, error) {
+	c := &http.Client{Timeout: 5 * time.Second}
+	r, err := c.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer r.Body.Close()
+	b, err := io.ReadAll(r.Body)
+	return r.StatusCode, string(b), err
+}
+
+// TestWorkerdDeployment runs the pinned workerd as a 2-replica Deployment from a
+// ConfigMap and checks readiness, addresses, the Service URL, logs, restarts after a
+// kill and DNS names.
+func TestWorkerdDeployment(t *testing.T) {
+	ctx := context.Background()
+	cli := cluster.Client()
+	ns := "default"
+	body := readTestdata(t, "body.txt")
+	_, err := cli.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-config"},
+		Data: map[string]string{
+			"config.capnp": readTestdata(t, "config.capnp"),
+			"worker.js":    readTestdata(t, "worker.js"),
+			"body.txt":     body,
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": "web"}
+	replicas := int32(2)
+	_, err = cli.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{
+						Name:  "workerd",
+						Image: workerdImage,
+						Args:  []string{"serve", "/etc/workerd/config.capnp", "--socket-addr=http=$(POD_IP):8080"},
+						Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}},
+							PeriodSeconds: 1,
+						},
+						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/workerd"}},
+					}},
+					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "web-config"}}}}},
+				},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cli.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 8080, TargetPort: intstr.FromString("http")}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var pods []corev1.Pod
+	eventually(t, "2 workerd pods Ready", func() (bool, string) {
+		l, err := cli.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return false, err.Error()
+		}
+		pods = nil
+		for _, p := range l.Items {
+			if podReady(&p) && p.DeletionTimestamp == nil {
+				pods = append(pods, p)
+			}
+		}
+		return len(pods) == 2, fmt.Sprintf("%d pods, %d ready: %+v", len(l.Items), len(pods), l.Items)
+	})
+	if pods[0].Status.PodIP == pods[1].Status.PodIP || !strings.HasPrefix(pods[0].Status.PodIP, "127.") || !strings.HasPrefix(pods[1].Status.PodIP, "127.") {
+		t.Fatalf("pod IPs %q and %q: want two distinct addresses in 127.0.0.0/8", pods[0].Status.PodIP, pods[1].Status.PodIP)
+	}
+
+	url, err := cluster.ServiceURL(ctx, ns, "web", 8080)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Service URL answers with the worker's body", func() (bool, string) {
+		code, got, err := get(url + "/hello")
+		return err == nil && code == 200 && got == body, fmt.Sprintf("%d %q %v", code, got, err)
+	})
+
+	t.Run("logs", func(t *testing.T) {
+		for _, p := range pods {
+			if _, _, err := get("http://" + p.Status.PodIP + ":8080/direct"); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "kubectl logs shows the request", func() (bool, string) {
+				b, err := cli.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: "workerd"}).DoRaw(ctx)
+				return err == nil && strings.Contains(string(b), "devcluster-test GET /direct"), fmt.Sprintf("%q %v", b, err)
+			})
+		}
+	})
+
+	t.Run("restart after kill", func(t *testing.T) {
+		p := pods[0]
+		procs := cluster.PodProcesses(ns, p.Name)
+		if len(procs) != 1 {
+			t.Fatalf("pod %s: %d processes, want 1", p.Name, len(procs))
+		}
+		if err := syscall.Kill(procs[0].PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "restartCount 1 and Ready again", func() (bool, string) {
+			cur, err := cli.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			cs := cur.Status.ContainerStatuses
+			return len(cs) == 1 && cs[0].RestartCount == 1 && podReady(cur), fmt.Sprintf("%+v", cur.Status)
+		})
+		cur, _ := cli.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+		last := cur.Status.ContainerStatuses[0].LastTerminationState.Terminated
+		if last == nil || last.ExitCode != 128+int32(syscall.SIGKILL) {
+			t.Errorf("last termination %+v: want exit code %d (SIGKILL)", last, 128+int32(syscall.SIGKILL))
+		}
+		eventually(t, "the pod serves again", func() (bool, string) {
+			code, got, err := get("http://" + p.Status.PodIP + ":8080/again")
+			return err == nil && code == 200 && got == body, fmt.Sprintf("%d %q %v", code, got, err)
+		})
+	})
+
+	t.Run("dns", func(t *testing.T) {
+		svc, err := cli.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := "web." + ns + ".svc." + ClusterDomain
+		pod := shPod("resolver", corev1.RestartPolicyNever, "getent hosts "+name+"; echo done")
+		if _, err := cli.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the resolver pod prints the Service's ClusterIP", func() (bool, string) {
+			b, err := cli.CoreV1().Pods(ns).GetLogs("resolver", &corev1.PodLogOptions{}).DoRaw(ctx)
+			return err == nil && strings.Contains(string(b), svc.Spec.ClusterIP+" ") && strings.Contains(string(b), name), fmt.Sprintf("want %s %s in %q %v", svc.Spec.ClusterIP, name, b, err)
+		})
+	})
+}
+
+func shPod(name string, restart corev1.RestartPolicy, script string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			RestartPolicy: restart,
+			Containers:    []corev1.Container{{Name: "sh", Image: shImage, Args: []string{"-c", script}}},
+		},
+	}
+}
+
+// TestDeleteSendsSIGTERM deletes a pod whose process exits 42 on SIGTERM and checks the
+// recorded exit code.
+func TestDeleteSendsSIGTERM(t *testing.T) {
+	ctx := context.Background()
+	cli := cluster.Client()
+	ns := "default"
+	const exitOnTerm = 42
+	pod := shPod("term", corev1.RestartPolicyAlways, fmt.Sprintf("trap 'echo got TERM; exit %d' TERM; echo started; while true; do sleep 0.1; done", exitOnTerm))
+	grace := int64(20)
+	pod.Spec.TerminationGracePeriodSeconds = &grace
+	if _, err := cli.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod Ready and started", func() (bool, string) {
+		p, err := cli.CoreV1().Pods(ns).Get(ctx, "term", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		b, _ := cli.CoreV1().Pods(ns).GetLogs("term", &corev1.PodLogOptions{}).DoRaw(ctx)
+		return podReady(p) && strings.Contains(string(b), "started"), fmt.Sprintf("%+v", p.Status)
+	})
+	w, err := cli.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=term"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := cli.CoreV1().Pods(ns).Delete(ctx, "term", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var term *corev1.ContainerStateTerminated
+	timeout := time.After(3 * time.Minute)
+	for term == nil {
+		select {
+		case ev := <-w.ResultChan():
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || ev.Type == watch.Deleted {
+				if ev.Type == watch.Deleted && term == nil {
+					t.Fatalf("pod deleted without a terminated container status")
+				}
+				continue
+			}
+			if cs := p.Status.ContainerStatuses; len(cs) == 1 && cs[0].State.Terminated != nil {
+				term = cs[0].State.Terminated
+			}
+		case <-timeout:
+			t.Fatal("no terminated status seen")
+		}
+	}
+	if term.ExitCode != exitOnTerm {
+		t.Errorf("exit code %d (%s), want %d from the SIGTERM trap", term.ExitCode, term.Reason, exitOnTerm)
+	}
+}
+
+// TestPersistentVolumeClaim binds a claim through the provisioner and writes into it.
+func TestPersistentVolumeClaim(t *testing.T) {
+	ctx := context.Background()
+	cli := cluster.Client()
+	ns := "default"
+	_, err := cli.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := shPod("writer", corev1.RestartPolicyNever, `echo written > "$OUT"`)
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "OUT", Value: "/data/file.txt"}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	if _, err := cli.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pvc *corev1.PersistentVolumeClaim
+	eventually(t, "claim Bound", func() (bool, string) {
+		pvc, err = cli.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+		return err == nil && pvc.Status.Phase == corev1.ClaimBound, fmt.Sprintf("%+v %v", pvc, err)
+	})
+	pv, err := cli.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.Spec.HostPath == nil || !strings.HasPrefix(pv.Spec.HostPath.Path, filepath.Join(cluster.Dir(), "volumes")) {
+		t.Fatalf("PV source %+v: want a hostPath under %s", pv.Spec.PersistentVolumeSource, filepath.Join(cluster.Dir(), "volumes"))
+	}
+	eventually(t, "writer Succeeded", func() (bool, string) {
+		p, err := cli.CoreV1().Pods(ns).Get(ctx, "writer", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodSucceeded, fmt.Sprintf("%+v %v", p, err)
+	})
+	b, err := os.ReadFile(filepath.Join(pv.Spec.HostPath.Path, "file.txt"))
+	if err != nil || string(b) != "written\n" {
+		t.Fatalf("claim directory file: %q %v, want %q", b, err, "written\n")
+	}
+}
+
+// TestUnknownImage checks the clear status message for an unmapped image.
+func TestUnknownImage(t *testing.T) {
+	ctx := context.Background()
+	cli := cluster.Client()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unknown-image"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "c", Image: "example.test/not-mapped:1"}}}}
+	if _, err := cli.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "waiting reason ErrImageNeverPull naming the image", func() (bool, string) {
+		p, err := cli.CoreV1().Pods("default").Get(ctx, "unknown-image", metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Waiting == nil {
+			return false, fmt.Sprintf("%+v %v", p, err)
+		}
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		return w.Reason == "ErrImageNeverPull" && strings.Contains(w.Message, "example.test/not-mapped:1") && strings.Contains(w.Message, "images.yaml"), fmt.Sprintf("%+v", w)
+	})
+}

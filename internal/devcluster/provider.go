@@ -1,0 +1,276 @@
+package devcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+)
+
+// provider is the virtual-kubelet provider: every container of a pod is a local process.
+type provider struct {
+	c      *Cluster
+	images *ImageMapping
+
+	mu     sync.Mutex
+	pods   map[string]*podRun // namespace/name
+	notify func(*corev1.Pod)
+	ready  chan struct{} // closed once notify is set
+}
+
+func newProvider(c *Cluster) *provider {
+	return &provider{c: c, images: c.cfg.Images, pods: map[string]*podRun{}, ready: make(chan struct{})}
+}
+
+func podKey(ns, name string) string { return ns + "/" + name }
+
+// NotifyPods implements node.PodNotifier.
+func (p *provider) NotifyPods(_ context.Context, f func(*corev1.Pod)) {
+	p.mu.Lock()
+	p.notify = f
+	p.mu.Unlock()
+	close(p.ready)
+}
+
+func (p *provider) send(pod *corev1.Pod) {
+	<-p.ready
+	p.notify(pod)
+}
+
+// CreatePod implements node.PodLifecycleHandler: it allocates the pod's address and
+// starts its containers in the background.
+func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
+	key := podKey(pod.Namespace, pod.Name)
+	p.mu.Lock()
+	if old, ok := p.pods[key]; ok && old.pod.UID == pod.UID {
+		p.mu.Unlock()
+		return nil
+	}
+	p.mu.Unlock()
+	ip, err := p.c.net.allocPodIP(key)
+	if err != nil {
+		return err
+	}
+	r := newPodRun(p, pod.DeepCopy(), ip)
+	p.mu.Lock()
+	p.pods[key] = r
+	p.mu.Unlock()
+	p.c.net.podChanged()
+	go r.run()
+	return nil
+}
+
+// UpdatePod implements node.PodLifecycleHandler. Spec changes other than image are not
+// allowed by the API server; the provider keeps the newer metadata.
+func (p *provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
+	p.mu.Lock()
+	r, ok := p.pods[podKey(pod.Namespace, pod.Name)]
+	p.mu.Unlock()
+	if !ok {
+		return errdefs.NotFoundf("pod %s/%s is not known to the provider", pod.Namespace, pod.Name)
+	}
+	r.mu.Lock()
+	r.pod.ObjectMeta = *pod.ObjectMeta.DeepCopy()
+	r.mu.Unlock()
+	return nil
+}
+
+// DeletePod implements node.PodLifecycleHandler: it starts the termination (preStop,
+// SIGTERM, SIGKILL after the grace period) and returns; the terminal status follows
+// through NotifyPods.
+func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
+	p.mu.Lock()
+	r, ok := p.pods[podKey(pod.Namespace, pod.Name)]
+	p.mu.Unlock()
+	if !ok {
+		return errdefs.NotFoundf("pod %s/%s is not known to the provider", pod.Namespace, pod.Name)
+	}
+	grace := int64(30)
+	if pod.DeletionGracePeriodSeconds != nil {
+		grace = *pod.DeletionGracePeriodSeconds
+	} else if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	r.mu.Lock()
+	r.pod.DeletionTimestamp = pod.DeletionTimestamp
+	r.pod.DeletionGracePeriodSeconds = pod.DeletionGracePeriodSeconds
+	r.mu.Unlock()
+	go func() {
+		r.terminate(time.Duration(grace) * time.Second)
+		p.mu.Lock()
+		if p.pods[podKey(pod.Namespace, pod.Name)] == r {
+			delete(p.pods, podKey(pod.Namespace, pod.Name))
+		}
+		p.mu.Unlock()
+		p.c.net.releasePodIP(podKey(pod.Namespace, pod.Name), r.ip)
+		p.c.net.podChanged()
+	}()
+	return nil
+}
+
+// GetPod implements node.PodLifecycleHandler.
+func (p *provider) GetPod(_ context.Context, ns, name string) (*corev1.Pod, error) {
+	p.mu.Lock()
+	r, ok := p.pods[podKey(ns, name)]
+	p.mu.Unlock()
+	if !ok {
+		return nil, errdefs.NotFoundf("pod %s/%s is not known to the provider", ns, name)
+	}
+	return r.snapshot(), nil
+}
+
+// GetPodStatus implements node.PodLifecycleHandler.
+func (p *provider) GetPodStatus(ctx context.Context, ns, name string) (*corev1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+// GetPods implements node.PodLifecycleHandler.
+func (p *provider) GetPods(context.Context) ([]*corev1.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(p.pods))
+	for _, r := range p.pods {
+		out = append(out, r.snapshot())
+	}
+	return out, nil
+}
+
+func (p *provider) podRun(ns, name string) (*podRun, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.pods[podKey(ns, name)]
+	return r, ok
+}
+
+// GetContainerLogs serves `kubectl logs`: the container's current (or, with Previous,
+// last terminated) log file, with Tail, LimitBytes, SinceSeconds/SinceTime and Follow.
+func (p *provider) GetContainerLogs(ctx context.Context, ns, podName, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
+	r, ok := p.podRun(ns, podName)
+	if !ok {
+		return nil, errdefs.NotFoundf("pod %s/%s is not known to the provider", ns, podName)
+	}
+	file, err := r.logFile(container, opts.Previous)
+	if err != nil {
+		return nil, err
+	}
+	return openLog(ctx, file, opts, func() bool { return r.containerRunning(container) })
+}
+
+// RunInContainer is not supported: there is no container to exec into.
+func (p *provider) RunInContainer(context.Context, string, string, string, []string, api.AttachIO) error {
+	return errdefs.InvalidInput("exec is not supported by the local cluster (pods are plain processes)")
+}
+
+// AttachToContainer is not supported.
+func (p *provider) AttachToContainer(context.Context, string, string, string, api.AttachIO) error {
+	return errdefs.InvalidInput("attach is not supported by the local cluster")
+}
+
+// GetStatsSummary returns an empty summary.
+func (p *provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error) {
+	return &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{NodeName: NodeName}}, nil
+}
+
+// GetMetricsResource returns no metrics.
+func (p *provider) GetMetricsResource(context.Context) ([]*dto.MetricFamily, error) {
+	return nil, nil
+}
+
+// PortForward is not supported: pod addresses are reachable from the host directly.
+func (p *provider) PortForward(context.Context, string, string, int32, io.ReadWriteCloser) error {
+	return errdefs.InvalidInput("port-forward is not supported by the local cluster: connect to the pod IP (127.1.x.y) directly")
+}
+
+// stopAll terminates every pod (used by Cluster.Stop).
+func (p *provider) stopAll() {
+	p.mu.Lock()
+	runs := make([]*podRun, 0, len(p.pods))
+	for _, r := range p.pods {
+		runs = append(runs, r)
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			grace := 30 * time.Second
+			if g := r.pod.Spec.TerminationGracePeriodSeconds; g != nil {
+				grace = time.Duration(*g) * time.Second
+			}
+			if grace > 10*time.Second {
+				grace = 10 * time.Second
+			}
+			r.terminate(grace)
+		}()
+	}
+	wg.Wait()
+}
+
+// PodProcess describes a running container process (for tests and `dev` diagnostics).
+type PodProcess struct {
+	Container string
+	PID       int
+	LogFile   string
+}
+
+// PodProcesses lists the running container processes of a pod, sorted by container.
+func (c *Cluster) PodProcesses(ns, name string) []PodProcess {
+	r, ok := c.provider.podRun(ns, name)
+	if !ok {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []PodProcess
+	for n, cr := range r.ctrs {
+		if cr.cmd != nil && cr.cmd.Process != nil && cr.running {
+			out = append(out, PodProcess{Container: n, PID: cr.cmd.Process.Pid, LogFile: cr.logPath})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Container < out[j].Container })
+	return out
+}
+
+// PodDir is the host directory holding a pod's volumes and logs.
+func (c *Cluster) PodDir(ns, name string) (string, bool) {
+	r, ok := c.provider.podRun(ns, name)
+	if !ok {
+		return "", false
+	}
+	return r.dir, true
+}
+
+func now() metav1.Time { return metav1.NewTime(time.Now().Truncate(time.Second)) }
+
+func podDirName(pod *corev1.Pod) string {
+	return fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID)
+}
+
+func mkdirs(dirs ...string) error {
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var _ = filepath.Join
+var _ = strings.Contains
