@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -249,8 +250,8 @@ func (r *WorkerReconciler) writeStatus(ctx context.Context, w *fleetv1alpha1.Wor
 	wasDegraded := metaIsTrue(before.Status.Conditions, fleetv1alpha1.ConditionDegraded)
 	w.Status = st
 	if r.Recorder != nil && !wasDegraded && metaIsTrue(st.Conditions, fleetv1alpha1.ConditionDegraded) && st.LastFailure != nil {
-		r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, st.LastFailure.Cause, "Degraded",
-			"container %s of pod %s failed: %s", st.LastFailure.Container, st.LastFailure.Pod, st.LastFailure.Message)
+		cond := meta.FindStatusCondition(st.Conditions, fleetv1alpha1.ConditionDegraded)
+		r.Recorder.Eventf(w, nil, corev1.EventTypeWarning, cond.Reason, "Degraded", "%s", cond.Message)
 	}
 	if equalStatus(before.Status, w.Status) {
 		return nil

@@ -11,11 +11,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/failure"
 )
-
-// PodFailureClassifier returns the classified failure of the first failing pod, or nil
-// when no container of the pods is failing. Set by the manager (internal/failure).
-var PodFailureClassifier func(pods []corev1.Pod) *fleetv1alpha1.FailureStatus
 
 // computeWorkerStatus is the one place a Worker's status is computed: from the live
 // Deployment and pods and the error of the pass (nil for a successful pass).
@@ -26,12 +23,12 @@ func computeWorkerStatus(w *fleetv1alpha1.Worker, dep *appsv1.Deployment, pods [
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
 	}
 
-	if f := classify(pods); f != nil {
-		st.LastFailure = f
-		set(fleetv1alpha1.ConditionDegraded, metav1.ConditionTrue, f.Cause, f.Message)
-	} else {
-		set(fleetv1alpha1.ConditionDegraded, metav1.ConditionFalse, fleetv1alpha1.ReasonHealthy, "no workerd container is failing")
+	// Degraded follows the pods as they are now; lastFailure keeps the last failure.
+	f := failure.ClassifyPods(pods)
+	if f != nil {
+		st.LastFailure = f.Status()
 	}
+	meta.SetStatusCondition(&st.Conditions, f.Condition(gen))
 
 	var blocked *errBlocked
 	switch {
@@ -67,13 +64,6 @@ func computeWorkerStatus(w *fleetv1alpha1.Worker, dep *appsv1.Deployment, pods [
 		set(fleetv1alpha1.ConditionProgressing, metav1.ConditionTrue, fleetv1alpha1.ReasonRollingOut, "waiting for pods to become ready")
 	}
 	return st
-}
-
-func classify(pods []corev1.Pod) *fleetv1alpha1.FailureStatus {
-	if PodFailureClassifier == nil {
-		return nil
-	}
-	return PodFailureClassifier(pods)
 }
 
 func metaIsTrue(conds []metav1.Condition, t string) bool {
