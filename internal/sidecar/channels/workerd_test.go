@@ -156,6 +156,11 @@ func TestUnsubscribeAndHandles(t *testing.T) {
 	if r := h.ok("owner", "count", map[string]any{"channel": "room"}); r.num("subscribers") != 1 {
 		t.Fatalf("count after unsubscribe %v, want 1", r)
 	}
+	// Registries are per object instance: the same channel name in another object is
+	// another channel.
+	if r := h.ok("stranger", "publish", map[string]any{"channel": "room", "message": "elsewhere"}); r.num("reached") != 0 {
+		t.Fatalf("publish in another object reached %v, want 0", r["reached"])
+	}
 	token, rest, _ := strings.Cut(a, ":")
 	boot, _, _ := strings.Cut(rest, "-")
 	cases := []struct {
