@@ -218,3 +218,64 @@ func TestTypeForKey(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionConfigMap: a source.configMap Worker's version covers the ConfigMap's
+// bytes (mounted as is, so not in Files) and its files hold only config and shims.
+func TestVersionConfigMap(t *testing.T) {
+	render := func(data map[string]string, bin map[string][]byte) *Output {
+		t.Helper()
+		w := baseWorker()
+		w.Spec.Source = v1alpha1.WorkerSource{ConfigMap: &v1alpha1.ConfigMapSource{Name: "code", Main: "main.js"}}
+		out, err := Render(Input{Worker: w, ConfigMap: &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "code"}, Data: data, BinaryData: bin}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	a := render(map[string]string{"main.js": "export default {}"}, nil)
+	cases := []struct {
+		name string
+		data map[string]string
+		bin  map[string][]byte
+	}{
+		{"main changed", map[string]string{"main.js": "export default {};"}, nil},
+		{"key added", map[string]string{"main.js": "export default {}", "x.txt": "x"}, nil},
+		{"binary key added", map[string]string{"main.js": "export default {}"}, map[string][]byte{"b.bin": {1}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if b := render(c.data, c.bin); b.Version == a.Version {
+				t.Fatalf("version %s did not change", b.Version)
+			}
+		})
+	}
+	var paths []string
+	for _, f := range a.Files {
+		paths = append(paths, f.Path)
+	}
+	if got := strings.Join(paths, ","); got != "config.capnp,shim/health.js,shim/trigger.js" {
+		t.Fatalf("Files = %s, want config and shims only", got)
+	}
+	if len(a.External) != 1 || a.External[0].Path != "modules/main.js" || a.External[0].Key != "main.js" {
+		t.Fatalf("External = %+v", a.External)
+	}
+}
+
+// BenchmarkRender renders a Worker with 8 modules and 8 bindings.
+func BenchmarkRender(b *testing.B) {
+	w := baseWorker()
+	for i := 0; i < 7; i++ {
+		w.Spec.Source.Inline.Modules = append(w.Spec.Source.Inline.Modules, v1alpha1.Module{
+			Name: "lib/m" + string(rune('a'+i)) + ".mjs", Type: v1alpha1.ModuleESModule,
+			Content: ptr.To(strings.Repeat("export const x = 1;\n", 200))})
+		w.Spec.Bindings = append(w.Spec.Bindings, v1alpha1.Binding{Name: "B" + string(rune('A'+i)), Text: ptr.To("value")})
+	}
+	w.Spec.Bindings = append(w.Spec.Bindings, v1alpha1.Binding{Name: "J", JSON: ptr.To(`{"a":[1,2,3]}`)})
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := Render(Input{Worker: w}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
