@@ -1,5 +1,5 @@
-// Command build-installer writes the install bundle (dist/install.yaml): the kustomize
-// build of config/default with the operator and workerd images set.
+// Command build-installer writes the install bundle (dist/install.yaml) to stdout: the
+// kustomize build of config/default with the operator and workerd images set.
 //
 //	go run ./hack/build-installer --img <operator image> --workerd-img <workerd image>
 package main
@@ -8,37 +8,24 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
-)
-
-const (
-	defaultOperatorImage = "ghcr.io/workerd-operator/workerd-operator:dev"
-	defaultWorkerdImage  = "ghcr.io/workerd-operator/workerd:1.20261117.1"
+	"github.com/workerd-operator/workerd-operator/internal/installer"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
 func main() {
-	img := flag.String("img", defaultOperatorImage, "operator image (manager and sidecar)")
-	workerdImg := flag.String("workerd-img", defaultWorkerdImage, "workerd image")
-	dir := flag.String("dir", "config/default", "kustomization to build")
+	img := flag.String("img", installer.DefaultOperatorImage, "operator image (manager and sidecar)")
+	workerdImg := flag.String("workerd-img", installer.DefaultWorkerdImage, "workerd image")
 	flag.Parse()
-
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	res, err := k.Run(filesys.MakeFsOnDisk(), *dir)
+	root, err := testenv.RepoRoot()
+	if err == nil {
+		var out []byte
+		if out, err = installer.Build(root, *img, *workerdImg); err == nil {
+			_, err = os.Stdout.Write(out)
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "build-installer:", err)
 		os.Exit(1)
 	}
-	out, err := res.AsYaml()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "build-installer:", err)
-		os.Exit(1)
-	}
-	s := strings.ReplaceAll(string(out), defaultOperatorImage, *img)
-	if *workerdImg != defaultWorkerdImage {
-		s = strings.ReplaceAll(s, "--workerd-image="+defaultWorkerdImage, "--workerd-image="+*workerdImg)
-	}
-	fmt.Print(s)
 }
