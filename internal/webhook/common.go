@@ -230,3 +230,13 @@ func (w *Webhooks) profileFromWorker(ctx context.Context, c *check, path *field.
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// defaultValue returns the value of default limit def under profile p, lowered to the
+// profile's ceiling max when an operator set a lower custom ceiling.
+func defaultValue(t *limits.Table, p limits.Profile, def, max limits.Name) int64 {
+	d, m := t.Get(p, def), t.Get(p, max)
+	if d > m {
+		return m
+	}
+	return d
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"sort"
 	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -227,6 +228,8 @@ func AddOnlyPatch(before, after []byte) ([]jsonpatch.JsonPatchOperation, error) 
 	if err != nil {
 		return nil, err
 	}
+	// jsonpatch walks maps; sort so the patch is deterministic (the adds are disjoint).
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
 	for _, op := range ops {
 		if op.Operation != "add" {
 			return nil, fmt.Errorf("webhook: defaulter produced a %q operation on %s; defaulting may only add fields", op.Operation, op.Path)

@@ -21,7 +21,8 @@ import (
 
 // WorkerDefaulter defaults a Worker: spec.replicas (1), spec.limits.profile (the
 // operator's default profile), and spec.limits.cpuMs, subrequests and memoryMiB (the
-// profile's *_default limits). It never changes a value that is set.
+// profile's *_default limits, lowered to the profile's ceiling). It never changes a
+// value that is set.
 type WorkerDefaulter struct{ w *Webhooks }
 
 // WorkerValidator validates a Worker (see the package comment).
@@ -53,13 +54,13 @@ func (d *WorkerDefaulter) Default(_ context.Context, wk *v1alpha1.Worker) error 
 	p := d.w.profileOf(s.Limits)
 	t := d.w.opts.Limits
 	if s.Limits.CPUMs == nil {
-		s.Limits.CPUMs = ptr(t.Get(p, limits.CPUMsDefault))
+		s.Limits.CPUMs = ptr(defaultValue(t, p, limits.CPUMsDefault, limits.CPUMs))
 	}
 	if s.Limits.Subrequests == nil {
-		s.Limits.Subrequests = ptr(t.Get(p, limits.SubrequestsDefault))
+		s.Limits.Subrequests = ptr(defaultValue(t, p, limits.SubrequestsDefault, limits.Subrequests))
 	}
 	if s.Limits.MemoryMiB == nil {
-		s.Limits.MemoryMiB = ptr(int32(t.Get(p, limits.MemoryMiBDefault)))
+		s.Limits.MemoryMiB = ptr(int32(defaultValue(t, p, limits.MemoryMiBDefault, limits.MemoryMiB)))
 	}
 	return nil
 }
@@ -85,28 +86,7 @@ func (w *Webhooks) ValidateWorker(ctx context.Context, wk *v1alpha1.Worker) (adm
 	c := &check{t: w.opts.Limits, p: w.profileOf(wk.Spec.Limits)}
 	spec := field.NewPath("spec")
 	s := &wk.Spec
-
-	version := w.opts.WorkerdVersion
-	if s.Runtime != nil && s.Runtime.Version != "" {
-		version = s.Runtime.Version
-	}
-	c.add(validateCompatibilityDate(spec.Child("compatibilityDate"), s.CompatibilityDate, version))
-	for i, f := range s.CompatibilityFlags {
-		c.add(validateCompatibilityFlag(spec.Child("compatibilityFlags").Index(i), f, c.p))
-	}
-	if s.Limits != nil {
-		lp := spec.Child("limits")
-		if s.Limits.CPUMs != nil {
-			c.add(c.atMost(lp.Child("cpuMs"), *s.Limits.CPUMs, limits.CPUMs))
-		}
-		if s.Limits.Subrequests != nil {
-			c.add(c.atMost(lp.Child("subrequests"), *s.Limits.Subrequests, limits.Subrequests))
-		}
-		if s.Limits.MemoryMiB != nil {
-			c.add(c.atMost(lp.Child("memoryMiB"), int64(*s.Limits.MemoryMiB), limits.MemoryMiB))
-		}
-	}
-	validateEnvVars(c, spec.Child("bindings"), s.Bindings)
+	validateWorkerSpec(c, spec, s, w.opts.WorkerdVersion, w.opts.ScriptSizeRules)
 	w.validateSource(ctx, c, spec.Child("source"), wk.Namespace, &s.Source)
 	for i, b := range s.Bindings {
 		bp := spec.Child("bindings").Index(i)
@@ -122,6 +102,38 @@ func (w *Webhooks) ValidateWorker(ctx context.Context, wk *v1alpha1.Worker) (adm
 		}
 	}
 	return c.result("Worker", wk.Name)
+}
+
+// validateWorkerSpec holds the Worker checks that need no lookups: compatibility date
+// and flags, limits, environment variables, and the size of inline sources.
+func validateWorkerSpec(c *check, spec *field.Path, s *v1alpha1.WorkerSpec, workerdVersion, scriptSizeRules string) {
+	version := workerdVersion
+	if s.Runtime != nil && s.Runtime.Version != "" {
+		version = s.Runtime.Version
+	}
+	c.add(validateCompatibilityDate(spec.Child("compatibilityDate"), s.CompatibilityDate, version))
+	for i, f := range s.CompatibilityFlags {
+		c.add(validateCompatibilityFlag(spec.Child("compatibilityFlags").Index(i), f, c.p))
+	}
+	if s.Limits != nil {
+		lp := spec.Child("limits")
+		if s.Limits.CPUMs != nil {
+			c.add(validateMin(lp.Child("cpuMs"), *s.Limits.CPUMs, 1))
+			c.add(c.atMost(lp.Child("cpuMs"), *s.Limits.CPUMs, limits.CPUMs))
+		}
+		if s.Limits.Subrequests != nil {
+			c.add(validateMin(lp.Child("subrequests"), *s.Limits.Subrequests, 1))
+			c.add(c.atMost(lp.Child("subrequests"), *s.Limits.Subrequests, limits.Subrequests))
+		}
+		if s.Limits.MemoryMiB != nil {
+			c.add(validateMin(lp.Child("memoryMiB"), int64(*s.Limits.MemoryMiB), 1))
+			c.add(c.atMost(lp.Child("memoryMiB"), int64(*s.Limits.MemoryMiB), limits.MemoryMiB))
+		}
+	}
+	validateEnvVars(c, spec.Child("bindings"), s.Bindings)
+	if s.Source.Inline != nil {
+		validateInlineSource(c, scriptSizeRules, spec.Child("source", "inline", "modules"), s.Source.Inline)
+	}
 }
 
 // validateCompatibilityDate checks that date is a calendar date not after the newest
@@ -182,26 +194,30 @@ func truncate(s string) string {
 	return s
 }
 
-// validateSource checks the script size of inline and configMap sources.
+// validateInlineSource checks the modules' base64 and their total size.
+func validateInlineSource(c *check, rules string, mp *field.Path, src *v1alpha1.InlineSource) {
+	var modules [][]byte
+	for i, m := range src.Modules {
+		switch {
+		case m.Content != nil:
+			modules = append(modules, []byte(*m.Content))
+		case m.ContentBase64 != nil:
+			b, err := base64.StdEncoding.DecodeString(*m.ContentBase64)
+			if err != nil {
+				c.add(field.Invalid(mp.Index(i).Child("contentBase64"), truncate(*m.ContentBase64), "must be standard base64: "+err.Error()))
+				continue
+			}
+			modules = append(modules, b)
+		}
+	}
+	validateScriptSize(c, rules, mp, modules)
+}
+
+// validateSource checks the script size of a configMap source (inline sources are
+// checked by validateWorkerSpec).
 func (w *Webhooks) validateSource(ctx context.Context, c *check, path *field.Path, ns string, src *v1alpha1.WorkerSource) {
 	var modules [][]byte
 	switch {
-	case src.Inline != nil:
-		mp := path.Child("inline", "modules")
-		for i, m := range src.Inline.Modules {
-			switch {
-			case m.Content != nil:
-				modules = append(modules, []byte(*m.Content))
-			case m.ContentBase64 != nil:
-				b, err := base64.StdEncoding.DecodeString(*m.ContentBase64)
-				if err != nil {
-					c.add(field.Invalid(mp.Index(i).Child("contentBase64"), truncate(*m.ContentBase64), "must be standard base64: "+err.Error()))
-					continue
-				}
-				modules = append(modules, b)
-			}
-		}
-		validateScriptSize(c, w.opts.ScriptSizeRules, mp, modules)
 	case src.ConfigMap != nil:
 		cp := path.Child("configMap", "name")
 		var cm corev1.ConfigMap

@@ -41,7 +41,7 @@ func (d *WorkflowDefaulter) Default(ctx context.Context, wf *v1alpha1.Workflow) 
 	}
 	if s.Limits.Steps == nil {
 		p, _, _ := d.w.workerProfile(ctx, wf.Namespace, s.WorkerRef.Name)
-		s.Limits.Steps = ptr(int32(t.Get(p, limits.WorkflowStepsDefault)))
+		s.Limits.Steps = ptr(int32(defaultValue(t, p, limits.WorkflowStepsDefault, limits.WorkflowSteps)))
 	}
 	if s.Defaults == nil {
 		s.Defaults = &v1alpha1.StepDefaults{}

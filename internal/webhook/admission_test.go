@@ -1,0 +1,475 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/limits"
+)
+
+// admitCase is one create (or create-then-update) through the real API server with the
+// webhooks installed.
+type admitCase struct {
+	name     string
+	obj      client.Object
+	update   func(client.Object) // when set, obj is created first and the expectation applies to the update
+	wantErr  []string            // substrings of the API server's error; nil = admitted
+	wantWarn []string            // substrings of one warning
+}
+
+const testNS = "wh"
+
+func module(content string) v1alpha1.Module {
+	return v1alpha1.Module{Name: "worker.js", Type: v1alpha1.ModuleESModule, Content: &content}
+}
+
+func newWorker(name string, p limits.Profile, mut func(*v1alpha1.WorkerSpec)) *v1alpha1.Worker {
+	w := &v1alpha1.Worker{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
+		Spec: v1alpha1.WorkerSpec{
+			CompatibilityDate: "2026-11-01",
+			Source:            v1alpha1.WorkerSource{Inline: &v1alpha1.InlineSource{Modules: []v1alpha1.Module{module("export default {}")}}},
+			Limits:            &v1alpha1.WorkerLimits{Profile: v1alpha1.LimitProfile(p)},
+		},
+	}
+	if mut != nil {
+		mut(&w.Spec)
+	}
+	return w
+}
+
+// profileWorker is the Worker whose profile a Workflow or DurableObjectNamespace runs under.
+func profileWorker(p limits.Profile) string { return "profile-" + string(p) }
+
+func newWorkflow(name string, p limits.Profile, mut func(*v1alpha1.WorkflowSpec)) *v1alpha1.Workflow {
+	wf := &v1alpha1.Workflow{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
+		Spec:       v1alpha1.WorkflowSpec{WorkerRef: v1alpha1.LocalObjectReference{Name: profileWorker(p)}, ClassName: "Flow"},
+	}
+	if mut != nil {
+		mut(&wf.Spec)
+	}
+	return wf
+}
+
+func newDON(name string, p limits.Profile, mut func(*v1alpha1.DurableObjectNamespaceSpec)) *v1alpha1.DurableObjectNamespace {
+	o := &v1alpha1.DurableObjectNamespace{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
+		Spec:       v1alpha1.DurableObjectNamespaceSpec{WorkerRef: v1alpha1.LocalObjectReference{Name: profileWorker(p)}, ClassName: "Room"},
+	}
+	if mut != nil {
+		mut(&o.Spec)
+	}
+	return o
+}
+
+func newCron(name string, mut func(*v1alpha1.CronScheduleSpec)) *v1alpha1.CronSchedule {
+	o := &v1alpha1.CronSchedule{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},
+		Spec: v1alpha1.CronScheduleSpec{
+			Schedules: []string{"*/5 * * * *"},
+			Target:    v1alpha1.CronTarget{WorkerRef: &v1alpha1.LocalObjectReference{Name: profileWorker(limits.Paid)}},
+		},
+	}
+	if mut != nil {
+		mut(&o.Spec)
+	}
+	return o
+}
+
+// crdMax is the CRD schema's maximum of each admission-checked field: values above it
+// are rejected by the API server's schema validation before the validating webhook.
+var crdMax = map[limits.Name]int64{
+	limits.CPUMs: 300000, limits.Subrequests: 10000000, limits.MemoryMiB: 4096, limits.EnvVars: 128,
+	limits.WorkflowSteps: 25000, limits.WorkflowRunningInstances: 10000,
+	limits.ChannelsPerObject: 64, limits.SubscribersPerChannel: 256, limits.ChannelMessageBytes: 65536, limits.ChannelBacklogBytes: 1048576,
+}
+
+// limitCases returns the just-inside and just-outside cases of limit n for every
+// profile: inside is admitted (with the ≥ 90 % warning), outside is rejected with the
+// field path, the limit name and its source — or, above the CRD's maximum, by the
+// schema with the field path.
+func limitCases(tbl *limits.Table, n limits.Name, path string, build func(name string, p limits.Profile, v int64) client.Object) []admitCase {
+	var out []admitCase
+	for _, p := range limits.Profiles {
+		v := tbl.Get(p, n)
+		l, _ := tbl.Limit(n)
+		base := strings.ToLower(strings.ReplaceAll(string(n), "_", "-")) + "-" + string(p)
+		out = append(out, admitCase{
+			name:     base + "-inside",
+			obj:      build(base+"-in", p, v),
+			wantWarn: []string{path, "of the limit " + fmt.Sprint(v), "limit " + string(n)},
+		})
+		if max, ok := crdMax[n]; ok && v+1 > max {
+			out = append(out, admitCase{
+				name:    base + "-outside-schema",
+				obj:     build(base+"-out", p, v+1),
+				wantErr: []string{path, fmt.Sprint(v + 1)},
+			})
+			continue
+		}
+		out = append(out, admitCase{
+			name:    base + "-outside",
+			obj:     build(base+"-out", p, v+1),
+			wantErr: []string{path + ": Invalid value: " + fmt.Sprint(v+1), fmt.Sprintf("must be at most %d", v), fmt.Sprintf("profile %q", p), "limit " + string(n), "source: " + l.Source},
+		})
+	}
+	return out
+}
+
+func textBindings(n int64) []v1alpha1.Binding {
+	out := make([]v1alpha1.Binding, n)
+	for i := range out {
+		v := "x"
+		out[i] = v1alpha1.Binding{Name: fmt.Sprintf("VAR_%d", i), Text: &v}
+	}
+	return out
+}
+
+func cases(tbl *limits.Table) []admitCase {
+	var cs []admitCase
+	// Worker limits per profile.
+	cs = append(cs, limitCases(tbl, limits.CPUMs, "spec.limits.cpuMs", func(name string, p limits.Profile, v int64) client.Object {
+		return newWorker(name, p, func(s *v1alpha1.WorkerSpec) { s.Limits.CPUMs = &v })
+	})...)
+	cs = append(cs, limitCases(tbl, limits.Subrequests, "spec.limits.subrequests", func(name string, p limits.Profile, v int64) client.Object {
+		return newWorker(name, p, func(s *v1alpha1.WorkerSpec) { s.Limits.Subrequests = &v })
+	})...)
+	cs = append(cs, limitCases(tbl, limits.MemoryMiB, "spec.limits.memoryMiB", func(name string, p limits.Profile, v int64) client.Object {
+		return newWorker(name, p, func(s *v1alpha1.WorkerSpec) { s.Limits.MemoryMiB = ptr(int32(v)) })
+	})...)
+	cs = append(cs, limitCases(tbl, limits.EnvVars, "spec.bindings", func(name string, p limits.Profile, v int64) client.Object {
+		return newWorker(name, p, func(s *v1alpha1.WorkerSpec) { s.Bindings = textBindings(v) })
+	})...)
+	envBytes := tbl.Get(limits.Paid, limits.EnvVarBytes)
+	envL, _ := tbl.Limit(limits.EnvVarBytes)
+	cs = append(cs,
+		admitCase{name: "env-var-bytes-inside", obj: newWorker("env-bytes-in", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			v := strings.Repeat("a", int(envBytes))
+			s.Bindings = []v1alpha1.Binding{{Name: "BIG", Text: &v}}
+		}), wantWarn: []string{"spec.bindings[0].text", "limit env_var_bytes"}},
+		admitCase{name: "env-var-bytes-outside", obj: newWorker("env-bytes-out", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			v := strings.Repeat("a", int(envBytes)+1)
+			s.Bindings = []v1alpha1.Binding{{Name: "BIG", Text: &v}}
+		}), wantErr: []string{"spec.bindings[0].text: Invalid value: " + fmt.Sprint(envBytes+1), "limit env_var_bytes", "source: " + envL.Source}},
+		admitCase{name: "json-binding-invalid", obj: newWorker("json-bad", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			v := `{"a":`
+			s.Bindings = []v1alpha1.Binding{{Name: "CFG", JSON: &v}}
+		}), wantErr: []string{"spec.bindings[0].json", "must be a JSON document"}},
+		admitCase{name: "json-binding-valid", obj: newWorker("json-ok", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			v := `{"a":[1,2,{"b":null}]}`
+			s.Bindings = []v1alpha1.Binding{{Name: "CFG", JSON: &v}}
+		})},
+	)
+	// Script size: the custom ceiling (the documented 64 MiB is above what etcd stores;
+	// TestScriptSizeDocumented covers it without the API server).
+	size := tbl.Get(limits.Custom, limits.ScriptSizeBytes)
+	sizeL, _ := tbl.Limit(limits.ScriptSizeBytes)
+	cs = append(cs,
+		admitCase{name: "script-size-custom-inside", obj: newWorker("size-in", limits.Custom, func(s *v1alpha1.WorkerSpec) {
+			s.Source.Inline.Modules = []v1alpha1.Module{module(strings.Repeat("/", int(size)))}
+		}), wantWarn: []string{"spec.source.inline.modules", "limit script_size_bytes"}},
+		admitCase{name: "script-size-custom-outside", obj: newWorker("size-out", limits.Custom, func(s *v1alpha1.WorkerSpec) {
+			s.Source.Inline.Modules = []v1alpha1.Module{module(strings.Repeat("/", int(size)-1)), {Name: "b.bin", Type: v1alpha1.ModuleData, ContentBase64: ptr("AAA=")}}
+		}), wantErr: []string{"spec.source.inline.modules: Invalid value: " + fmt.Sprint(size+1), "limit script_size_bytes", "source: " + sizeL.Source}},
+		admitCase{name: "script-size-configmap-custom-outside", obj: newWorker("size-cm-out", limits.Custom, func(s *v1alpha1.WorkerSpec) {
+			s.Source = v1alpha1.WorkerSource{ConfigMap: &v1alpha1.ConfigMapSource{Name: "big-bundle", Main: "worker.js"}}
+		}), wantErr: []string{"spec.source.configMap.name: Invalid value: " + fmt.Sprint(size+1), "limit script_size_bytes"}},
+		admitCase{name: "configmap-missing-warns", obj: newWorker("cm-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Source = v1alpha1.WorkerSource{ConfigMap: &v1alpha1.ConfigMapSource{Name: "not-yet", Main: "worker.js"}}
+		}), wantWarn: []string{"spec.source.configMap.name", "ConfigMap wh/not-yet does not exist yet"}},
+		admitCase{name: "contentbase64-invalid", obj: newWorker("b64-bad", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Source.Inline.Modules = append(s.Source.Inline.Modules, v1alpha1.Module{Name: "d.bin", Type: v1alpha1.ModuleData, ContentBase64: ptr("!!")})
+		}), wantErr: []string{"spec.source.inline.modules[1].contentBase64", "must be standard base64"}},
+	)
+	// Compatibility date and flags.
+	newest, _ := NewestCompatibilityDate(PinnedWorkerdVersion)
+	cs = append(cs,
+		admitCase{name: "compat-date-newest", obj: newWorker("date-in", limits.Paid, func(s *v1alpha1.WorkerSpec) { s.CompatibilityDate = newest })},
+		admitCase{name: "compat-date-after-newest", obj: newWorker("date-out", limits.Paid, func(s *v1alpha1.WorkerSpec) { s.CompatibilityDate = dayAfter(newest) }),
+			wantErr: []string{"spec.compatibilityDate: Invalid value: \"" + dayAfter(newest) + "\"", "must not be after " + newest, "workerd " + PinnedWorkerdVersion}},
+		admitCase{name: "compat-date-after-runtime-version", obj: newWorker("date-rt", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.CompatibilityDate = "2026-06-02"
+			s.Runtime = &v1alpha1.RuntimeSpec{Version: "1.20260601.0"}
+		}), wantErr: []string{"spec.compatibilityDate", "must not be after 2026-06-01", "workerd 1.20260601.0"}},
+		admitCase{name: "compat-date-not-a-day", obj: newWorker("date-feb30", limits.Paid, func(s *v1alpha1.WorkerSpec) { s.CompatibilityDate = "2026-02-30" }),
+			wantErr: []string{"spec.compatibilityDate", "calendar date"}},
+		admitCase{name: "experimental-flag-free", obj: newWorker("exp-free", limits.Free, func(s *v1alpha1.WorkerSpec) { s.CompatibilityFlags = []string{"nodejs_compat", "experimental"} }),
+			wantErr: []string{"spec.compatibilityFlags[1]: Forbidden", `"experimental" is an experimental workerd compatibility flag`, `profile "free"`, "compatibility-date.capnp"}},
+		admitCase{name: "experimental-flag-paid", obj: newWorker("exp-paid", limits.Paid, func(s *v1alpha1.WorkerSpec) { s.CompatibilityFlags = []string{"rtti_api"} }),
+			wantErr: []string{"spec.compatibilityFlags[0]: Forbidden", `profile "paid"`}},
+		admitCase{name: "experimental-flag-custom", obj: newWorker("exp-custom", limits.Custom, func(s *v1alpha1.WorkerSpec) { s.CompatibilityFlags = []string{"rtti_api"} })},
+		admitCase{name: "service-binding-missing-warns", obj: newWorker("svc-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Bindings = []v1alpha1.Binding{{Name: "API", Service: &v1alpha1.ServiceBinding{Name: "api-not-yet"}}}
+		}), wantWarn: []string{"spec.bindings[0].service.name", "Worker wh/api-not-yet does not exist yet"}},
+		admitCase{name: "secret-missing-warns", obj: newWorker("secret-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Bindings = []v1alpha1.Binding{{Name: "TOKEN", SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "token-not-yet"}, Key: "t"}}}
+		}), wantWarn: []string{"spec.bindings[0].secretKeyRef.name", "Secret wh/token-not-yet does not exist yet"}},
+	)
+
+	// Workflow limits per profile (the profile of the referenced Worker).
+	cs = append(cs, limitCases(tbl, limits.WorkflowSteps, "spec.limits.steps", func(name string, p limits.Profile, v int64) client.Object {
+		return newWorkflow(name, p, func(s *v1alpha1.WorkflowSpec) { s.Limits = &v1alpha1.WorkflowLimits{Steps: ptr(int32(v))} })
+	})...)
+	cs = append(cs, limitCases(tbl, limits.WorkflowRunningInstances, "spec.concurrency.limit", func(name string, p limits.Profile, v int64) client.Object {
+		return newWorkflow(name, p, func(s *v1alpha1.WorkflowSpec) { s.Concurrency = &v1alpha1.WorkflowConcurrency{Limit: ptr(int32(v))} })
+	})...)
+	for _, p := range limits.Profiles {
+		max := tbl.Get(p, limits.WorkflowRetentionMs)
+		l, _ := tbl.Limit(limits.WorkflowRetentionMs)
+		in, out := FormatDuration(max), fmt.Sprint(max+1)
+		cs = append(cs,
+			admitCase{name: "workflow-retention-" + string(p) + "-inside", obj: newWorkflow("ret-in-"+string(p), p, func(s *v1alpha1.WorkflowSpec) {
+				s.Retention = &v1alpha1.WorkflowRetention{Success: in, Error: in}
+			})},
+			admitCase{name: "workflow-retention-" + string(p) + "-outside", obj: newWorkflow("ret-out-"+string(p), p, func(s *v1alpha1.WorkflowSpec) {
+				s.Retention = &v1alpha1.WorkflowRetention{Error: out}
+			}), wantErr: []string{"spec.retention.error: Invalid value: \"" + out + "\"", "must be at most " + in, fmt.Sprintf("profile %q", p), "limit workflow_retention_ms", "source: " + l.Source}},
+		)
+	}
+	sleepMax := tbl.Get(limits.Paid, limits.WorkflowSleepMs)
+	cs = append(cs,
+		admitCase{name: "workflow-timeout-zero", obj: newWorkflow("timeout-zero", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
+			s.Defaults = &v1alpha1.StepDefaults{Timeout: "0 seconds"}
+		}), wantErr: []string{"spec.defaults.timeout: Invalid value: \"0 seconds\"", "must be greater than 0"}},
+		admitCase{name: "workflow-retry-delay-zero", obj: newWorkflow("delay-zero", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
+			s.Defaults = &v1alpha1.StepDefaults{Retries: &v1alpha1.StepRetries{Delay: "0", Limit: ptr(int32(tbl.Get(limits.Paid, limits.WorkflowRetriesPerStep))), Backoff: v1alpha1.BackoffConstant}}
+		}), wantWarn: []string{"spec.defaults.retries.limit", "limit workflow_retries_per_step"}},
+		admitCase{name: "workflow-timeout-max", obj: newWorkflow("timeout-max", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
+			s.Defaults = &v1alpha1.StepDefaults{Timeout: FormatDuration(sleepMax)}
+		})},
+		admitCase{name: "workflow-timeout-over-max", obj: newWorkflow("timeout-over", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
+			s.Defaults = &v1alpha1.StepDefaults{Timeout: fmt.Sprint(sleepMax + 1)}
+		}), wantErr: []string{"spec.defaults.timeout", "limit workflow_sleep_ms", "source: " + limits.DocWorkflowsLimits}},
+		admitCase{name: "workflow-schedule-valid", obj: newWorkflow("sched-ok", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
+			s.Schedules = []string{"0 9 * * MON-FRI", "59 23 LW * *"}
+		})},
+		admitCase{name: "workflow-schedule-never-fires", obj: newWorkflow("sched-never", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
+			s.Schedules = []string{"0 0 30 2 *"}
+		}), wantErr: []string{"spec.schedules[0]", "can never fire", "source: " + limits.DocCronTriggers}},
+		admitCase{name: "workflow-worker-missing-warns", obj: &v1alpha1.Workflow{
+			ObjectMeta: metav1.ObjectMeta{Name: "no-worker", Namespace: testNS},
+			Spec:       v1alpha1.WorkflowSpec{WorkerRef: v1alpha1.LocalObjectReference{Name: "later"}, ClassName: "Flow"},
+		}, wantWarn: []string{"spec.workerRef.name", "Worker wh/later does not exist yet", `default profile "paid"`}},
+	)
+
+	// DurableObjectNamespace channel limits per profile, and shards.
+	for _, ch := range []struct {
+		n     limits.Name
+		field string
+		set   func(*v1alpha1.ChannelsSpec, *int32)
+	}{
+		{limits.ChannelsPerObject, "maxChannels", func(c *v1alpha1.ChannelsSpec, v *int32) { c.MaxChannels = v }},
+		{limits.SubscribersPerChannel, "maxSubscribers", func(c *v1alpha1.ChannelsSpec, v *int32) { c.MaxSubscribers = v }},
+		{limits.ChannelMessageBytes, "maxMessageBytes", func(c *v1alpha1.ChannelsSpec, v *int32) { c.MaxMessageBytes = v }},
+		{limits.ChannelBacklogBytes, "maxBacklogBytes", func(c *v1alpha1.ChannelsSpec, v *int32) { c.MaxBacklogBytes = v }},
+	} {
+		cs = append(cs, limitCases(tbl, ch.n, "spec.channels."+ch.field, func(name string, p limits.Profile, v int64) client.Object {
+			return newDON(name, p, func(s *v1alpha1.DurableObjectNamespaceSpec) {
+				s.Channels = &v1alpha1.ChannelsSpec{Enabled: true}
+				ch.set(s.Channels, ptr(int32(v)))
+			})
+		})...)
+	}
+	cs = append(cs,
+		admitCase{name: "don-shards-change-rejected", obj: newDON("shards-change", limits.Paid, nil),
+			update:  func(o client.Object) { o.(*v1alpha1.DurableObjectNamespace).Spec.Shards = ptr(int32(2)) },
+			wantErr: []string{"spec.shards: Forbidden", "may not change from 1 to 2", "until resharding exists"}},
+		admitCase{name: "don-update-keeping-shards", obj: newDON("shards-keep", limits.Paid, func(s *v1alpha1.DurableObjectNamespaceSpec) { s.Shards = ptr(int32(3)) }),
+			update: func(o client.Object) { o.(*v1alpha1.DurableObjectNamespace).Spec.PreventEviction = true }},
+		admitCase{name: "don-worker-missing-warns", obj: &v1alpha1.DurableObjectNamespace{
+			ObjectMeta: metav1.ObjectMeta{Name: "don-no-worker", Namespace: testNS},
+			Spec:       v1alpha1.DurableObjectNamespaceSpec{WorkerRef: v1alpha1.LocalObjectReference{Name: "later"}, ClassName: "Room"},
+		}, wantWarn: []string{"spec.workerRef.name", "Worker wh/later does not exist yet"}},
+	)
+
+	// CronSchedule.
+	paramsMax := tbl.Get(limits.Paid, limits.WorkflowParamsBytes)
+	paramsL, _ := tbl.Limit(limits.WorkflowParamsBytes)
+	params := func(n int64) *apiextensionsv1.JSON {
+		// {"p":"xxx"} is 8 bytes plus the x's.
+		return &apiextensionsv1.JSON{Raw: []byte(`{"p":"` + strings.Repeat("x", int(n-8)) + `"}`)}
+	}
+	cs = append(cs,
+		admitCase{name: "cron-valid", obj: newCron("cron-ok", func(s *v1alpha1.CronScheduleSpec) {
+			s.Schedules = []string{"*/3 * * * *", "0 18 * * 6L", "10 7 * * mon-fri"}
+		})},
+		admitCase{name: "cron-dow-zero", obj: newCron("cron-dow0", func(s *v1alpha1.CronScheduleSpec) { s.Schedules = []string{"0 0 * * 0"} }),
+			wantErr: []string{"spec.schedules[0]", `cron expression "0 0 * * 0"`, "source: " + limits.DocCronTriggers}},
+		admitCase{name: "cron-never-fires", obj: newCron("cron-never", func(s *v1alpha1.CronScheduleSpec) { s.Schedules = []string{"0 0 31 4 *"} }),
+			wantErr: []string{"spec.schedules[0]", "can never fire"}},
+		admitCase{name: "cron-timezone-valid", obj: newCron("cron-tz", func(s *v1alpha1.CronScheduleSpec) { s.TimeZone = "Europe/Paris" })},
+		admitCase{name: "cron-timezone-invalid", obj: newCron("cron-tz-bad", func(s *v1alpha1.CronScheduleSpec) { s.TimeZone = "Mars/Olympus_Mons" }),
+			wantErr: []string{"spec.timeZone: Invalid value: \"Mars/Olympus_Mons\"", "IANA time zone"}},
+		admitCase{name: "cron-params-inside", obj: newCron("cron-params-in", func(s *v1alpha1.CronScheduleSpec) {
+			s.Target = v1alpha1.CronTarget{WorkflowRef: &v1alpha1.LocalObjectReference{Name: "sched-ok"}, Params: params(paramsMax)}
+		}), wantWarn: []string{"spec.target.params", "limit workflow_params_bytes"}},
+		admitCase{name: "cron-params-outside", obj: newCron("cron-params-out", func(s *v1alpha1.CronScheduleSpec) {
+			s.Target = v1alpha1.CronTarget{WorkflowRef: &v1alpha1.LocalObjectReference{Name: "sched-ok"}, Params: params(paramsMax + 1)}
+		}), wantErr: []string{"spec.target.params: Invalid value: " + fmt.Sprint(paramsMax+1), "limit workflow_params_bytes", "source: " + paramsL.Source}},
+		admitCase{name: "cron-workflow-missing-warns", obj: newCron("cron-wf-missing", func(s *v1alpha1.CronScheduleSpec) {
+			s.Target = v1alpha1.CronTarget{WorkflowRef: &v1alpha1.LocalObjectReference{Name: "wf-later"}}
+		}), wantWarn: []string{"spec.target.workflowRef.name", "Workflow wh/wf-later does not exist yet"}},
+	)
+	return cs
+}
+
+func dayAfter(date string) string {
+	var y, m, d int
+	fmt.Sscanf(date, "%d-%d-%d", &y, &m, &d)
+	return fmt.Sprintf("%04d-%02d-%02d", y, m, d+1) // test dates are never month ends
+}
+
+// TestAdmission runs the table through the real API server with the webhooks installed.
+func TestAdmission(t *testing.T) {
+	s := startSuite(t)
+	ctx := context.Background()
+	// The Workers whose profile Workflows and DurableObjectNamespaces run under, and the
+	// ConfigMap one size case reads.
+	for _, p := range limits.Profiles {
+		if err := s.c.Create(ctx, newWorker(profileWorker(p), p, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size := s.table.Get(limits.Custom, limits.ScriptSizeBytes)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "big-bundle", Namespace: testNS},
+		Data: map[string]string{"worker.js": strings.Repeat("/", int(size)-9), "lib.js": "//lib.js\n"}, BinaryData: map[string][]byte{"x.bin": {0}}}
+	if err := s.c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	s.warns.take()
+	all := cases(s.table)
+	if len(all) < 60 {
+		t.Fatalf("%d cases, want at least 60", len(all))
+	}
+	for _, c := range all {
+		t.Run(c.name, func(t *testing.T) {
+			s.warns.take()
+			err := s.c.Create(ctx, c.obj)
+			if c.update != nil {
+				if err != nil {
+					t.Fatalf("create before update: %v", err)
+				}
+				c.update(c.obj)
+				err = s.c.Update(ctx, c.obj)
+			}
+			warns := s.warns.take()
+			if c.wantErr == nil {
+				if err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+			} else {
+				if err == nil {
+					t.Fatalf("admitted; want an error with %q", c.wantErr)
+				}
+				for _, want := range c.wantErr {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error lacks %q:\n%v", want, err)
+					}
+				}
+			}
+			if c.wantWarn != nil && !anyContainsAll(warns, c.wantWarn) {
+				t.Errorf("no warning with all of %q; warnings: %q", c.wantWarn, warns)
+			}
+		})
+	}
+}
+
+func anyContainsAll(msgs []string, subs []string) bool {
+	for _, m := range msgs {
+		ok := true
+		for _, s := range subs {
+			if !strings.Contains(m, s) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDefaultingThroughAPIServer creates objects through the API server and reads them
+// back: defaults are present, a field unknown to the Go types survives, and the
+// quantities the user wrote are stored byte for byte.
+func TestDefaultingThroughAPIServer(t *testing.T) {
+	s := startSuite(t)
+	ctx := context.Background()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "fleet.workerd-operator.io/v1alpha1", "kind": "Worker",
+		"metadata": map[string]any{"name": "unknown-field", "namespace": testNS},
+		"spec": map[string]any{
+			"futureField":       map[string]any{"keep": "me", "n": int64(7)},
+			"compatibilityDate": "2026-11-01",
+			"source":            map[string]any{"inline": map[string]any{"modules": []any{map[string]any{"name": "w.js", "type": "ESModule", "content": "export default {}"}}}},
+			"pod":               map[string]any{"resources": map[string]any{"limits": map[string]any{"cpu": "1000m", "memory": "134217728"}, "requests": map[string]any{"cpu": "0.5"}}},
+		},
+	}}
+	if err := s.c.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(u.GroupVersionKind())
+	if err := s.c.Get(ctx, client.ObjectKeyFromObject(u), got); err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		path []string
+		want any
+	}{
+		{[]string{"spec", "futureField", "keep"}, "me"},
+		{[]string{"spec", "futureField", "n"}, int64(7)},
+		{[]string{"spec", "pod", "resources", "limits", "cpu"}, "1000m"},
+		{[]string{"spec", "pod", "resources", "limits", "memory"}, "134217728"},
+		{[]string{"spec", "pod", "resources", "requests", "cpu"}, "0.5"},
+		{[]string{"spec", "replicas"}, int64(1)},
+		{[]string{"spec", "limits", "profile"}, string(limits.DefaultProfile)},
+		{[]string{"spec", "limits", "cpuMs"}, limits.Get(limits.DefaultProfile, limits.CPUMsDefault)},
+		{[]string{"spec", "limits", "subrequests"}, limits.Get(limits.DefaultProfile, limits.SubrequestsDefault)},
+		{[]string{"spec", "limits", "memoryMiB"}, limits.Get(limits.DefaultProfile, limits.MemoryMiBDefault)},
+	}
+	for _, c := range checks {
+		v, found, err := unstructured.NestedFieldNoCopy(got.Object, c.path...)
+		if err != nil || !found || fmt.Sprint(v) != fmt.Sprint(c.want) {
+			t.Errorf("%s = %v (found %v, err %v), want %v", strings.Join(c.path, "."), v, found, err, c.want)
+		}
+	}
+
+	// A Workflow under the free Worker gets the free step default; a DON its channel limits.
+	if err := s.c.Create(ctx, newWorker("dflt-free", limits.Free, nil)); err != nil {
+		t.Fatal(err)
+	}
+	wf := &v1alpha1.Workflow{ObjectMeta: metav1.ObjectMeta{Name: "dflt-wf", Namespace: testNS},
+		Spec: v1alpha1.WorkflowSpec{WorkerRef: v1alpha1.LocalObjectReference{Name: "dflt-free"}, ClassName: "Flow"}}
+	if err := s.c.Create(ctx, wf); err != nil {
+		t.Fatal(err)
+	}
+	if wf.Spec.Limits == nil || wf.Spec.Limits.Steps == nil || int64(*wf.Spec.Limits.Steps) != limits.Get(limits.Free, limits.WorkflowStepsDefault) {
+		t.Errorf("workflow steps default = %v, want %d", wf.Spec.Limits, limits.Get(limits.Free, limits.WorkflowStepsDefault))
+	}
+	if d := wf.Spec.Defaults; d == nil || d.Timeout != FormatDuration(limits.Get(limits.Paid, limits.WorkflowStepTimeoutMs)) ||
+		d.Retries == nil || d.Retries.Delay != FormatDuration(limits.Get(limits.Paid, limits.WorkflowRetryDelayMs)) ||
+		d.Retries.Backoff != v1alpha1.BackoffExponential || int64(*d.Retries.Limit) != limits.Get(limits.Paid, limits.WorkflowRetryLimit) {
+		t.Errorf("workflow step defaults = %+v", d)
+	}
+	don := newDON("dflt-don", limits.Paid, func(s *v1alpha1.DurableObjectNamespaceSpec) { s.Channels = &v1alpha1.ChannelsSpec{Enabled: true} })
+	if err := s.c.Create(ctx, don); err != nil {
+		t.Fatal(err)
+	}
+	if ch := don.Spec.Channels; *don.Spec.Shards != 1 || ch.Binding != DefaultChannelsBinding ||
+		int64(*ch.MaxChannels) != limits.Get(limits.Paid, limits.ChannelsPerObject) ||
+		int64(*ch.MaxBacklogBytes) != limits.Get(limits.Paid, limits.ChannelBacklogBytes) {
+		t.Errorf("DON defaults = shards %d, channels %+v", *don.Spec.Shards, ch)
+	}
+}
