@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -22,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,10 +48,9 @@ const (
 
 // Pod labels of docs/pod-contract.md (the same strings as controllers/labels.go).
 const (
-	LabelWorker        = "fleet.workerd-operator.io/worker"
-	LabelComponent     = "fleet.workerd-operator.io/component"
-	ComponentWorker    = "worker"
-	annotationIdentity = "fleet.workerd-operator.io/dispatcher"
+	LabelWorker     = "fleet.workerd-operator.io/worker"
+	LabelComponent  = "fleet.workerd-operator.io/component"
+	ComponentWorker = "worker"
 )
 
 // WorkflowStarter creates one Workflow instance per firing of a CronSchedule whose
@@ -88,12 +88,14 @@ type DispatcherOptions struct {
 	Parallelism int
 	// Namespace limits the dispatcher to one namespace ("" = all).
 	Namespace string
-	// Recorder emits Events on the CronSchedules (optional).
-	Recorder record.EventRecorder
+	// Recorder emits Events on the CronSchedules (optional; the manager's
+	// GetEventRecorder("cron-dispatcher")).
+	Recorder events.EventRecorder
 	// Workflows starts Workflow instances for workflowRef targets (optional; see
 	// WorkflowStarter).
 	Workflows WorkflowStarter
-	// Identity names this dispatcher in history messages (default: the host name).
+	// Identity names this dispatcher in history messages (default: the host name, which
+	// is the pod name in a cluster).
 	Identity string
 	// Log is the logger (default: discard).
 	Log logr.Logger
@@ -103,6 +105,18 @@ type DispatcherOptions struct {
 // even so, every slot is claimed in the CronSchedule's status with optimistic
 // concurrency before it is dispatched, so two dispatchers (a stale leader and a new
 // one) never dispatch the same slot twice.
+//
+// Semantics (issue 8): slots are computed per expression in spec.timeZone (default
+// UTC); spec.suspend stops dispatching and slots passed while suspended are not caught
+// up; spec.startingDeadlineSeconds is the catch-up window after downtime (without it
+// only the newest missed slot runs; older ones are recorded as one "skipped" history
+// row); concurrencyPolicy Forbid records a slot as skipped while a run of the same
+// CronSchedule is in flight in this process, Replace cancels that run (recorded as an
+// exception saying so), Allow runs both. A run is not retried: Cloudflare's retry
+// policy is undocumented (cloudflare-semantics.md §4.3); noRetry is recorded.
+// Metrics (metrics.go): workerd_operator_cron_dispatch_lateness_seconds,
+// workerd_operator_cron_dispatches_total{namespace,cronschedule,outcome},
+// workerd_operator_cron_claim_conflicts_total.
 type Dispatcher struct {
 	c    client.Client
 	opts DispatcherOptions
@@ -145,6 +159,9 @@ func NewDispatcher(c client.Client, opts DispatcherOptions) *Dispatcher {
 	}
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = DefaultParallelism
+	}
+	if opts.Identity == "" {
+		opts.Identity, _ = os.Hostname()
 	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
@@ -255,6 +272,10 @@ func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule
 		}
 	}
 
+	if err := d.armNew(ctx, cs, exprs, loc, now); err != nil {
+		return time.Time{}, err
+	}
+
 	var next time.Time
 	for _, e := range exprs {
 		due, skipped, lastSkipped := d.dueSlots(cs, e, loc, now, resumed)
@@ -288,6 +309,35 @@ func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule
 		}
 	}
 	return next, nil
+}
+
+// armNew gives an expression added to an already dispatching CronSchedule its state,
+// with nextScheduleTime after now, so that it does not fire slots from before it was
+// added (a brand-new CronSchedule instead counts slots from its creation).
+func (d *Dispatcher) armNew(ctx context.Context, cs *fleetv1alpha1.CronSchedule, exprs []expression, loc *time.Location, now time.Time) error {
+	if len(cs.Status.Schedules) == 0 {
+		return nil
+	}
+	var missing []fleetv1alpha1.CronScheduleState
+	for _, e := range exprs {
+		if stateOf(cs, e.text) == nil {
+			st := fleetv1alpha1.CronScheduleState{Cron: e.text}
+			if n := e.sched.Next(now, loc); !n.IsZero() {
+				st.NextScheduleTime = &metav1.Time{Time: n}
+			}
+			missing = append(missing, st)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	fresh := cs.DeepCopy()
+	fresh.Status.Schedules = append(fresh.Status.Schedules, missing...)
+	if err := d.c.Status().Update(ctx, fresh); err != nil {
+		return fmt.Errorf("arm new expressions: %w", err) // retried on the next pass
+	}
+	*cs = *fresh
+	return nil
 }
 
 func parseSpec(cs *fleetv1alpha1.CronSchedule) (*time.Location, []expression, error) {
@@ -328,6 +378,8 @@ func (d *Dispatcher) dueSlots(cs *fleetv1alpha1.CronSchedule, e expression, loc 
 	from := cs.CreationTimestamp.Time.Add(-time.Nanosecond)
 	if st := stateOf(cs, e.text); st != nil && st.LastScheduleTime != nil {
 		from = st.LastScheduleTime.Time
+	} else if st != nil && st.NextScheduleTime != nil {
+		from = st.NextScheduleTime.Time.Add(-time.Nanosecond) // armed by armNew
 	}
 	if !from.Before(now) {
 		return nil, 0, time.Time{}
@@ -519,7 +571,7 @@ func (d *Dispatcher) callWorker(ctx context.Context, namespace, worker, cron str
 		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable,
 			Message: fmt.Sprintf("pod %s: trigger socket answered %d %s", pod.Name, resp.StatusCode, truncate(string(raw), 200))}, ""
 	}
-	ev := fleetv1alpha1.CronEvent{NoRetry: res.NoRetry, Message: "pod " + pod.Name}
+	ev := fleetv1alpha1.CronEvent{NoRetry: res.NoRetry, Message: fmt.Sprintf("pod %s (dispatcher %s)", pod.Name, d.opts.Identity)}
 	switch res.Outcome {
 	case "ok":
 		ev.Outcome = fleetv1alpha1.CronOutcomeOK
@@ -618,7 +670,7 @@ func (d *Dispatcher) record(ctx context.Context, key types.NamespacedName, ev fl
 		if ev.Outcome != fleetv1alpha1.CronOutcomeOK {
 			kind, reason = corev1.EventTypeWarning, "Dispatch"+upperFirst(string(ev.Outcome))
 		}
-		d.opts.Recorder.Eventf(&cs, kind, reason, "%q slot %s: %s %s", ev.Cron, ev.ScheduledTime.UTC().Format(time.RFC3339), ev.Outcome, ev.Message)
+		d.opts.Recorder.Eventf(&cs, nil, kind, reason, "Dispatch", "%q slot %s: %s %s", ev.Cron, ev.ScheduledTime.UTC().Format(time.RFC3339), ev.Outcome, ev.Message)
 	}
 }
 

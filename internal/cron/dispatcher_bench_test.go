@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
@@ -36,6 +39,7 @@ func envInt(name string, def int) int {
 //
 // It reports p50-ms, p99-ms and max-ms; the aim is p99 < 250 ms.
 func BenchmarkDispatchLateness(b *testing.B) {
+	ctrllog.SetLogger(logr.Discard())
 	n := envInt("CRON_BENCH_SCHEDULES", 1000)
 	minutes := envInt("CRON_BENCH_MINUTES", 5)
 	f := startFleet(b)
@@ -75,7 +79,14 @@ func BenchmarkDispatchLateness(b *testing.B) {
 	if err := cached.List(ctx, &warm); err != nil { // starts the informers
 		b.Fatal(err)
 	}
-	d := NewDispatcher(cached, DispatcherOptions{APIReader: f.c, TriggerPort: f.port})
+	var logMu sync.Mutex
+	var logged []string
+	logger := funcr.New(func(prefix, args string) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		logged = append(logged, prefix+" "+args)
+	}, funcr.Options{})
+	d := NewDispatcher(cached, DispatcherOptions{APIReader: f.c, TriggerPort: f.port, Log: logger})
 	runCtx, stop := context.WithCancel(ctx)
 	startedAt := time.Now()
 	go func() { _ = d.Start(runCtx) }()
@@ -90,13 +101,33 @@ func BenchmarkDispatchLateness(b *testing.B) {
 	d.Wait()
 	b.StopTimer()
 
+	logMu.Lock()
+	b.Logf("%d dispatcher errors; first: %v", len(logged), logged[:min(5, len(logged))])
+	logMu.Unlock()
+	var all fleetv1alpha1.CronScheduleList
+	if err := f.c.List(ctx, &all, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	outcomes, msgs := map[string]int{}, map[string]string{}
+	for _, cs := range all.Items {
+		for _, ev := range cs.Status.History {
+			if !ev.ScheduledTime.Before(&metav1.Time{Time: first}) && !ev.ScheduledTime.After(last) {
+				outcomes[string(ev.Outcome)]++
+				msgs[string(ev.Outcome)] = ev.Message
+			}
+		}
+	}
+	b.Logf("history outcomes in the measured slots: %v; sample messages: %v", outcomes, msgs)
+	perSlot := map[string]int{}
 	var late []float64
 	for _, c := range f.allCalls(b) {
 		slot := time.UnixMilli(c.ScheduledTime)
 		if c.Cron == "* * * * *" && !slot.Before(first) && !slot.After(last) {
 			late = append(late, float64(c.At-c.ScheduledTime))
+			perSlot[slot.UTC().Format(time.RFC3339)]++
 		}
 	}
+	b.Logf("dispatches per slot: %v", perSlot)
 	if want := n * minutes; len(late) != want {
 		b.Errorf("%d dispatches in %d slots of %d schedules, want %d", len(late), minutes, n, want)
 	}

@@ -471,4 +471,41 @@ func TestDispatcher(t *testing.T) {
 			t.Fatalf("scheduled() calls %v, want %v", got, want)
 		}
 	})
+
+	// An expression added to a dispatching CronSchedule starts with the slots after it
+	// was added: its earlier slots are not run late.
+	t.Run("added expression", func(t *testing.T) {
+		const first, added = "*/2 * * * *", "0-58/2 * * * *"
+		f.namespace(t, "added")
+		cs := f.cronSchedule(t, "added", "added", workerSpec(first))
+		clock := &fakeClock{}
+		d := f.dispatcher(clock, DefaultWallTime)
+		t0 := firstSlotAfterCreation(t, cs, first)
+		clock.Set(t0)
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d.Wait()
+		got := f.get(t, cs)
+		got.Spec.Schedules = append(got.Spec.Schedules, added)
+		if err := f.c.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		// added at t0+1m: the pass then arms it; its first slot is t0+2m.
+		clock.Set(t0.Add(time.Minute))
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clock.Set(t0.Add(2 * time.Minute))
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d.Wait()
+		if got, want := f.calls(t, added), rfc(t0.Add(2*time.Minute)); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("scheduled() calls of the added expression %v, want %v", got, want)
+		}
+		if got, want := f.calls(t, first), rfc(t0, t0.Add(2*time.Minute)); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("scheduled() calls of the first expression %v, want %v", got, want)
+		}
+	})
 }
