@@ -1,0 +1,125 @@
+// The `step` object handed to a WorkflowEntrypoint's run(event, step) by
+// workflows-runner.js (issue 6; internal/sidecar/workflows). Every call asks the sidecar's
+// engine (POST /workflows/_run/step) first: a completed step is answered from the engine's
+// store (replay), a new step.do runs its callback and its result is committed
+// (POST /workflows/_run/attempt) before step.do returns. When the engine says "suspend"
+// (sleep, waitForEvent without an event, a retry delay, a pause) the call never settles
+// and the runner ends the run; nothing is thrown into user code, so a try/catch around a
+// wait cannot swallow a suspension. Occurrence counts per (kind, name) make the cache key.
+import { RpcTarget } from "cloudflare:workers";
+
+export class StepAbort extends Error {}
+
+export class Step extends RpcTarget {
+  #sidecar; #job; #counts = new Map(); #stopped = null; #stop;
+  constructor(sidecar, job) {
+    super();
+    this.#sidecar = sidecar;
+    this.#job = job;
+    this.stopPromise = new Promise((resolve) => { this.#stop = resolve; });
+  }
+
+  get stopped() { return this.#stopped; }
+
+  // halt ends the run with outcome ("suspended" | "aborted") and never settles.
+  #halt(outcome) {
+    if (!this.#stopped) { this.#stopped = outcome; this.#stop(outcome); }
+    return new Promise(() => {});
+  }
+
+  #count(kind, name) {
+    const k = kind + "\u0000" + name;
+    const n = (this.#counts.get(k) || 0) + 1;
+    this.#counts.set(k, n);
+    return n;
+  }
+
+  async #call(path, body) {
+    if (this.#stopped) return this.#halt(this.#stopped);
+    let res;
+    try {
+      res = await this.#sidecar.fetch("http://sidecar/workflows/_run/" + path, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ workflow: this.#job.workflow, id: this.#job.id, runId: this.#job.runId, ...body }),
+      });
+    } catch (e) {
+      return this.#halt("aborted"); // the engine is gone; it replays when it is back
+    }
+    if (res.status !== 200) return this.#halt("aborted");
+    return res.json();
+  }
+
+  #answer(ans) {
+    switch (ans.action) {
+      case "cached": return ans.result;
+      case "throw": throw makeError(ans.error);
+      case "suspend": return this.#halt("suspended");
+      default: return this.#halt("aborted");
+    }
+  }
+
+  async do(name, config, fn) {
+    if (typeof config === "function" && fn === undefined) { fn = config; config = undefined; }
+    if (typeof fn !== "function") throw new TypeError(`step.do("${name}"): the last argument must be a function`);
+    name = String(name);
+    const count = this.#count("do", name);
+    let cfg;
+    try { cfg = config === undefined ? undefined : JSON.parse(JSON.stringify(config)); }
+    catch (e) { throw new TypeError(`Step config for "${name}" is in a invalid format: ${e.message}`); }
+    let ans = await this.#call("step", { kind: "do", name, count, config: cfg });
+    while (ans.action === "run") {
+      const attempt = ans.attempt;
+      let report;
+      try {
+        const ctx = { step: { name, count }, attempt, config: ans.config };
+        const value = await withTimeout(Promise.resolve().then(() => fn(ctx)), ans.timeoutMs, ans.config?.timeout);
+        let json;
+        try { json = value === undefined ? undefined : JSON.stringify(value); }
+        catch (e) { throw new TypeError(`Value returned from step "${name}" is not serialisable`); }
+        report = { ok: true, result: json === undefined ? undefined : JSON.parse(json) };
+      } catch (e) {
+        report = { ok: false, error: { name: String(e?.name ?? "Error"), message: String(e?.message ?? e) } };
+      }
+      ans = await this.#call("attempt", { name, count, attempt, ...report });
+    }
+    return this.#answer(ans);
+  }
+
+  async sleep(name, duration) {
+    name = String(name);
+    const count = this.#count("sleep", name);
+    return this.#answer(await this.#call("step", { kind: "sleep", name, count, duration }));
+  }
+
+  async sleepUntil(name, timestamp) {
+    name = String(name);
+    const count = this.#count("sleep", name);
+    const until = timestamp instanceof Date ? timestamp.getTime() : Number(timestamp);
+    return this.#answer(await this.#call("step", { kind: "sleepUntil", name, count, until }));
+  }
+
+  async waitForEvent(name, options) {
+    name = String(name);
+    const count = this.#count("waitForEvent", name);
+    const ans = await this.#call("step", { kind: "waitForEvent", name, count, type: options?.type, timeout: options?.timeout });
+    const v = this.#answer(ans);
+    if (v && typeof v === "object" && "timestamp" in v) v.timestamp = new Date(v.timestamp);
+    return v;
+  }
+}
+
+export function makeError(info) {
+  const e = new Error(info?.message ?? "");
+  e.name = info?.name ?? "Error";
+  return e;
+}
+
+function withTimeout(p, ms, logicalMs) {
+  if (!ms || ms <= 0) return p;
+  let t;
+  const timeout = new Promise((_, reject) => {
+    t = setTimeout(() => reject(makeError({ name: "WorkflowTimeoutError", message: `Execution timed out after ${logicalMs ?? ms}ms` })), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(t));
+}

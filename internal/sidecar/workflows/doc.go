@@ -1,0 +1,26 @@
+// Package workflows is the sidecar's Workflows engine (issue 6; DESIGN.md §6; seed 000;
+// reference/cloudflare-semantics.md §3) and its HTTP API under /workflows/ (docs/workflows.md).
+//
+// Instances live in a bbolt file (<data dir>/workflows.db, fsync on every commit): the
+// instance record, one record per step (do, sleep, waitForEvent: name + occurrence count)
+// and the events sent to it. Every acknowledged step result, event and state change is
+// committed before the reply, so a kill -9 of the sidecar or of workerd at any moment
+// loses no acknowledged step and re-runs no completed step.
+//
+// Execution is by replay: the engine POSTs {workflow, id, runId, event} to the runner
+// worker (internal/shim/workflows-runner.js) on workerd's internal `workflows` socket, which
+// calls the user's WorkflowEntrypoint run(event, step) with the step object of
+// internal/shim/workflows-step.js. Each step call asks the engine (POST
+// /workflows/_run/step): a completed step is answered from the store; a new step.do is run
+// by the runner and its result committed (POST /workflows/_run/attempt) before step.do
+// returns. step.sleep, step.sleepUntil, step.waitForEvent and non-zero retry delays
+// suspend the run: the instance goes to `waiting`, its concurrency slot is freed, and a
+// timer or a matching event re-dispatches it (replay from the top). A run id per
+// dispatch fences stale runs: after a crash, a run the engine no longer owns is aborted
+// at its next step call and its results are never committed.
+//
+// Lifecycle: queued → running ⇄ waiting / waitingForPause → paused → complete | errored |
+// terminated. At most WorkflowConfig.Concurrency instances run at once per workflow
+// (waiting ones do not count); woken and recovered instances start first, then queued
+// ones oldest first (seed 000). Limits come from internal/limits.
+package workflows

@@ -1,0 +1,867 @@
+package workflows
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/workerd-operator/workerd-operator/internal/limits"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// DataDir holds workflows.db (the shard's PVC in a pod).
+	DataDir string
+	// RunnerURL is the base URL of workerd's `workflows` socket serving
+	// internal/shim/workflows-runner.js, e.g. "http://10.0.0.5:9094".
+	RunnerURL string
+	// Workflows served by this engine; create() on another name fails.
+	Workflows []WorkflowConfig
+	// Profile and Table give the limits (limits.DefaultProfile and limits.Default() when zero).
+	Profile limits.Profile
+	Table   *limits.Table
+	// TimeScale multiplies every engine-side duration (sleeps, retry delays, waitForEvent
+	// timeouts, step timeouts) before it is waited; recorded values stay unscaled. 1 when 0.
+	// Tests use it to keep real processes without waiting real minutes.
+	TimeScale float64
+	// DispatchRetry is the pause before a run that could not reach workerd is dispatched
+	// again (200 ms when 0).
+	DispatchRetry time.Duration
+	// Logf logs engine events (nothing when nil).
+	Logf func(format string, args ...any)
+}
+
+// Engine runs workflow instances by replay; see the package comment.
+type Engine struct {
+	o      Options
+	st     *store
+	client *http.Client
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu           sync.Mutex
+	wfs          map[string]*wfState
+	timers       map[string]*time.Timer
+	attemptStart map[string]int64
+	closed       bool
+}
+
+type wfState struct {
+	cfg         WorkflowConfig
+	inflight    map[string]bool
+	pendingWake map[string]bool
+	ready       readyHeap
+	inReady     map[string]bool
+	maxInflight int
+}
+
+type readyItem struct {
+	prio int // 0 woken/recovered/resumed, 1 new
+	seq  uint64
+	id   string
+}
+
+type readyHeap []readyItem
+
+func (h readyHeap) Len() int { return len(h) }
+func (h readyHeap) Less(i, j int) bool {
+	if h[i].prio != h[j].prio {
+		return h[i].prio < h[j].prio
+	}
+	return h[i].seq < h[j].seq
+}
+func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *readyHeap) Push(x any)   { *h = append(*h, x.(readyItem)) }
+func (h *readyHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// APIError is an error with an HTTP status and a stable code.
+type APIError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+func apiErr(status int, code, format string, a ...any) *APIError {
+	return &APIError{Status: status, Code: code, Message: fmt.Sprintf(format, a...)}
+}
+
+// New opens the store under o.DataDir and recovers: running instances are dispatched
+// again (replay), waiting ones get their timers back, queued ones keep their order.
+func New(o Options) (*Engine, error) {
+	if o.Profile == "" {
+		o.Profile = limits.DefaultProfile
+	}
+	if o.Table == nil {
+		o.Table = limits.Default()
+	}
+	if o.TimeScale <= 0 {
+		o.TimeScale = 1
+	}
+	if o.DispatchRetry <= 0 {
+		o.DispatchRetry = 200 * time.Millisecond
+	}
+	o.RunnerURL = strings.TrimSuffix(o.RunnerURL, "/")
+	st, err := openStore(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &Engine{
+		o: o, st: st, ctx: ctx, cancel: cancel,
+		client:       &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}},
+		wfs:          map[string]*wfState{},
+		timers:       map[string]*time.Timer{},
+		attemptStart: map[string]int64{},
+	}
+	for _, c := range o.Workflows {
+		if err := e.checkName("workflow name", c.Name, limits.WorkflowInstanceIDChars); err != nil {
+			st.db.Close()
+			cancel()
+			return nil, fmt.Errorf("workflows: %w", err)
+		}
+		if c.Steps <= 0 {
+			c.Steps = int(e.lim(limits.WorkflowStepsDefault))
+		}
+		if c.Concurrency <= 0 {
+			c.Concurrency = int(e.lim(limits.WorkflowRunningInstances))
+		}
+		e.wfs[c.Name] = &wfState{cfg: c, inflight: map[string]bool{}, pendingWake: map[string]bool{}, inReady: map[string]bool{}}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := nowMs()
+	err = st.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bInstances).ForEach(func(_, v []byte) error {
+			var in Instance
+			if err := json.Unmarshal(v, &in); err != nil {
+				return err
+			}
+			w := e.wfs[in.Workflow]
+			if w == nil {
+				return nil
+			}
+			switch in.Status {
+			case StatusRunning, StatusWaitingForPause:
+				e.pushReady(w, in.ID, 0, in.Seq)
+			case StatusQueued:
+				e.pushReady(w, in.ID, 1, in.Seq)
+			case StatusWaiting:
+				if in.WakeAt > 0 && in.WakeAt <= now {
+					e.pushReady(w, in.ID, 0, in.Seq)
+				} else if in.WakeAt > 0 {
+					e.armTimer(in.Workflow, in.ID, in.WakeAt)
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		st.db.Close()
+		cancel()
+		return nil, fmt.Errorf("workflows: recover: %w", err)
+	}
+	for name := range e.wfs {
+		e.pump(name)
+	}
+	return e, nil
+}
+
+// Close stops timers and dispatches and closes the store (runs in workerd are fenced by
+// their run id when the engine comes back).
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	for _, t := range e.timers {
+		t.Stop()
+	}
+	e.mu.Unlock()
+	e.cancel()
+	return e.st.db.Close()
+}
+
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+func (e *Engine) scaled(ms int64) int64 { return int64(float64(ms) * e.o.TimeScale) }
+
+func (e *Engine) logf(format string, a ...any) {
+	if e.o.Logf != nil {
+		e.o.Logf(format, a...)
+	}
+}
+
+func (e *Engine) wf(name string) (*wfState, error) {
+	w := e.wfs[name]
+	if w == nil {
+		return nil, apiErr(404, "workflow.not_found", "workflow %q is not served by this engine", name)
+	}
+	return w, nil
+}
+
+func (e *Engine) update(f func(tx *bolt.Tx) error) error { return e.st.db.Update(f) }
+
+func (e *Engine) pushReady(w *wfState, id string, prio int, seq uint64) {
+	if w.inReady[id] {
+		return
+	}
+	w.inReady[id] = true
+	heap.Push(&w.ready, readyItem{prio: prio, seq: seq, id: id})
+}
+
+// wake makes a waiting instance ready (timer fired, event arrived). Called with mu held.
+func (e *Engine) wake(wfName, id string) {
+	w := e.wfs[wfName]
+	if w == nil || e.closed {
+		return
+	}
+	if w.inflight[id] {
+		w.pendingWake[id] = true
+		return
+	}
+	var in *Instance
+	_ = e.st.db.View(func(tx *bolt.Tx) error {
+		in, _ = getInstance(tx, wfName, id)
+		return nil
+	})
+	if in == nil || (in.Status != StatusWaiting && in.Status != StatusRunning && in.Status != StatusQueued && in.Status != StatusWaitingForPause) {
+		return
+	}
+	e.pushReady(w, id, 0, in.Seq)
+	e.pump(wfName)
+}
+
+func (e *Engine) armTimer(wfName, id string, at int64) {
+	k := string(ikey(wfName, id))
+	if t := e.timers[k]; t != nil {
+		t.Stop()
+	}
+	d := time.Duration(at-nowMs()) * time.Millisecond
+	e.timers[k] = time.AfterFunc(d, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		delete(e.timers, k)
+		e.wake(wfName, id)
+	})
+}
+
+func (e *Engine) stopTimer(wfName, id string) {
+	k := string(ikey(wfName, id))
+	if t := e.timers[k]; t != nil {
+		t.Stop()
+		delete(e.timers, k)
+	}
+}
+
+// pump dispatches ready instances while the workflow has free slots. Called with mu held.
+func (e *Engine) pump(wfName string) {
+	w := e.wfs[wfName]
+	if w == nil || e.closed {
+		return
+	}
+	for len(w.inflight) < w.cfg.Concurrency && w.ready.Len() > 0 {
+		it := heap.Pop(&w.ready).(readyItem)
+		delete(w.inReady, it.id)
+		if w.inflight[it.id] {
+			w.pendingWake[it.id] = true
+			continue
+		}
+		var job *runJob
+		err := e.update(func(tx *bolt.Tx) error {
+			in, err := getInstance(tx, wfName, it.id)
+			if err != nil {
+				return nil
+			}
+			switch in.Status {
+			case StatusQueued, StatusRunning, StatusWaiting:
+				in.Status = StatusRunning
+			case StatusWaitingForPause:
+			default:
+				return nil
+			}
+			in.RunID++
+			in.Dispatches++
+			in.WakeAt, in.WaitType = 0, ""
+			if in.Started == 0 {
+				in.Started = nowMs()
+				in.StartOrder = nextSeq(tx, "start-seq")
+			}
+			if err := putInstance(tx, in); err != nil {
+				return err
+			}
+			params := in.Params
+			if len(params) == 0 {
+				params = json.RawMessage("null")
+			}
+			job = &runJob{Workflow: wfName, ID: in.ID, RunID: in.RunID, Event: runEvent{
+				Payload: params, Timestamp: in.Created, InstanceID: in.ID, WorkflowName: wfName}}
+			return nil
+		})
+		if err != nil {
+			e.logf("workflows: dispatch %s/%s: %v", wfName, it.id, err)
+			continue
+		}
+		if job == nil {
+			continue
+		}
+		e.stopTimer(wfName, it.id)
+		w.inflight[it.id] = true
+		if len(w.inflight) > w.maxInflight {
+			w.maxInflight = len(w.inflight)
+		}
+		go e.dispatch(job)
+	}
+}
+
+type runEvent struct {
+	Payload      json.RawMessage `json:"payload"`
+	Timestamp    int64           `json:"timestamp"`
+	InstanceID   string          `json:"instanceId"`
+	WorkflowName string          `json:"workflowName"`
+}
+
+type runJob struct {
+	Workflow string   `json:"workflow"`
+	ID       string   `json:"id"`
+	RunID    uint64   `json:"runId"`
+	Event    runEvent `json:"event"`
+}
+
+type runResult struct {
+	Outcome string          `json:"outcome"` // complete | errored | suspended | aborted
+	Output  json.RawMessage `json:"output,omitempty"`
+	Error   *ErrorInfo      `json:"error,omitempty"`
+}
+
+func (e *Engine) dispatch(job *runJob) {
+	body, _ := json.Marshal(job)
+	var res runResult
+	err := func() error {
+		req, err := http.NewRequestWithContext(e.ctx, "POST", e.o.RunnerURL+"/run", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := e.client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("runner answered %d: %.300s", resp.StatusCode, b)
+		}
+		if err := json.Unmarshal(b, &res); err != nil || res.Outcome == "" {
+			return fmt.Errorf("runner answer %.300q is not a run outcome", b)
+		}
+		return nil
+	}()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w := e.wfs[job.Workflow]
+	delete(w.inflight, job.ID)
+	if e.closed {
+		return
+	}
+	retry := false
+	uerr := e.update(func(tx *bolt.Tx) error {
+		in, gerr := getInstance(tx, job.Workflow, job.ID)
+		if gerr != nil || in.RunID != job.RunID {
+			return nil // deleted, restarted or terminated meanwhile
+		}
+		if err != nil {
+			e.logf("workflows: run %s/%s #%d: %v (dispatching again)", job.Workflow, job.ID, job.RunID, err)
+			retry = in.Status == StatusRunning || in.Status == StatusWaitingForPause
+			return nil
+		}
+		switch res.Outcome {
+		case "complete", "errored":
+			if in.Status != StatusRunning && in.Status != StatusWaitingForPause {
+				return nil
+			}
+			if res.Outcome == "complete" {
+				in.Status, in.Output = StatusComplete, res.Output
+			} else {
+				in.Status, in.Error = StatusErrored, res.Error
+			}
+			in.Ended = nowMs()
+			return putInstance(tx, in)
+		default: // suspended / aborted: the step handler already set the state
+			retry = in.Status == StatusRunning || in.Status == StatusWaitingForPause
+		}
+		return nil
+	})
+	if uerr != nil {
+		e.logf("workflows: commit run %s/%s: %v", job.Workflow, job.ID, uerr)
+		retry = true
+	}
+	if w.pendingWake[job.ID] {
+		delete(w.pendingWake, job.ID)
+		retry = false
+		e.wakeLocked(w, job.Workflow, job.ID)
+	}
+	if retry {
+		id := job.ID
+		time.AfterFunc(e.o.DispatchRetry, func() {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.wake(job.Workflow, id)
+		})
+	}
+	e.pump(job.Workflow)
+}
+
+func (e *Engine) wakeLocked(w *wfState, wfName, id string) {
+	var in *Instance
+	_ = e.st.db.View(func(tx *bolt.Tx) error {
+		in, _ = getInstance(tx, wfName, id)
+		return nil
+	})
+	if in == nil {
+		return
+	}
+	switch in.Status {
+	case StatusWaiting, StatusRunning, StatusQueued, StatusWaitingForPause:
+		e.pushReady(w, id, 0, in.Seq)
+	}
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// CreateOptions are create()'s options: id (generated UUID when empty) and params (JSON).
+type CreateOptions struct {
+	ID     string          `json:"id,omitempty"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+func (e *Engine) validateCreate(o *CreateOptions) *APIError {
+	if o.ID == "" {
+		o.ID = newID()
+	}
+	if err := e.checkName("id", o.ID, limits.WorkflowInstanceIDChars); err != nil {
+		return apiErr(400, "instance.invalid_id", "Workflow instance has invalid id: %v", err)
+	}
+	if err := e.checkPayload("params", o.Params); err != nil {
+		return apiErr(400, "instance.params_too_large", "%v", err)
+	}
+	return nil
+}
+
+// Create makes a queued instance. Errors: invalid id or params (400), unknown workflow
+// (404), id in use (409, code 10405).
+func (e *Engine) Create(wfName string, o CreateOptions) (*Instance, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w, err := e.wf(wfName)
+	if err != nil {
+		return nil, err
+	}
+	if aerr := e.validateCreate(&o); aerr != nil {
+		return nil, aerr
+	}
+	var in *Instance
+	err = e.update(func(tx *bolt.Tx) error {
+		var cerr error
+		in, cerr = e.createTx(tx, wfName, o)
+		return cerr
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.pushReady(w, in.ID, 1, in.Seq)
+	e.pump(wfName)
+	return in, nil
+}
+
+func (e *Engine) createTx(tx *bolt.Tx, wfName string, o CreateOptions) (*Instance, error) {
+	if _, err := getInstance(tx, wfName, o.ID); err == nil {
+		return nil, apiErr(409, "10405", "An instance with this ID already exists: %q (use restart to run it again)", o.ID)
+	}
+	in := &Instance{Workflow: wfName, ID: o.ID, Seq: nextSeq(tx, "instance-seq"), Status: StatusQueued, Params: o.Params, Created: nowMs()}
+	return in, putInstance(tx, in)
+}
+
+// BatchError is one failed entry of CreateBatch.
+type BatchError struct {
+	Index   int    `json:"index"`
+	ID      string `json:"id,omitempty"`
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// CreateBatch creates up to 100 instances in one commit. Invalid options fail the whole
+// call before anything is created; duplicates are reported per entry (10405 in use,
+// 10415 repeated in the batch).
+func (e *Engine) CreateBatch(wfName string, opts []CreateOptions) ([]*Instance, []BatchError, error) {
+	if len(opts) < 1 || len(opts) > 100 {
+		return nil, nil, apiErr(400, "batch.invalid_size", "createBatch: %d instances; want 1 to 100", len(opts))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w, err := e.wf(wfName)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range opts {
+		if aerr := e.validateCreate(&opts[i]); aerr != nil {
+			aerr.Message = fmt.Sprintf("instances[%d]: %s", i, aerr.Message)
+			return nil, nil, aerr
+		}
+	}
+	var created []*Instance
+	var errs []BatchError
+	err = e.update(func(tx *bolt.Tx) error {
+		created, errs = nil, nil
+		seen := map[string]bool{}
+		for i, o := range opts {
+			if seen[o.ID] {
+				errs = append(errs, BatchError{Index: i, ID: o.ID, Code: 10415, Message: "An earlier entry in the same batch uses this ID"})
+				continue
+			}
+			seen[o.ID] = true
+			in, cerr := e.createTx(tx, wfName, o)
+			if cerr != nil {
+				var ae *APIError
+				if errors.As(cerr, &ae) {
+					errs = append(errs, BatchError{Index: i, ID: o.ID, Code: 10405, Message: "An instance with this ID already exists"})
+					continue
+				}
+				return cerr
+			}
+			created = append(created, in)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, in := range created {
+		e.pushReady(w, in.ID, 1, in.Seq)
+	}
+	e.pump(wfName)
+	return created, errs, nil
+}
+
+func notFound(id string) *APIError {
+	return apiErr(404, "instance.not_found", "(instance.not_found) Instance does not exist: %q", id)
+}
+
+// Get returns an instance. Errors: 404 instance.not_found.
+func (e *Engine) Get(wfName, id string) (*Instance, error) {
+	if _, err := e.wf(wfName); err != nil {
+		return nil, err
+	}
+	var in *Instance
+	err := e.st.db.View(func(tx *bolt.Tx) error {
+		var gerr error
+		in, gerr = getInstance(tx, wfName, id)
+		return gerr
+	})
+	if err != nil {
+		return nil, notFound(id)
+	}
+	return in, nil
+}
+
+// Steps returns an instance's step records (attempt times included), in key order.
+func (e *Engine) Steps(wfName, id string) ([]Step, error) {
+	var out []Step
+	err := e.st.db.View(func(tx *bolt.Tx) error {
+		if _, err := getInstance(tx, wfName, id); err != nil {
+			return notFound(id)
+		}
+		b, _ := stepBucket(tx, wfName, id, false)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(_, v []byte) error {
+			var s Step
+			if err := json.Unmarshal(v, &s); err != nil {
+				return err
+			}
+			out = append(out, s)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// mutate loads an instance under the lock, lets f change it, and commits.
+func (e *Engine) mutate(wfName, id string, f func(tx *bolt.Tx, in *Instance) error) (*Instance, error) {
+	if _, err := e.wf(wfName); err != nil {
+		return nil, err
+	}
+	var in *Instance
+	err := e.update(func(tx *bolt.Tx) error {
+		var gerr error
+		in, gerr = getInstance(tx, wfName, id)
+		if gerr != nil {
+			return notFound(id)
+		}
+		if err := f(tx, in); err != nil {
+			return err
+		}
+		return putInstance(tx, in)
+	})
+	return in, err
+}
+
+// Pause: running → waitingForPause (paused once the current step finishes); queued or
+// waiting → paused. Other states: no effect (documented behaviour). A paused sleep keeps
+// its absolute deadline: on resume a sleep whose deadline passed continues at once.
+func (e *Engine) Pause(wfName, id string) (*Instance, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mutate(wfName, id, func(_ *bolt.Tx, in *Instance) error {
+		switch in.Status {
+		case StatusRunning:
+			in.Status = StatusWaitingForPause
+		case StatusQueued, StatusWaiting:
+			in.Status = StatusPaused
+			e.stopTimer(wfName, id)
+		}
+		return nil
+	})
+}
+
+// Resume: paused → queued (replays from the top when a slot is free); waitingForPause →
+// running (the pause is cancelled). Other states: no effect.
+func (e *Engine) Resume(wfName, id string) (*Instance, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	requeue := false
+	in, err := e.mutate(wfName, id, func(_ *bolt.Tx, in *Instance) error {
+		switch in.Status {
+		case StatusPaused:
+			in.Status, requeue = StatusQueued, true
+		case StatusWaitingForPause:
+			in.Status = StatusRunning
+		}
+		return nil
+	})
+	if err == nil && requeue {
+		w := e.wfs[wfName]
+		if w.inflight[id] {
+			w.pendingWake[id] = true
+		} else {
+			e.pushReady(w, id, 0, in.Seq)
+			e.pump(wfName)
+		}
+	}
+	return in, err
+}
+
+// Terminate moves an instance to terminated; a run in flight is fenced off (its next
+// step call is aborted). Errors: 409 instance.cannot_terminate on complete, errored or
+// terminated instances (the status does not change).
+func (e *Engine) Terminate(wfName, id string) (*Instance, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mutate(wfName, id, func(_ *bolt.Tx, in *Instance) error {
+		if finite(in.Status) {
+			return apiErr(409, "instance.cannot_terminate", "(instance.cannot_terminate) Cannot terminate instance %q: it is %s, a finite state", id, in.Status)
+		}
+		in.Status, in.Ended = StatusTerminated, nowMs()
+		in.RunID++
+		in.WakeAt, in.WaitType = 0, ""
+		e.stopTimer(wfName, id)
+		return nil
+	})
+}
+
+// Restart erases the instance's steps and events and runs it again from the start
+// with the same id and params (any state).
+func (e *Engine) Restart(wfName, id string) (*Instance, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	in, err := e.mutate(wfName, id, func(tx *bolt.Tx, in *Instance) error {
+		if err := deleteInstanceData(tx, wfName, id, false); err != nil {
+			return err
+		}
+		in.Status, in.Output, in.Error, in.Ended, in.Steps = StatusQueued, nil, nil, 0, 0
+		in.RunID++
+		in.WakeAt, in.WaitType = 0, ""
+		return nil
+	})
+	if err == nil {
+		e.stopTimer(wfName, id)
+		w := e.wfs[wfName]
+		if w.inflight[id] {
+			w.pendingWake[id] = true
+		} else {
+			e.pushReady(w, id, 0, in.Seq)
+			e.pump(wfName)
+		}
+	}
+	return in, err
+}
+
+// Delete removes an instance and its state; a run in flight is aborted at its next step
+// (no rollbacks). Errors: 404.
+func (e *Engine) Delete(wfName, id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.wf(wfName); err != nil {
+		return err
+	}
+	err := e.update(func(tx *bolt.Tx) error {
+		if _, err := getInstance(tx, wfName, id); err != nil {
+			return notFound(id)
+		}
+		return deleteInstanceData(tx, wfName, id, true)
+	})
+	if err == nil {
+		e.stopTimer(wfName, id)
+	}
+	return err
+}
+
+// SendEvent stores an event for the instance (FIFO per type) and wakes it when it waits
+// for that type. Errors: invalid type (400 workflow.invalid_event_type), payload over
+// 1 MiB (400), instance complete/errored/terminated (409), unknown instance (404).
+func (e *Engine) SendEvent(wfName, id, typ string, payload json.RawMessage) error {
+	if err := e.checkName("event type", typ, limits.WorkflowEventTypeChars); err != nil {
+		return apiErr(400, "workflow.invalid_event_type", "(workflow.invalid_event_type) %v", err)
+	}
+	if err := e.checkPayload("event payload", payload); err != nil {
+		return apiErr(400, "event.payload_too_large", "%v", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	wake := false
+	_, err := e.mutate(wfName, id, func(tx *bolt.Tx, in *Instance) error {
+		if finite(in.Status) {
+			return apiErr(409, "instance.cannot_send_event", "Cannot send event %q to instance %q: it is %s", typ, id, in.Status)
+		}
+		b, err := eventBucket(tx, wfName, id, true)
+		if err != nil {
+			return err
+		}
+		ev := Event{Seq: nextSeq(tx, "event-seq"), Type: typ, Payload: payload, Timestamp: nowMs()}
+		v, _ := json.Marshal(ev)
+		if err := b.Put(u64(ev.Seq), v); err != nil {
+			return err
+		}
+		wake = in.Status == StatusWaiting && in.WaitType == typ
+		return nil
+	})
+	if err == nil && wake {
+		e.wake(wfName, id)
+	}
+	return err
+}
+
+// ListPage is one page of List.
+type ListPage struct {
+	Instances []*Instance `json:"instances"`
+	// Cursor continues the listing (absent on the last page).
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// List pages through a workflow's instances in id order, optionally only those with
+// status; limit 1..1000 (50 when 0); cursor is the previous page's Cursor.
+func (e *Engine) List(wfName, status string, limit int, cursor string) (*ListPage, error) {
+	if _, err := e.wf(wfName); err != nil {
+		return nil, err
+	}
+	if limit == 0 {
+		limit = 50
+	}
+	if limit < 0 || limit > 1000 {
+		return nil, apiErr(400, "list.invalid_limit", "limit %d: want 1 to 1000", limit)
+	}
+	if status != "" {
+		ok := false
+		for _, s := range Statuses {
+			ok = ok || s == status
+		}
+		if !ok {
+			return nil, apiErr(400, "list.invalid_status", "status %q: want one of %s", status, strings.Join(Statuses, ", "))
+		}
+	}
+	page := &ListPage{Instances: []*Instance{}}
+	prefix := ikey(wfName, "")
+	err := e.st.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bInstances).Cursor()
+		start := prefix
+		if cursor != "" {
+			start = append(ikey(wfName, cursor), 0)
+		}
+		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			var in Instance
+			if err := json.Unmarshal(v, &in); err != nil {
+				return err
+			}
+			if status != "" && in.Status != status {
+				continue
+			}
+			if len(page.Instances) == limit {
+				page.Cursor = page.Instances[limit-1].ID
+				return nil
+			}
+			page.Instances = append(page.Instances, &in)
+		}
+		return nil
+	})
+	return page, err
+}
+
+// Stats are a workflow's counters: instances per status, runs in flight now and the
+// most ever in flight since the engine started.
+type Stats struct {
+	Counts      map[string]int `json:"counts"`
+	Inflight    int            `json:"inflight"`
+	MaxInflight int            `json:"maxInflight"`
+	Concurrency int            `json:"concurrency"`
+	Steps       int            `json:"steps"`
+}
+
+// Stats counts a workflow's instances by status.
+func (e *Engine) Stats(wfName string) (*Stats, error) {
+	e.mu.Lock()
+	w, err := e.wf(wfName)
+	if err != nil {
+		e.mu.Unlock()
+		return nil, err
+	}
+	s := &Stats{Counts: map[string]int{}, Inflight: len(w.inflight), MaxInflight: w.maxInflight, Concurrency: w.cfg.Concurrency, Steps: w.cfg.Steps}
+	e.mu.Unlock()
+	prefix := ikey(wfName, "")
+	err = e.st.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bInstances).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			var in Instance
+			if err := json.Unmarshal(v, &in); err != nil {
+				return err
+			}
+			s.Counts[in.Status]++
+		}
+		return nil
+	})
+	return s, err
+}

@@ -1,0 +1,5 @@
+package workflows_test
+
+import "net"
+
+func netListen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
