@@ -12,7 +12,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -51,7 +53,11 @@ func BenchmarkReconcileThousandWorkers(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
+		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+			Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
+			// The suite's own manager (TestMain) registered the same controller names.
+			Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		})
 		if err != nil {
 			b.Fatal(err)
 		}
