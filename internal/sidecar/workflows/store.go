@@ -65,10 +65,10 @@ type Instance struct {
 
 // Attempt is one recorded attempt of a step.do.
 type Attempt struct {
-	N       int        `json:"attempt"`
-	Start   int64      `json:"startMs"`
-	End     int64      `json:"endMs"`
-	Error   *ErrorInfo `json:"error,omitempty"`
+	N     int        `json:"attempt"`
+	Start int64      `json:"startMs"`
+	End   int64      `json:"endMs"`
+	Error *ErrorInfo `json:"error,omitempty"`
 	// RetryDelayMs is the engine's delay before the next attempt (unscaled, as the step
 	// config computes it); absent when no retry follows.
 	RetryDelayMs *int64 `json:"retryDelayMs,omitempty"`
