@@ -94,6 +94,13 @@ type Input struct {
 	Services map[string]ServiceTarget
 	// Options are cluster-wide settings.
 	Options Options
+	// DurableObjects maps a DurableObjectNamespace name to its target (TargetFor), for
+	// every durableObjectNamespace binding and for Host (durableobjects.go).
+	DurableObjects map[string]DurableObjectTarget
+	// Host, when set, names the DurableObjectNamespace (a key of DurableObjects) whose
+	// shard pods are rendered: Worker is its workerRef and hosts the class, with the
+	// gateway socket (ShardArgs).
+	Host string
 }
 
 // File is one rendered file.
@@ -417,6 +424,10 @@ func Render(in Input) (*Output, error) {
 	targets := map[string]ServiceTarget{}
 	seenB := map[string]int{}
 	svcName := WorkerServiceName(w.Name)
+	dor, err := newDORender(in)
+	if err != nil {
+		return nil, err
+	}
 	for i, b := range w.Spec.Bindings {
 		field := fmt.Sprintf("spec.bindings[%d]", i)
 		if b.Name == "" {
@@ -479,13 +490,18 @@ func Render(in Input) (*Output, error) {
 			targets[s.Name] = t
 			line = "service = " + Quote("service:"+s.Name)
 		case b.DurableObjectNamespace != nil:
-			return nil, fmt.Errorf("%s.durableObjectNamespace: durableObjectNamespace bindings are not supported yet by the renderer", field)
+			l, err := dor.binding(field, *b.DurableObjectNamespace)
+			if err != nil {
+				return nil, err
+			}
+			line = l
 		case b.Workflow != nil:
 			return nil, fmt.Errorf("%s.workflow: workflow bindings are not supported yet by the renderer", field)
 		}
 		bindings = append(bindings, bindingLine{b.Name, line})
 	}
 	sort.Slice(bindings, func(i, j int) bool { return bindings[i].name < bindings[j].name })
+	out.Env = append(out.Env, dor.env()...)
 	sort.Slice(out.Env, func(i, j int) bool { return out.Env[i].Name < out.Env[j].Name })
 
 	flags := append([]string(nil), w.Spec.CompatibilityFlags...)
@@ -531,6 +547,7 @@ func Render(in Input) (*Output, error) {
 		}
 		c.WriteString("      ],\n")
 	}
+	c.WriteString(dor.workerFields())
 	c.WriteString("    )),\n")
 	// Other Workers, by name.
 	names := make([]string, 0, len(targets))
@@ -542,6 +559,7 @@ func Render(in Input) (*Output, error) {
 		fmt.Fprintf(&c, "    (name = %s, external = (address = %s, http = (capnpConnectHost = %s))),\n",
 			Quote("service:"+n), Quote(targets[n].Address), Quote(RPCConnectHost))
 	}
+	c.WriteString(dor.services())
 	// Sidecar and shims.
 	fmt.Fprintf(&c, "    (name = %s, external = (http = ())),\n", Quote(SidecarService))
 	fmt.Fprintf(&c, "    (name = %s, worker = (\n", Quote(HealthService))
@@ -560,7 +578,9 @@ func Render(in Input) (*Output, error) {
 	fmt.Fprintf(&c, "    (name = %s, http = (capnpConnectHost = %s), service = %s),\n", Quote(HTTPSocket), Quote(RPCConnectHost), Quote(svcName))
 	fmt.Fprintf(&c, "    (name = %s, http = (), service = %s),\n", Quote(HealthSocket), Quote(HealthService))
 	fmt.Fprintf(&c, "    (name = %s, http = (), service = %s),\n", Quote(TriggerSocket), Quote(TriggerService))
+	c.WriteString(dor.sockets())
 	c.WriteString("  ],\n")
+	c.WriteString(dor.extensions())
 	fmt.Fprintf(&c, "  v8Flags = [\"--max-old-space-size=%d\"],\n", MemoryMiB(w))
 	c.WriteString("  logging = (structuredLogging = true),\n")
 	c.WriteString(");\n")
@@ -573,6 +593,11 @@ func Render(in Input) (*Output, error) {
 		}
 		out.Files = append(out.Files, newFile(ShimDir+"/"+n, b, false))
 	}
+	doFiles, err := dor.files()
+	if err != nil {
+		return nil, err
+	}
+	out.Files = append(out.Files, doFiles...)
 	if src.Inline != nil {
 		for _, m := range modules {
 			out.Files = append(out.Files, newFile(ModulesDir+"/"+m.name, m.data, !isTextType(m.typ)))
