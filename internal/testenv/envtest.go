@@ -36,10 +36,13 @@ func NewEnvironment() (*envtest.Environment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("testenv: control plane: %w", err)
 	}
-	return &envtest.Environment{
+	env := &envtest.Environment{
 		BinaryAssetsDirectory: dir,
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
-	}, nil
+	}
+	// envtest's default /24 of Service IPs runs out before 1,000 Workers' Services.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
+	return env, nil
 }
