@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,10 +27,28 @@ const compatibilityDate = "2025-01-01"
 // guard bounds how long a test waits for workerd; it is a hang guard, not an assertion.
 const guard = 2 * time.Minute
 
+// lockedBuffer is a bytes.Buffer safe for the process's writer and the test's reader.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // workerdRun is one workerd process started on a config in a temporary directory.
 type workerdRun struct {
 	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
+	stdout, stderr lockedBuffer
 	done           chan struct{}
 	err            error
 }
