@@ -296,10 +296,12 @@ func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule
 				continue // another dispatcher claimed it
 			}
 			if i == 0 && skipped > 0 {
-				d.record(ctx, client.ObjectKeyFromObject(cs), fleetv1alpha1.CronEvent{
+				if w := d.record(ctx, client.ObjectKeyFromObject(cs), fleetv1alpha1.CronEvent{
 					Cron: e.text, ScheduledTime: metav1.NewTime(lastSkipped), Outcome: fleetv1alpha1.CronOutcomeSkipped,
 					Message: fmt.Sprintf("%d earlier missed slot(s) up to this one skipped: older than the catch-up window (spec.startingDeadlineSeconds; default: only the newest slot)", skipped),
-				}, "")
+				}, "", cs.DeepCopy()); w != nil {
+					*cs = *w
+				}
 				outcomes.WithLabelValues(cs.Namespace, cs.Name, string(fleetv1alpha1.CronOutcomeSkipped)).Add(float64(skipped))
 			}
 			d.dispatch(ctx, cs, e.text, slot)
@@ -482,7 +484,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, cs *fleetv1alpha1.CronSchedul
 		d.record(ctx, key, fleetv1alpha1.CronEvent{
 			Cron: cron, ScheduledTime: metav1.NewTime(slot), Outcome: fleetv1alpha1.CronOutcomeSkipped,
 			Message: fmt.Sprintf("the run of slot %s is still going (concurrencyPolicy Forbid)", prev.slot.UTC().Format(time.RFC3339)),
-		}, "")
+		}, "", nil)
 		return
 	}
 	if prev != nil && policy == fleetv1alpha1.ConcurrencyReplace {
@@ -495,6 +497,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, cs *fleetv1alpha1.CronSchedul
 	d.mu.Unlock()
 
 	target := cs.Spec.Target
+	known := cs.DeepCopy() // as just claimed
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
@@ -524,7 +527,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, cs *fleetv1alpha1.CronSchedul
 		ev.Start = &metav1.Time{Time: start}
 		ev.DurationMs = d.opts.Now().Sub(start).Milliseconds()
 		outcomes.WithLabelValues(key.Namespace, key.Name, string(ev.Outcome)).Inc()
-		d.record(context.WithoutCancel(ctx), key, ev, notReady)
+		d.record(context.WithoutCancel(ctx), key, ev, notReady, known)
 	}()
 }
 
@@ -632,11 +635,17 @@ func (d *Dispatcher) startWorkflow(ctx context.Context, namespace string, target
 }
 
 // record prepends ev to status.history (newest first, at most spec.historyLimit),
-// updates the Ready condition and emits an Event.
-func (d *Dispatcher) record(ctx context.Context, key types.NamespacedName, ev fleetv1alpha1.CronEvent, notReady string) {
+// updates the Ready condition and emits an Event. known, when not nil, is the object
+// as last written by this dispatcher: the first attempt writes on it without reading
+// (one request instead of two per dispatch); a conflict re-reads. It returns the
+// object as written, or nil.
+func (d *Dispatcher) record(ctx context.Context, key types.NamespacedName, ev fleetv1alpha1.CronEvent, notReady string, known *fleetv1alpha1.CronSchedule) *fleetv1alpha1.CronSchedule {
 	var cs fleetv1alpha1.CronSchedule
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := d.opts.APIReader.Get(ctx, key, &cs); err != nil {
+		if known != nil {
+			known.DeepCopyInto(&cs)
+			known = nil
+		} else if err := d.opts.APIReader.Get(ctx, key, &cs); err != nil {
 			return err
 		}
 		limit := DefaultHistoryLimit
@@ -663,7 +672,7 @@ func (d *Dispatcher) record(ctx context.Context, key types.NamespacedName, ev fl
 	})
 	if err != nil {
 		d.opts.Log.Error(err, "record cron event", "cronschedule", key, "cron", ev.Cron, "slot", ev.ScheduledTime)
-		return
+		return nil
 	}
 	if d.opts.Recorder != nil {
 		kind, reason := corev1.EventTypeNormal, "Dispatched"
@@ -672,6 +681,7 @@ func (d *Dispatcher) record(ctx context.Context, key types.NamespacedName, ev fl
 		}
 		d.opts.Recorder.Eventf(&cs, nil, kind, reason, "Dispatch", "%q slot %s: %s %s", ev.Cron, ev.ScheduledTime.UTC().Format(time.RFC3339), ev.Outcome, ev.Message)
 	}
+	return &cs
 }
 
 func upperFirst(s string) string {
