@@ -55,6 +55,9 @@ type Engine struct {
 	timers       map[string]*time.Timer
 	attemptStart map[string]int64
 	closed       bool
+	// runnerBackoff: no dispatch before this time (the runner was unreachable).
+	runnerBackoff time.Time
+	pumpTimer     *time.Timer
 }
 
 type wfState struct {
@@ -148,11 +151,18 @@ func New(o Options) (*Engine, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := nowMs()
-	err = st.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bInstances).ForEach(func(_, v []byte) error {
+	err = st.db.Update(func(tx *bolt.Tx) error {
+		var fenced []*Instance
+		err := tx.Bucket(bInstances).ForEach(func(_, v []byte) error {
 			var in Instance
 			if err := json.Unmarshal(v, &in); err != nil {
 				return err
+			}
+			if in.Status == StatusRunning || in.Status == StatusWaitingForPause {
+				// Fence runs of the previous process before anything is served.
+				in.RunID++
+				c := in
+				fenced = append(fenced, &c)
 			}
 			w := e.wfs[in.Workflow]
 			if w == nil {
@@ -172,6 +182,15 @@ func New(o Options) (*Engine, error) {
 			}
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		for _, in := range fenced {
+			if err := putInstance(tx, in); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		st.db.Close()
@@ -273,6 +292,19 @@ func (e *Engine) stopTimer(wfName, id string) {
 func (e *Engine) pump(wfName string) {
 	w := e.wfs[wfName]
 	if w == nil || e.closed {
+		return
+	}
+	if d := time.Until(e.runnerBackoff); d > 0 {
+		if e.pumpTimer == nil {
+			e.pumpTimer = time.AfterFunc(d, func() {
+				e.mu.Lock()
+				defer e.mu.Unlock()
+				e.pumpTimer = nil
+				for name := range e.wfs {
+					e.pump(name)
+				}
+			})
+		}
 		return
 	}
 	for len(w.inflight) < w.cfg.Concurrency && w.ready.Len() > 0 {
@@ -420,12 +452,8 @@ func (e *Engine) dispatch(job *runJob) {
 		e.wakeLocked(w, job.Workflow, job.ID)
 	}
 	if retry {
-		id := job.ID
-		time.AfterFunc(e.o.DispatchRetry, func() {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			e.wake(job.Workflow, id)
-		})
+		e.runnerBackoff = time.Now().Add(e.o.DispatchRetry)
+		e.wakeLocked(w, job.Workflow, job.ID)
 	}
 	e.pump(job.Workflow)
 }

@@ -110,7 +110,9 @@ func TestPauseResumeTerminate(t *testing.T) {
 	if n := len(h.counter.times("p1:slow")); n != 1 {
 		t.Fatalf("slow step's side effect ran %d times, want 1", n)
 	}
-	var out struct{ Error struct{ Name, Code, Message string } }
+	var out struct {
+		Error struct{ Name, Code, Message string }
+	}
 	if st := h.binding("PAUSABLE", "terminate", map[string]any{"id": "p1"}, &out); st != 400 || out.Error.Code != "instance.cannot_terminate" || !strings.Contains(out.Error.Message, "complete") {
 		t.Fatalf("terminate on complete: %d %+v", st, out)
 	}
