@@ -14,5 +14,8 @@ func SetupAll(mgr ctrl.Manager, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&DurableObjectNamespaceReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Options: opts}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	return nil
 }

@@ -35,6 +35,7 @@ const (
 	indexWorkerSecrets    = ".spec.bindings.secretKeyRef.name"
 	indexWorkerConfigMap  = ".spec.source.configMap.name"
 	indexWorkerServiceRef = ".spec.bindings.service.name"
+	indexWorkerDONSRef    = ".spec.bindings.durableObjectNamespace.name"
 )
 
 // WorkerReconciler reconciles a Worker into a ConfigMap, a Deployment and a Service.
@@ -104,11 +105,16 @@ func (r *WorkerReconciler) reconcileChildren(ctx context.Context, w *fleetv1alph
 	if err != nil {
 		return nil, "", err
 	}
+	dos, err := resolveDurableObjects(ctx, r.Client, w, nil, r.Options)
+	if err != nil {
+		return nil, "", err
+	}
 	out, err := workerdconfig.Render(workerdconfig.Input{
-		Worker:    w,
-		ConfigMap: in.configMap,
-		Services:  in.services,
-		Options:   workerdconfig.Options{ClusterDomain: r.Options.ClusterDomain},
+		Worker:         w,
+		ConfigMap:      in.configMap,
+		Services:       in.services,
+		Options:        workerdconfig.Options{ClusterDomain: r.Options.ClusterDomain},
+		DurableObjects: dos,
 	})
 	if err != nil {
 		return nil, "", &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
@@ -293,6 +299,17 @@ func (r *WorkerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
+	if err := idx.IndexField(ctx, &fleetv1alpha1.Worker{}, indexWorkerDONSRef, func(o client.Object) []string {
+		var names []string
+		for _, b := range o.(*fleetv1alpha1.Worker).Spec.Bindings {
+			if b.DurableObjectNamespace != nil {
+				names = append(names, b.DurableObjectNamespace.Name)
+			}
+		}
+		return names
+	}); err != nil {
+		return err
+	}
 	secretMeta := &metav1.PartialObjectMetadata{}
 	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	return ctrl.NewControllerManagedBy(mgr).
@@ -305,6 +322,7 @@ func (r *WorkerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&fleetv1alpha1.Worker{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(indexWorkerServiceRef)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner(LabelWorker, ComponentWorker))).
+		Watches(&fleetv1alpha1.DurableObjectNamespace{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(indexWorkerDONSRef))).
 		Named("worker").
 		Complete(r)
 }
