@@ -231,4 +231,3 @@ func (r *DurableObjectNamespaceReconciler) namespacesOfWorker(ctx context.Contex
 	}
 	return reqs
 }
-
