@@ -51,6 +51,9 @@ func startFleet(t testing.TB) *fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// a shared 2-core machine can take longer than envtest's default 20 s
+	env.ControlPlaneStartTimeout = 3 * time.Minute
+	env.ControlPlaneStopTimeout = time.Minute
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("envtest: %v", err)
