@@ -133,6 +133,12 @@ type run struct {
 	replaced time.Time
 }
 
+// The dispatcher's permissions (controller-gen rbac, paths="./...").
+// +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=cronschedules,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=cronschedules/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
 // NewDispatcher returns a dispatcher using c for reads and status writes.
 // Wire it into a manager with mgr.Add(cron.NewDispatcher(mgr.GetClient(), ...)).
 func NewDispatcher(c client.Client, opts DispatcherOptions) *Dispatcher {
