@@ -244,6 +244,15 @@ func cases(tbl *limits.Table) []admitCase {
 		admitCase{name: "workflow-retry-delay-zero", obj: newWorkflow("delay-zero", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
 			s.Defaults = &v1alpha1.StepDefaults{Retries: &v1alpha1.StepRetries{Delay: "0", Limit: ptr(int32(tbl.Get(limits.Paid, limits.WorkflowRetriesPerStep))), Backoff: v1alpha1.BackoffConstant}}
 		}), wantWarn: []string{"spec.defaults.retries.limit", "limit workflow_retries_per_step"}},
+		admitCase{name: "workflow-retries-limit-outside-schema", obj: newWorkflow("retries-over", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
+			s.Defaults = &v1alpha1.StepDefaults{Retries: &v1alpha1.StepRetries{Limit: ptr(int32(tbl.Get(limits.Paid, limits.WorkflowRetriesPerStep) + 1))}}
+		}), wantErr: []string{"spec.defaults.retries.limit", fmt.Sprint(tbl.Get(limits.Paid, limits.WorkflowRetriesPerStep) + 1)}},
+		admitCase{name: "workflow-cron-length-inside", obj: newWorkflow("cron-len-in", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
+			s.Schedules = []string{cronOfLength(tbl.Get(limits.Paid, limits.CronExpressionChar))}
+		}), wantWarn: []string{"spec.schedules[0]", "limit cron_expression_chars"}},
+		admitCase{name: "workflow-cron-length-outside-schema", obj: newWorkflow("cron-len-out", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
+			s.Schedules = []string{cronOfLength(tbl.Get(limits.Paid, limits.CronExpressionChar) + 1)}
+		}), wantErr: []string{"spec.schedules[0]", "256"}},
 		admitCase{name: "workflow-timeout-max", obj: newWorkflow("timeout-max", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
 			s.Defaults = &v1alpha1.StepDefaults{Timeout: FormatDuration(sleepMax)}
 		})},
@@ -321,6 +330,19 @@ func cases(tbl *limits.Table) []admitCase {
 		}), wantWarn: []string{"spec.target.workflowRef.name", "Workflow wh/wf-later does not exist yet"}},
 	)
 	return cs
+}
+
+// cronOfLength returns an expression of exactly n (≥ 10) characters: a minute list
+// "[0]10,0,0,..." and " * * * *".
+func cronOfLength(n int64) string {
+	minutes := "10"
+	for int64(len(minutes))+2 <= n-8 {
+		minutes += ",0"
+	}
+	if int64(len(minutes)) < n-8 {
+		minutes = "0" + minutes // "010"
+	}
+	return minutes + " * * * *"
 }
 
 func dayAfter(date string) string {

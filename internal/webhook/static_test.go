@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
 // TestScriptSizeDocumented checks the documented script-size limits just inside and
@@ -101,5 +102,13 @@ func TestNewestCompatibilityDate(t *testing.T) {
 		if _, err := NewestCompatibilityDate(bad); err == nil {
 			t.Errorf("NewestCompatibilityDate(%q): no error", bad)
 		}
+	}
+}
+
+// TestPinnedWorkerdVersion keeps the webhook's default workerd in step with the one the
+// tests and the Makefile install.
+func TestPinnedWorkerdVersion(t *testing.T) {
+	if PinnedWorkerdVersion != testenv.WorkerdVersion {
+		t.Fatalf("PinnedWorkerdVersion %s, testenv.WorkerdVersion %s", PinnedWorkerdVersion, testenv.WorkerdVersion)
 	}
 }
