@@ -254,7 +254,7 @@ func (c *doCluster) mustGet(t testing.TB, p *proc, path string, q url.Values) st
 // shardOf is the shard owning name, computed in Go (ShardFor) from the id workerd mints.
 func (c *doCluster) shardOf(t testing.TB, name string) (string, int32) {
 	t.Helper()
-	id := c.mustGet(t, c.replicas[0], "/id", url.Values{"name": {name}})
+	id := c.mustGet(t, c.shards[0], "/id", url.Values{"name": {name}})
 	s, err := ShardFor(id, c.target.Shards)
 	if err != nil {
 		t.Fatal(err)
