@@ -39,6 +39,9 @@ func BenchmarkReconcileThousandWorkers(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		// As the manager's own config (ctrl.GetConfig): no client-side rate limit, the
+		// API server's priority and fairness applies.
+		cfg.QPS = -1
 		c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 		if err != nil {
 			b.Fatal(err)
