@@ -34,8 +34,13 @@
 // resolved by DNS per request: a target Service that does not exist yet gives
 // "DNS lookup failed" errors at request time, not a startup failure.
 //
-// Not rendered yet: durableObjectNamespace and workflow bindings (Render returns an
-// error naming the binding), and named entrypoints of another Worker (workerd cannot
+// Durable Objects (durableobjects.go): a durableObjectNamespace binding becomes a
+// `wrapped` binding over the router (shim router.js, extension module
+// "workerd-operator:router") given Input.DurableObjects; Input.Host renders a shard
+// pod that hosts the class on localDisk and serves the gateway socket (shim gateway.js).
+//
+// Not rendered yet: workflow bindings (Render returns an error naming the binding),
+// and named entrypoints of another Worker (workerd cannot
 // address a named entrypoint through an external service; a service binding to the
 // Worker itself may name one).
 //
