@@ -98,6 +98,25 @@ func (e *Engine) Step(r StepRequest) (*StepAnswer, error) {
 		return abortAnswer, nil
 	}
 	var ans *StepAnswer
+	// Replay fast path: a completed step is answered from a read-only transaction.
+	_ = e.st.db.View(func(tx *bolt.Tx) error {
+		in, err := getInstance(tx, r.Workflow, r.ID)
+		if err != nil || in.RunID != r.RunID || (in.Status != StatusRunning && in.Status != StatusWaitingForPause) {
+			ans = abortAnswer
+			return nil
+		}
+		kind := r.Kind
+		if kind == "sleepUntil" {
+			kind = "sleep"
+		}
+		if s, serr := getStep(tx, r.Workflow, r.ID, kind, r.Name, r.N); serr == nil && s.Done {
+			ans = doneAnswer(s)
+		}
+		return nil
+	})
+	if ans != nil {
+		return ans, nil
+	}
 	var after []afterCommit
 	err := e.update(func(tx *bolt.Tx) error {
 		ans, after = nil, nil
