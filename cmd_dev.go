@@ -19,6 +19,7 @@ func newDevCommand() *cobra.Command {
 		dir        string
 		kubeconfig string
 		images     string
+		install    []string
 		manifests  []string
 		wait       bool
 		timeout    time.Duration
@@ -28,9 +29,10 @@ func newDevCommand() *cobra.Command {
 		Short: "Run the local one-machine cluster (pods are local processes) until interrupted",
 		Long: `dev starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and one
 virtual-kubelet node whose pods run as local processes (see docs/local-cluster.md),
-server-side applies the given manifests in order, waits until every
+server-side applies the --install bundle (and waits for its Deployments), then the
+--manifests in order, waits until every
 fleet.workerd-operator.io object is Ready=True (and every Deployment/StatefulSet has its
-replicas ready) when --wait is set, prints the kubeconfig and a URL per Service, and
+replicas ready) unless --wait=false, prints the kubeconfig and a URL per Service, and
 runs until SIGINT/SIGTERM, then stops everything and cleans up.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -45,6 +47,20 @@ runs until SIGINT/SIGTERM, then stops everything and cleans up.`,
 				_ = c.Stop()
 			}()
 			fmt.Fprintf(out, "kubeconfig: export KUBECONFIG=%s\n", c.Kubeconfig())
+			if len(install) > 0 {
+				objs, err := devcluster.ReadManifests(install...)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "dev: installing %d objects from %v\n", len(objs), install)
+				if err := c.Apply(ctx, objs, timeout); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.ErrOrStderr(), "dev: waiting until the installed Deployments are ready")
+				if err := c.WaitReady(ctx, objs, timeout); err != nil {
+					return err
+				}
+			}
 			if len(manifests) > 0 {
 				objs, err := devcluster.ReadManifests(manifests...)
 				if err != nil {
@@ -81,8 +97,9 @@ runs until SIGINT/SIGTERM, then stops everything and cleans up.`,
 	cmd.Flags().StringVar(&dir, "dir", filepath.Join(root, ".dev"), "run directory holding all cluster state (wiped at start)")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "where to write the admin kubeconfig (default <dir>/kubeconfig)")
 	cmd.Flags().StringVar(&images, "images", "", "image mapping file (default <repo>/config/dev/images.yaml)")
-	cmd.Flags().StringArrayVar(&manifests, "manifests", nil, "manifest file or directory to server-side apply, in order (repeatable)")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the applied workloads are Ready")
+	cmd.Flags().StringArrayVar(&install, "install", nil, "install bundle (file or directory) applied first; waits until its Deployments are ready (repeatable)")
+	cmd.Flags().StringArrayVar(&manifests, "manifests", nil, "manifest file or directory to server-side apply after --install, in order (repeatable)")
+	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the applied workloads are Ready")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to retry applying and to wait for Ready")
 	return cmd
 }

@@ -54,7 +54,7 @@ func runMain(m *testing.M) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	cluster, err = Start(ctx, Config{Dir: dir, Images: images, Log: os.Stderr})
+	cluster, err = Start(ctx, Config{Dir: dir, Images: images, Log: os.Stderr, ControlPlaneDir: os.Getenv("DEVCLUSTER_CONTROL_PLANE_DIR")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devcluster: start:", err)
 		return 1
@@ -148,7 +148,7 @@ func TestWorkerdDeployment(t *testing.T) {
 						Name:  "workerd",
 						Image: workerdImage,
 						Args:  []string{"serve", "/etc/workerd/config.capnp", "--socket-addr=http=$(POD_IP):8080"},
-						Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
+						Env:   []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
 						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}},
@@ -167,7 +167,7 @@ func TestWorkerdDeployment(t *testing.T) {
 	}
 	_, err = cli.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 8080, TargetPort: intstr.FromString("http")}}},
+		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 8080, TargetPort: intstr.FromString("http")}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

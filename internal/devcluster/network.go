@@ -265,7 +265,7 @@ func (n *network) sync() {
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				n.mu.Lock()
-				if !n.warned[key] {
+				if !n.warned[key] && !(s.Namespace == "default" && s.Name == "kubernetes") {
 					n.warned[key] = true
 					hint := ""
 					if sp.Port < 1024 {
@@ -317,6 +317,16 @@ func (n *network) forward(l *svcListener, in net.Conn) {
 	n.mu.Lock()
 	sp := l.port
 	n.mu.Unlock()
+	if l.ns == "default" && l.name == "kubernetes" {
+		// The API server's own Service: forward to its secure port.
+		out, err := net.DialTimeout("tcp", strings.TrimPrefix(n.c.apiURL, "https://"), 2*time.Second)
+		if err != nil {
+			return
+		}
+		defer out.Close()
+		pipe(in, out)
+		return
+	}
 	eps := n.endpoints(svc)
 	if len(eps) == 0 {
 		return
@@ -333,13 +343,18 @@ func (n *network) forward(l *svcListener, in net.Conn) {
 			continue
 		}
 		defer out.Close()
-		done := make(chan struct{}, 2)
-		go func() { _, _ = io.Copy(out, in); closeWrite(out); done <- struct{}{} }()
-		go func() { _, _ = io.Copy(in, out); closeWrite(in); done <- struct{}{} }()
-		<-done
-		<-done
+		pipe(in, out)
 		return
 	}
+}
+
+// pipe copies both ways until both directions are closed.
+func pipe(in, out net.Conn) {
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(out, in); closeWrite(out); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(in, out); closeWrite(in); done <- struct{}{} }()
+	<-done
+	<-done
 }
 
 func closeWrite(c net.Conn) {
