@@ -173,8 +173,15 @@ type doCluster struct {
 
 func startDOCluster(t testing.TB, replicas int) *doCluster {
 	t.Helper()
-	bin := testenv.WorkerdBinary(t)
 	w, d := doFixture(t)
+	return startDOClusterFor(t, w, d, replicas)
+}
+
+// startDOClusterFor starts d's shards (each with its own storage directory) and
+// replicas processes of w, all on the rendered configs.
+func startDOClusterFor(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObjectNamespace, replicas int) *doCluster {
+	t.Helper()
+	bin := testenv.WorkerdBinary(t)
 	target, err := TargetFor(d, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,88 @@
+package workerdconfig
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
+)
+
+// TestChatSample runs config/samples/fleet_v1alpha1_chat.yaml: its shards and one
+// replica of its Worker, then posts to two rooms and reads them back.
+func TestChatSample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts workerd")
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "config", "samples", "fleet_v1alpha1_chat.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &v1alpha1.Worker{}
+	d := &v1alpha1.DurableObjectNamespace{}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	for _, into := range []any{w, d} {
+		doc, err := r.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(doc, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.UID = types.UID("5a3e0c1d-0000-4000-8000-000000000001") // the API server sets it
+	c := startDOClusterFor(t, w, d, 1)
+	base := "http://" + c.replicas[0].addr(HTTPSocket)
+	for _, room := range []string{"lobby", "random"} {
+		for _, text := range []string{"hello " + room, "bye " + room} {
+			resp, err := http.Post(base+"/rooms/"+room+"/messages", "application/json", strings.NewReader(`{"user":"ada","text":"`+text+`"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 201 {
+				t.Fatalf("POST %s: %d %s", room, resp.StatusCode, b)
+			}
+		}
+	}
+	for _, room := range []string{"lobby", "random"} {
+		resp, err := http.Get(base + "/rooms/" + room + "/messages")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msgs []struct{ User, Text string }
+		err = json.NewDecoder(resp.Body).Decode(&msgs)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 2 || msgs[0].Text != "hello "+room || msgs[1].Text != "bye "+room || msgs[0].User != "ada" {
+			t.Errorf("room %s: %+v", room, msgs)
+		}
+	}
+	resp, err := http.Post(base+"/rooms/lobby/messages", "application/json", strings.NewReader(`{"user":"ada","text":""}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "user and text must be non-empty strings") {
+		t.Errorf("empty text: %d %s", resp.StatusCode, b)
+	}
+}
