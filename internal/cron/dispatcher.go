@@ -124,6 +124,32 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	running map[types.NamespacedName]*run
 	wg      sync.WaitGroup
+
+	// written holds the last version of each CronSchedule this dispatcher wrote. A
+	// cached client lags behind our own writes; starting from our copy avoids claiming
+	// (and conflicting on) a slot we already claimed. It never adds a dispatch: a
+	// stale copy only makes a claim conflict and re-read.
+	writtenMu sync.Mutex
+	written   map[types.NamespacedName]*fleetv1alpha1.CronSchedule
+}
+
+// remember records cs as the newest version this dispatcher wrote.
+func (d *Dispatcher) remember(cs *fleetv1alpha1.CronSchedule) {
+	d.writtenMu.Lock()
+	defer d.writtenMu.Unlock()
+	d.written[client.ObjectKeyFromObject(cs)] = cs.DeepCopy()
+}
+
+// freshest returns our own last write of cs when it is at least as new in spec
+// (same UID, generation not older) as the listed cs, else cs.
+func (d *Dispatcher) freshest(cs *fleetv1alpha1.CronSchedule) *fleetv1alpha1.CronSchedule {
+	d.writtenMu.Lock()
+	defer d.writtenMu.Unlock()
+	w := d.written[client.ObjectKeyFromObject(cs)]
+	if w == nil || w.UID != cs.UID || w.Generation < cs.Generation || w.ResourceVersion == cs.ResourceVersion {
+		return cs
+	}
+	return w.DeepCopy()
 }
 
 type run struct {
@@ -173,7 +199,8 @@ func NewDispatcher(c client.Client, opts DispatcherOptions) *Dispatcher {
 		opts.Log = logr.Discard()
 	}
 	registerMetrics()
-	return &Dispatcher{c: c, opts: opts, running: map[types.NamespacedName]*run{}}
+	return &Dispatcher{c: c, opts: opts, running: map[types.NamespacedName]*run{},
+		written: map[types.NamespacedName]*fleetv1alpha1.CronSchedule{}}
 }
 
 // NeedLeaderElection makes the manager run the dispatcher on the leader only.
@@ -228,8 +255,19 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (time.Time, error) {
 		wg    sync.WaitGroup
 		slots = make(chan struct{}, d.opts.Parallelism)
 	)
+	listed := map[types.NamespacedName]bool{}
 	for i := range list.Items {
-		cs := &list.Items[i]
+		listed[client.ObjectKeyFromObject(&list.Items[i])] = true
+	}
+	d.writtenMu.Lock()
+	for k := range d.written {
+		if !listed[k] {
+			delete(d.written, k)
+		}
+	}
+	d.writtenMu.Unlock()
+	for i := range list.Items {
+		cs := d.freshest(&list.Items[i])
 		wg.Add(1)
 		slots <- struct{}{}
 		go func() {
@@ -345,6 +383,7 @@ func (d *Dispatcher) armNew(ctx context.Context, cs *fleetv1alpha1.CronSchedule,
 		return fmt.Errorf("arm new expressions: %w", err) // retried on the next pass
 	}
 	*cs = *fresh
+	d.remember(cs)
 	return nil
 }
 
@@ -464,6 +503,7 @@ func (d *Dispatcher) claim(ctx context.Context, cs *fleetv1alpha1.CronSchedule, 
 		err := d.c.Status().Update(ctx, fresh)
 		if err == nil {
 			*cs = *fresh
+			d.remember(cs)
 			return true, nil
 		}
 		if !apierrors.IsConflict(err) {
@@ -674,7 +714,11 @@ func (d *Dispatcher) record(ctx context.Context, key types.NamespacedName, ev fl
 					Message: fmt.Sprintf("last slot %s of %q: %s", ev.ScheduledTime.UTC().Format(time.RFC3339), ev.Cron, ev.Outcome)})
 			}
 		}
-		return d.c.Status().Update(ctx, &cs)
+		if err := d.c.Status().Update(ctx, &cs); err != nil {
+			return err
+		}
+		d.remember(&cs)
+		return nil
 	})
 	if err != nil {
 		d.opts.Log.Error(err, "record cron event", "cronschedule", key, "cron", ev.Cron, "slot", ev.ScheduledTime)
@@ -715,6 +759,7 @@ func (d *Dispatcher) setCondition(ctx context.Context, cs *fleetv1alpha1.CronSch
 			return err
 		}
 		*cs = latest
+		d.remember(cs)
 		return nil
 	})
 }
