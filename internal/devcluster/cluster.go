@@ -298,7 +298,7 @@ func (c *Cluster) startControlPlane(ctx context.Context, bins string) error {
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, 60*time.Second, etcd, func() bool {
+	if err := waitFor(ctx, 2*time.Minute, etcd, func() bool {
 		r, err := http.Get(etcdURL + "/health")
 		if err != nil {
 			return false
@@ -353,7 +353,7 @@ func (c *Cluster) startControlPlane(ctx context.Context, bins string) error {
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, 120*time.Second, api, func() bool {
+	if err := waitFor(ctx, 5*time.Minute, api, func() bool {
 		b, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err == nil && string(b) == "ok"
 	}); err != nil {

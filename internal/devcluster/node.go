@@ -116,7 +116,7 @@ func (c *Cluster) startNode(ctx context.Context) error {
 		return fmt.Errorf("devcluster: default StorageClass: %w", err)
 	}
 	// Pods need the default ServiceAccount (kube-controller-manager creates it).
-	if err := waitFor(ctx, 2*time.Minute, nil, func() bool {
+	if err := waitFor(ctx, 5*time.Minute, nil, func() bool {
 		_, err := c.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil
 	}); err != nil {
