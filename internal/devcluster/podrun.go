@@ -2,7 +2,6 @@ package devcluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -312,7 +311,8 @@ func (r *podRun) startProcess(cr *ctrRun) error {
 		return err
 	}
 	_ = os.Remove(filepath.Join(ctrLogDir, "termination-log"))
-	cmd := r.p.c.net.command(r.ctx, bin, argv, env, workDir)
+	// Not r.ctx: the process outlives cancellation until terminate stops it.
+	cmd := r.p.c.net.command(context.Background(), bin, argv, env, workDir)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -341,9 +341,8 @@ func (r *podRun) startProcess(cr *ctrRun) error {
 	go func() {
 		err := cmd.Wait()
 		term := &corev1.ContainerStateTerminated{FinishedAt: now(), Reason: "Completed", ContainerID: fmt.Sprintf("process://%d", cmd.Process.Pid)}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			ws := ee.Sys().(syscall.WaitStatus)
+		if ps := cmd.ProcessState; ps != nil {
+			ws := ps.Sys().(syscall.WaitStatus)
 			switch {
 			case ws.Signaled():
 				term.ExitCode = 128 + int32(ws.Signal())
