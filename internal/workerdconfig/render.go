@@ -101,6 +101,12 @@ type Input struct {
 	// shard pods are rendered: Worker is its workerRef and hosts the class, with the
 	// gateway socket (ShardArgs).
 	Host string
+	// Workflows maps a Workflow name to its engine's address, for every workflow binding
+	// whose engine runs elsewhere (workflows.go).
+	Workflows map[string]WorkflowTarget
+	// WorkflowHosts are the Workflows whose engine runs in the pods being rendered
+	// (runner worker + `workflows` socket, WorkflowEngineArgs; workflows.go).
+	WorkflowHosts []WorkflowHost
 }
 
 // File is one rendered file.
@@ -428,6 +434,10 @@ func Render(in Input) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
+	wfr, err := newWFRender(in)
+	if err != nil {
+		return nil, err
+	}
 	for i, b := range w.Spec.Bindings {
 		field := fmt.Sprintf("spec.bindings[%d]", i)
 		if b.Name == "" {
@@ -496,7 +506,11 @@ func Render(in Input) (*Output, error) {
 			}
 			line = l
 		case b.Workflow != nil:
-			return nil, fmt.Errorf("%s.workflow: workflow bindings are not supported yet by the renderer", field)
+			l, err := wfr.binding(field, *b.Workflow)
+			if err != nil {
+				return nil, err
+			}
+			line = l
 		}
 		bindings = append(bindings, bindingLine{b.Name, line})
 	}
@@ -560,6 +574,7 @@ func Render(in Input) (*Output, error) {
 			Quote("service:"+n), Quote(targets[n].Address), Quote(RPCConnectHost))
 	}
 	c.WriteString(dor.services())
+	c.WriteString(wfr.services())
 	// Sidecar and shims.
 	fmt.Fprintf(&c, "    (name = %s, external = (http = ())),\n", Quote(SidecarService))
 	fmt.Fprintf(&c, "    (name = %s, worker = (\n", Quote(HealthService))
@@ -579,8 +594,9 @@ func Render(in Input) (*Output, error) {
 	fmt.Fprintf(&c, "    (name = %s, http = (), service = %s),\n", Quote(HealthSocket), Quote(HealthService))
 	fmt.Fprintf(&c, "    (name = %s, http = (), service = %s),\n", Quote(TriggerSocket), Quote(TriggerService))
 	c.WriteString(dor.sockets())
+	c.WriteString(wfr.sockets())
 	c.WriteString("  ],\n")
-	c.WriteString(dor.extensions())
+	c.WriteString(wfr.joinExtensions(dor.extensions()))
 	fmt.Fprintf(&c, "  v8Flags = [\"--max-old-space-size=%d\"],\n", MemoryMiB(w))
 	c.WriteString("  logging = (structuredLogging = true),\n")
 	c.WriteString(");\n")
@@ -598,6 +614,11 @@ func Render(in Input) (*Output, error) {
 		return nil, err
 	}
 	out.Files = append(out.Files, doFiles...)
+	wfFiles, err := wfr.files()
+	if err != nil {
+		return nil, err
+	}
+	out.Files = append(out.Files, wfFiles...)
 	if src.Inline != nil {
 		for _, m := range modules {
 			out.Files = append(out.Files, newFile(ModulesDir+"/"+m.name, m.data, !isTextType(m.typ)))
