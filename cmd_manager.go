@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/workerd-operator/workerd-operator/controllers"
+	"github.com/workerd-operator/workerd-operator/internal/cron"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 	"github.com/workerd-operator/workerd-operator/internal/webhook"
@@ -107,6 +108,15 @@ func runManager(f *managerFlags) error {
 		return fmt.Errorf("manager: %w", err)
 	}
 	if err := controllers.SetupAll(mgr, f.opts); err != nil {
+		return err
+	}
+	// The cron dispatcher runs on the leader only; every slot is still claimed in the
+	// CronSchedule's status before dispatch, so a stale leader cannot fire it twice.
+	if err := mgr.Add(cron.NewDispatcher(mgr.GetClient(), cron.DispatcherOptions{
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("cron-dispatcher"),
+		Log:       ctrl.Log.WithName("cron-dispatcher"),
+	})); err != nil {
 		return err
 	}
 	if f.enableWebhooks {
