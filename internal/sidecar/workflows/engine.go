@@ -54,6 +54,8 @@ type Engine struct {
 	wfs          map[string]*wfState
 	timers       map[string]*time.Timer
 	attemptStart map[string]int64
+	pending      map[string]StepConfig // new step.do calls not committed yet
+	pendingCount map[string]int        // per instance
 	closed       bool
 	// runnerBackoff: no dispatch before this time (the runner was unreachable).
 	runnerBackoff time.Time
@@ -133,6 +135,8 @@ func New(o Options) (*Engine, error) {
 		wfs:          map[string]*wfState{},
 		timers:       map[string]*time.Timer{},
 		attemptStart: map[string]int64{},
+		pending:      map[string]StepConfig{},
+		pendingCount: map[string]int{},
 	}
 	for _, c := range o.Workflows {
 		if err := e.checkName("workflow name", c.Name, limits.WorkflowInstanceIDChars); err != nil {
@@ -715,6 +719,7 @@ func (e *Engine) Terminate(wfName, id string) (*Instance, error) {
 			return apiErr(409, "instance.cannot_terminate", "(instance.cannot_terminate) Cannot terminate instance %q: it is %s, a finite state", id, in.Status)
 		}
 		in.Status, in.Ended = StatusTerminated, nowMs()
+		e.dropAllPending(wfName, id)
 		in.RunID++
 		in.WakeAt, in.WaitType = 0, ""
 		e.stopTimer(wfName, id)
@@ -732,6 +737,7 @@ func (e *Engine) Restart(wfName, id string) (*Instance, error) {
 			return err
 		}
 		in.Status, in.Output, in.Error, in.Ended, in.Steps = StatusQueued, nil, nil, 0, 0
+		e.dropAllPending(wfName, id)
 		in.RunID++
 		in.WakeAt, in.WaitType = 0, ""
 		return nil
@@ -765,6 +771,7 @@ func (e *Engine) Delete(wfName, id string) error {
 	})
 	if err == nil {
 		e.stopTimer(wfName, id)
+		e.dropAllPending(wfName, id)
 	}
 	return err
 }

@@ -132,7 +132,7 @@ func newHarness(t testing.TB, scale float64, defs ...wfDef) *harness {
 	h := &harness{
 		t: t, dir: t.TempDir(), logs: &syncBuffer{},
 		sidecarAddr: testenv.FreeLoopbackAddr(t), httpAddr: testenv.FreeLoopbackAddr(t), runnerAddr: testenv.FreeLoopbackAddr(t),
-		client: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}},
+		client: newHarnessClient(),
 	}
 	h.counter = newCounterServer(t)
 	h.cfg = childConfig{Addr: h.sidecarAddr, DataDir: filepath.Join(h.dir, "state"), RunnerURL: "http://" + h.runnerAddr, TimeScale: scale}
@@ -254,6 +254,10 @@ func (h *harness) waitUp(name string, p *proc, url string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func newHarnessClient() *http.Client {
+	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 }
 
 // api calls the sidecar's HTTP API; it returns the status and decodes the JSON into out.

@@ -129,7 +129,7 @@ func TestPauseResumeTerminate(t *testing.T) {
 		t.Fatalf("status after terminate = %s", in.Status)
 	}
 	time.Sleep(2 * time.Second) // let the slow step finish: its result must not be committed
-	if s := h.step("pausable", "p2", "do", "slow", 1); s == nil || s.Done {
+	if s := h.step("pausable", "p2", "do", "slow", 1); s != nil && s.Done {
 		t.Fatalf("a terminated run committed its step: %+v", s)
 	}
 	if n := len(h.counter.times("p2:quick")); n != 0 {

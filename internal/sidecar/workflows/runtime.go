@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -67,6 +68,32 @@ func doneAnswer(s *Step) *StepAnswer {
 	return &StepAnswer{Action: "cached", Result: s.Result}
 }
 
+func pendingKey(wf, id, name string, n int) string {
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%d", wf, id, name, n)
+}
+
+func (e *Engine) dropPending(wf, id, pk string) {
+	if _, ok := e.pending[pk]; !ok {
+		return
+	}
+	delete(e.pending, pk)
+	ik := string(ikey(wf, id))
+	if e.pendingCount[ik]--; e.pendingCount[ik] <= 0 {
+		delete(e.pendingCount, ik)
+	}
+}
+
+// dropAllPending forgets an instance's uncommitted steps (restart, terminate, delete).
+func (e *Engine) dropAllPending(wf, id string) {
+	prefix := string(ikey(wf, id)) + "\x00"
+	for k := range e.pending {
+		if strings.HasPrefix(k, prefix) {
+			delete(e.pending, k)
+		}
+	}
+	delete(e.pendingCount, string(ikey(wf, id)))
+}
+
 func attemptKey(wf, id, name string, n, attempt int) string {
 	return fmt.Sprintf("%s\x00%s\x00%s\x00%d\x00%d", wf, id, name, n, attempt)
 }
@@ -109,8 +136,31 @@ func (e *Engine) Step(r StepRequest) (*StepAnswer, error) {
 		if kind == "sleepUntil" {
 			kind = "sleep"
 		}
-		if s, serr := getStep(tx, r.Workflow, r.ID, kind, r.Name, r.N); serr == nil && s.Done {
+		s, serr := getStep(tx, r.Workflow, r.ID, kind, r.Name, r.N)
+		if serr == nil && s.Done {
 			ans = doneAnswer(s)
+			return nil
+		}
+		// A new step.do while running: its record is committed with its first attempt's
+		// outcome (one fsync per step); until then it is pending in memory.
+		if r.Kind == "do" && serr == errNotFound && in.Status == StatusRunning && int64(len(r.Name)) <= e.lim(limits.WorkflowStepNameChars) && r.Name != "" {
+			pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
+			cfg, ok := e.pending[pk]
+			if !ok {
+				ik := string(ikey(r.Workflow, r.ID))
+				if in.Steps+e.pendingCount[ik] >= w.cfg.Steps {
+					return nil // the slow path errors the instance
+				}
+				c, cerr := e.resolveConfig(&w.cfg, r.Name, r.Config)
+				if cerr != nil {
+					return nil
+				}
+				cfg = c
+				e.pending[pk] = cfg
+				e.pendingCount[ik]++
+			}
+			e.attemptStart[attemptKey(r.Workflow, r.ID, r.Name, r.N, 1)] = nowMs()
+			ans = &StepAnswer{Action: "run", Attempt: 1, TimeoutMs: e.scaled(cfg.TimeoutMs), Config: &cfg}
 		}
 		return nil
 	})
@@ -300,9 +350,19 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 			return nil
 		}
 		s, err := getStep(tx, r.Workflow, r.ID, "do", r.Name, r.N)
+		pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
 		if err != nil {
-			ans = abortAnswer
-			return nil
+			cfg, ok := e.pending[pk]
+			if !ok {
+				ans = abortAnswer
+				return nil
+			}
+			s = &Step{Kind: "do", Name: r.Name, N: r.N, Config: &cfg}
+			in.Steps++
+			if err := putInstance(tx, in); err != nil {
+				return err
+			}
+			after = append(after, func() { e.dropPending(r.Workflow, r.ID, pk) })
 		}
 		if s.Done {
 			ans = doneAnswer(s)

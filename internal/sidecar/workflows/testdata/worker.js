@@ -103,6 +103,15 @@ export class Sleepy extends WorkflowEntrypoint {
   }
 }
 
+// Benchmark: M steps, each returning the time it ran.
+export class Bench extends WorkflowEntrypoint {
+  async run(event, step) {
+    const out = [];
+    for (let i = 0; i < event.payload.steps; i++) out.push(await step.do("s" + i, async () => Date.now()));
+    return out;
+  }
+}
+
 // The test drives bindings through this fetch handler: POST /<BINDING>/<op> with JSON.
 export default {
   async fetch(request, env) {
