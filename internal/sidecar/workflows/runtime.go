@@ -335,28 +335,41 @@ func (e *Engine) Step(r StepRequest) (*StepAnswer, error) {
 // (retries exhausted or NonRetryableError), run (retry now, delay 0), suspend (retry
 // after a delay, or a pause took effect) or abort (stale run).
 func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
+	// Group commit: the in-memory state is read under the lock, the commit goes through
+	// bbolt's Batch (concurrent attempts share one fsync; the function re-reads everything
+	// from the transaction, so a retried batch is safe), and the after-commit actions run
+	// under the lock again.
+	pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
+	ak := attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt)
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.wfs[r.Workflow] == nil {
+		e.mu.Unlock()
 		return abortAnswer, nil
 	}
+	pcfg, havePending := e.pending[pk]
+	start := e.attemptStart[ak]
+	e.mu.Unlock()
 	var ans *StepAnswer
 	var after []afterCommit
-	err := e.update(func(tx *bolt.Tx) error {
+	var nextAttempt struct {
+		key string
+		at  int64
+	}
+	err := e.st.db.Batch(func(tx *bolt.Tx) error {
 		ans, after = nil, nil
+		nextAttempt.key = ""
 		in, err := getInstance(tx, r.Workflow, r.ID)
 		if err != nil || in.RunID != r.RunID || (in.Status != StatusRunning && in.Status != StatusWaitingForPause) {
 			ans = abortAnswer
 			return nil
 		}
 		s, err := getStep(tx, r.Workflow, r.ID, "do", r.Name, r.N)
-		pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
 		if err != nil {
-			cfg, ok := e.pending[pk]
-			if !ok {
+			if !havePending {
 				ans = abortAnswer
 				return nil
 			}
+			cfg := pcfg
 			s = &Step{Kind: "do", Name: r.Name, N: r.N, Config: &cfg}
 			in.Steps++
 			if err := putInstance(tx, in); err != nil {
@@ -373,12 +386,10 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 			return nil
 		}
 		now := nowMs()
-		ak := attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt)
-		start := e.attemptStart[ak]
 		if start == 0 {
 			start = now
 		}
-		delete(e.attemptStart, ak)
+		after = append(after, func() { delete(e.attemptStart, ak) })
 		a := Attempt{N: r.Attempt, Start: start, End: now}
 		errInfo := r.Error
 		nonRetryable := false
@@ -430,15 +441,20 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 			return e.suspendTx(tx, in, s.WakeAt, "", &after)
 		}
 		next := r.Attempt + 1
-		e.attemptStart[attemptKey(r.Workflow, r.ID, r.Name, r.N, next)] = now
+		nextAttempt.key, nextAttempt.at = attemptKey(r.Workflow, r.ID, r.Name, r.N, next), now
 		ans = &StepAnswer{Action: "run", Attempt: next, TimeoutMs: e.scaled(s.Config.TimeoutMs), Config: s.Config}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, f := range after {
 		f()
+	}
+	if nextAttempt.key != "" {
+		e.attemptStart[nextAttempt.key] = nextAttempt.at
 	}
 	return ans, nil
 }

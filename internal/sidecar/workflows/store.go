@@ -129,6 +129,7 @@ func openStore(dir string) (*store, error) {
 		db.Close()
 		return nil, fmt.Errorf("workflows: init store %s: %w", p, err)
 	}
+	db.MaxBatchDelay = 2 * time.Millisecond // group commit window for concurrent step results
 	return &store{db: db}, nil
 }
 
