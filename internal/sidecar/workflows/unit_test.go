@@ -1,0 +1,109 @@
+package workflows
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/workerd-operator/workerd-operator/internal/limits"
+)
+
+func TestParseDuration(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{`1500`, 1500, ""},
+		{`"2 seconds"`, 2000, ""},
+		{`"1 second"`, 1000, ""},
+		{`"10 minutes"`, 600000, ""},
+		{`"26 hours"`, 26 * 3600000, ""},
+		{`"1 week"`, 7 * 86400000, ""},
+		{`"1 month"`, 30 * 86400000, ""},
+		{`"1 year"`, 365 * 86400000, ""},
+		{`"250 milliseconds"`, 250, ""},
+		{`"0"`, 0, ""},
+		{`"soon"`, 0, `is not a duration`},
+		{`-5`, 0, `is not a duration`},
+		{`true`, 0, `is not a duration`},
+	}
+	for _, tc := range cases {
+		got, err := ParseDuration("timeout", json.RawMessage(tc.in))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "timeout: ") {
+				t.Errorf("ParseDuration(%s) error %v, want %q naming the field", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseDuration(%s) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestResolveConfigAndDelays(t *testing.T) {
+	e := &Engine{o: Options{Profile: limits.DefaultProfile, Table: limits.Default()}}
+	wf := &WorkflowConfig{Name: "w"}
+	def, err := e.resolveConfig(wf, "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.Retries.Limit != int(limits.Get(limits.DefaultProfile, limits.WorkflowRetryLimit)) ||
+		def.Retries.DelayMs != limits.Get(limits.DefaultProfile, limits.WorkflowRetryDelayMs) ||
+		def.Retries.Backoff != "exponential" || def.TimeoutMs != limits.Get(limits.DefaultProfile, limits.WorkflowStepTimeoutMs) {
+		t.Fatalf("default config %+v", def)
+	}
+	cases := []struct {
+		cfg    string
+		delays []int64 // DelayMs(1..)
+		err    string
+	}{
+		{`{"retries":{"limit":5,"delay":"1 second","backoff":"exponential"}}`, []int64{1000, 2000, 4000, 8000, 16000}, ""},
+		{`{"retries":{"limit":5,"delay":"1 second","backoff":"linear"}}`, []int64{1000, 2000, 3000, 4000, 5000}, ""},
+		{`{"retries":{"limit":5,"delay":"1 second","backoff":"constant"}}`, []int64{1000, 1000, 1000}, ""},
+		{`{"retries":{"delay":500}}`, []int64{500, 1000, 2000}, ""}, // backoff keeps the default (exponential)
+		{`{"retries":{"limit":10001}}`, nil, "workflow_retries_per_step"},
+		{`{"retries":{"backoff":"random"}}`, nil, `retries.backoff "random"`},
+		{`{"timeout":"forever"}`, nil, "timeout:"},
+	}
+	for _, tc := range cases {
+		c, err := e.resolveConfig(wf, "s", json.RawMessage(tc.cfg))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), `Step config for "s" is in a invalid format`) {
+				t.Errorf("%s: error %v, want %q", tc.cfg, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.cfg, err)
+			continue
+		}
+		for i, want := range tc.delays {
+			if got := c.DelayMs(i + 1); got != want {
+				t.Errorf("%s: DelayMs(%d) = %d, want %d", tc.cfg, i+1, got, want)
+			}
+		}
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	e := &Engine{o: Options{Profile: limits.DefaultProfile, Table: limits.Default()}}
+	max := int(limits.Get(limits.DefaultProfile, limits.WorkflowInstanceIDChars))
+	cases := []struct {
+		id string
+		ok bool
+	}{
+		{"order-1", true}, {"_x", true}, {strings.Repeat("a", max), true},
+		{strings.Repeat("a", max+1), false}, {"-x", false}, {"a.b", false}, {"", false}, {"a b", false},
+	}
+	for _, tc := range cases {
+		err := e.checkName("id", tc.id, limits.WorkflowInstanceIDChars)
+		if (err == nil) != tc.ok {
+			t.Errorf("checkName(%q) = %v, want ok=%v", tc.id, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "workflow_instance_id_chars") {
+			t.Errorf("checkName(%q) error %v does not name the limit", tc.id, err)
+		}
+	}
+}
