@@ -19,6 +19,11 @@ type WorkflowConfig struct {
 	// Concurrency is concurrency.limit: instances running at once; 0 = the profile's
 	// workflow_running_instances.
 	Concurrency int `json:"concurrency,omitempty"`
+	// SuccessRetentionMs / ErrorRetentionMs are spec.retention.success / error: how long
+	// complete and terminated (success) or errored (error) instances are kept after they
+	// end; 0 = the profile's workflow_retention_ms (30 days on paid).
+	SuccessRetentionMs int64 `json:"successRetentionMs,omitempty"`
+	ErrorRetentionMs   int64 `json:"errorRetentionMs,omitempty"`
 	// Defaults overrides the default step config (spec.defaults); nil fields keep the
 	// documented defaults (internal/limits workflow_retry_*_default, workflow_step_timeout_default_ms).
 	Defaults *StepDefaults `json:"defaults,omitempty"`

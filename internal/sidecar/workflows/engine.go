@@ -35,6 +35,9 @@ type Options struct {
 	// timeouts, step timeouts) before it is waited; recorded values stay unscaled. 1 when 0.
 	// Tests use it to keep real processes without waiting real minutes.
 	TimeScale float64
+	// RetentionSweep is how often finished instances past their retention are deleted
+	// (1 minute when 0).
+	RetentionSweep time.Duration
 	// DispatchRetry is the pause before a run that could not reach workerd is dispatched
 	// again (200 ms when 0).
 	DispatchRetry time.Duration
@@ -120,6 +123,9 @@ func New(o Options) (*Engine, error) {
 	if o.TimeScale <= 0 {
 		o.TimeScale = 1
 	}
+	if o.RetentionSweep <= 0 {
+		o.RetentionSweep = time.Minute
+	}
 	if o.DispatchRetry <= 0 {
 		o.DispatchRetry = 200 * time.Millisecond
 	}
@@ -149,6 +155,12 @@ func New(o Options) (*Engine, error) {
 		}
 		if c.Concurrency <= 0 {
 			c.Concurrency = int(e.lim(limits.WorkflowRunningInstances))
+		}
+		if c.SuccessRetentionMs <= 0 {
+			c.SuccessRetentionMs = e.lim(limits.WorkflowRetentionMs)
+		}
+		if c.ErrorRetentionMs <= 0 {
+			c.ErrorRetentionMs = e.lim(limits.WorkflowRetentionMs)
 		}
 		e.wfs[c.Name] = &wfState{cfg: c, inflight: map[string]bool{}, pendingWake: map[string]bool{}, inReady: map[string]bool{}}
 	}
@@ -204,7 +216,70 @@ func New(o Options) (*Engine, error) {
 	for name := range e.wfs {
 		e.pump(name)
 	}
+	go e.sweepLoop()
 	return e, nil
+}
+
+func (e *Engine) sweepLoop() {
+	t := time.NewTicker(e.o.RetentionSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+			if n, err := e.SweepRetention(); err != nil {
+				e.logf("workflows: retention sweep: %v", err)
+			} else if n > 0 {
+				e.logf("workflows: retention sweep deleted %d finished instances", n)
+			}
+		}
+	}
+}
+
+// SweepRetention deletes finished instances whose retention has passed (complete and
+// terminated: SuccessRetentionMs; errored: ErrorRetentionMs) and returns how many.
+func (e *Engine) SweepRetention() (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return 0, nil
+	}
+	now := nowMs()
+	n := 0
+	err := e.update(func(tx *bolt.Tx) error {
+		n = 0
+		var doomed []*Instance
+		err := tx.Bucket(bInstances).ForEach(func(_, v []byte) error {
+			var in Instance
+			if err := json.Unmarshal(v, &in); err != nil {
+				return err
+			}
+			w := e.wfs[in.Workflow]
+			if w == nil || !finite(in.Status) || in.Ended == 0 {
+				return nil
+			}
+			keep := w.cfg.SuccessRetentionMs
+			if in.Status == StatusErrored {
+				keep = w.cfg.ErrorRetentionMs
+			}
+			if in.Ended+keep <= now {
+				doomed = append(doomed, &in)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, in := range doomed {
+			if err := deleteInstanceData(tx, in.Workflow, in.ID, true); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
 }
 
 // Close stops timers and dispatches and closes the store (runs in workerd are fenced by

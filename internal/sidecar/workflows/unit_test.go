@@ -107,3 +107,42 @@ func TestCheckName(t *testing.T) {
 		}
 	}
 }
+
+// Retention: finished instances past spec.retention are deleted; others stay.
+func TestRetentionSweep(t *testing.T) {
+	e, err := New(Options{DataDir: t.TempDir(), RunnerURL: "http://127.0.0.1:9", Workflows: []WorkflowConfig{
+		{Name: "short", SuccessRetentionMs: 1, ErrorRetentionMs: 1}, {Name: "long"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, wf := range []string{"short", "long"} {
+		for _, id := range []string{"done", "queued"} {
+			if _, err := e.Create(wf, CreateOptions{ID: id}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.Terminate(wf, "done"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	for n == 0 { // the 1 ms retention passes
+		if n, err = e.SweepRetention(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("swept %d, want 1", n)
+	}
+	cases := []struct {
+		wf, id string
+		kept   bool
+	}{{"short", "done", false}, {"short", "queued", true}, {"long", "done", true}, {"long", "queued", true}}
+	for _, tc := range cases {
+		_, err := e.Get(tc.wf, tc.id)
+		if (err == nil) != tc.kept {
+			t.Errorf("%s/%s: kept=%v, want %v", tc.wf, tc.id, err == nil, tc.kept)
+		}
+	}
+}
