@@ -13,6 +13,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/workflows"
 )
 
 // newSidecarCommand: `workerd-operator sidecar --listen $(POD_IP):9092 --data-dir
@@ -23,6 +24,7 @@ func newSidecarCommand() *cobra.Command {
 	lim := channels.DefaultLimits()
 	var (
 		listen, dataDir string
+		workflowsConfig string
 		profile         string
 		lease, grace    time.Duration
 	)
@@ -61,6 +63,17 @@ func newSidecarCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if workflowsConfig != "" {
+				// A workflow engine pod: the engine's state lives under the data dir.
+				wo, err := workflows.LoadOptionsFile(workflowsConfig)
+				if err != nil {
+					return err
+				}
+				wo.Logf = func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "workflows: "+format+"\n", a...) }
+				if _, err := workflows.Attach(srv, wo); err != nil {
+					return err
+				}
+			}
 			if err := srv.Listen(); err != nil {
 				return err
 			}
@@ -84,6 +97,7 @@ func newSidecarCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&workflowsConfig, "workflows-config", "", "run the Workflows engine with this config file (internal/sidecar/workflows FileConfig); engine pods only")
 	f.StringVar(&listen, "listen", "", "listen address host:port ($(POD_IP):9092 in a pod)")
 	f.StringVar(&dataDir, "data-dir", sidecar.DefaultDataDir, "state directory (the shard's PVC or an emptyDir)")
 	f.StringVar(&profile, "limits-profile", string(limits.DefaultProfile), "limit profile the channel limits come from (free, paid, custom; internal/limits)")
