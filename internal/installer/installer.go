@@ -21,7 +21,11 @@ const (
 // Build returns the install bundle as multi-document YAML, built from
 // <repoRoot>/config/default with the given images ("" keeps the defaults).
 func Build(repoRoot, operatorImage, workerdImage string) ([]byte, error) {
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	opts := krusty.MakeDefaultOptions()
+	// Namespaces and CRDs first, webhook configurations last (what `kustomize build`
+	// and kubectl users get), so the bundle applies in one pass.
+	opts.Reorder = krusty.ReorderOptionLegacy
+	k := krusty.MakeKustomizer(opts)
 	res, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(repoRoot, "config", "default"))
 	if err != nil {
 		return nil, fmt.Errorf("installer: kustomize config/default: %w", err)
