@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/openapi"
 	"k8s.io/client-go/rest"
 )
 
@@ -31,13 +33,23 @@ func TestOpenAPIDescribesCPUMs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths, err := dc.OpenAPIV3().Paths()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gv, ok := paths["apis/fleet.workerd-operator.io/v1alpha1"]
-	if !ok {
-		t.Fatalf("no OpenAPI v3 path for the group; have %d paths", len(paths))
+	// The API server publishes a CRD group's OpenAPI shortly after the CRD is
+	// established: wait for it.
+	var gv openapi.GroupVersion
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		paths, err := dc.OpenAPIV3().Paths()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ok bool
+		if gv, ok = paths["apis/fleet.workerd-operator.io/v1alpha1"]; ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no OpenAPI v3 path for the group; have %d paths", len(paths))
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 	raw, err := gv.Schema("application/json")
 	if err != nil {
