@@ -156,8 +156,10 @@ func setupWebhooks(mgr ctrl.Manager, f *managerFlags) error {
 	}
 	ready := make(chan struct{})
 	if err := rotator.AddRotator(mgr, &rotator.CertRotator{
-		SecretKey:      types.NamespacedName{Namespace: ns, Name: f.webhookSecret},
-		CertDir:        mgr.GetWebhookServer().(*ctrlwebhook.DefaultServer).Options.CertDir,
+		SecretKey: types.NamespacedName{Namespace: ns, Name: f.webhookSecret},
+		// Not mgr.GetWebhookServer(): that registers the server, which would start before
+		// the rotator has written the certificate and fail on the missing files.
+		CertDir:        f.webhookCertDir,
 		CAName:         "workerd-operator-ca",
 		CAOrganization: "workerd-operator",
 		DNSName:        fmt.Sprintf("%s.%s.svc", f.webhookService, ns),
