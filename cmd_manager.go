@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
@@ -15,7 +19,10 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/workerd-operator/workerd-operator/controllers"
 	"github.com/workerd-operator/workerd-operator/internal/cron"
@@ -173,6 +180,15 @@ func setupWebhooks(mgr ctrl.Manager, f *managerFlags) error {
 	}); err != nil {
 		return fmt.Errorf("webhook certificates: %w", err)
 	}
+	// cert-controller waits for the certificate files to appear in CertDir, as a Secret
+	// volume would provide them; the kubelet refreshes such volumes only after up to a
+	// minute or two (and the local cluster not at all), so the manager copies the
+	// Secret's files into its own emptyDir itself, and again after each rotation.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return syncCertFiles(ctx, mgr.GetAPIReader(), types.NamespacedName{Namespace: ns, Name: f.webhookSecret}, f.webhookCertDir)
+	})); err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
 	go func() {
 		<-ready
@@ -188,4 +204,38 @@ func setupWebhooks(mgr ctrl.Manager, f *managerFlags) error {
 			return fmt.Errorf("waiting for the webhook certificate")
 		}
 	})
+}
+
+// syncCertFiles writes tls.crt and tls.key of the Secret into dir whenever they differ,
+// atomically (temporary file + rename), until ctx ends.
+func syncCertFiles(ctx context.Context, r client.Reader, key types.NamespacedName, dir string) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		sec := &corev1.Secret{}
+		if err := r.Get(ctx, key, sec); err == nil {
+			for _, name := range []string{"tls.crt", "tls.key"} {
+				want := sec.Data[name]
+				if len(want) == 0 {
+					continue
+				}
+				path := filepath.Join(dir, name)
+				if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, want) {
+					continue
+				}
+				tmp := path + ".tmp"
+				if err := os.WriteFile(tmp, want, 0o600); err != nil {
+					return fmt.Errorf("webhook certificate: %w", err)
+				}
+				if err := os.Rename(tmp, path); err != nil {
+					return fmt.Errorf("webhook certificate: %w", err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
