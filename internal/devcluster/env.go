@@ -297,6 +297,8 @@ func (r *podRun) containerMounts(cr *ctrRun) []pathMap {
 		}
 		if m.SubPath != "" {
 			host = filepath.Join(host, m.SubPath)
+			// As the kubelet does, a subPath that does not exist yet is created.
+			_ = os.MkdirAll(host, 0o755)
 		}
 		out = append(out, pathMap{from: filepath.Clean(m.MountPath), to: host})
 	}
