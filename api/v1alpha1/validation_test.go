@@ -424,4 +424,3 @@ func TestSamplesAdmitted(t *testing.T) {
 		t.Fatal("samples hold no objects")
 	}
 }
-
