@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
-	"github.com/workerd-operator/workerd-operator/internal/failure"
 	"github.com/workerd-operator/workerd-operator/internal/workerdconfig"
 )
 
@@ -160,20 +159,7 @@ func computeDONSStatus(d *fleetv1alpha1.DurableObjectNamespace, sts *appsv1.Stat
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
 	}
-	f := failure.ClassifyPods(pods)
-	if f != nil {
-		st.LastFailure = f.Status()
-	}
-	meta.SetStatusCondition(&st.Conditions, f.Condition(gen))
-
-	var blocked *errBlocked
-	switch {
-	case errors.As(err, &blocked):
-		set(fleetv1alpha1.ConditionReady, metav1.ConditionFalse, blocked.reason, blocked.message)
-		set(fleetv1alpha1.ConditionProgressing, metav1.ConditionFalse, blocked.reason, "waiting for the missing input")
-		return st
-	case err != nil:
-		set(fleetv1alpha1.ConditionReady, metav1.ConditionFalse, fleetv1alpha1.ReasonReconcileError, err.Error())
+	if setPassConditions(&st.Conditions, &st.LastFailure, gen, pods, err) {
 		return st
 	}
 	desired := workerdconfig.Shards(d)

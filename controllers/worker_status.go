@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"errors"
 	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,7 +10,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
-	"github.com/workerd-operator/workerd-operator/internal/failure"
 )
 
 // computeWorkerStatus is the one place a Worker's status is computed: from the live
@@ -23,21 +21,7 @@ func computeWorkerStatus(w *fleetv1alpha1.Worker, dep *appsv1.Deployment, pods [
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
 	}
 
-	// Degraded follows the pods as they are now; lastFailure keeps the last failure.
-	f := failure.ClassifyPods(pods)
-	if f != nil {
-		st.LastFailure = f.Status()
-	}
-	meta.SetStatusCondition(&st.Conditions, f.Condition(gen))
-
-	var blocked *errBlocked
-	switch {
-	case errors.As(err, &blocked):
-		set(fleetv1alpha1.ConditionReady, metav1.ConditionFalse, blocked.reason, blocked.message)
-		set(fleetv1alpha1.ConditionProgressing, metav1.ConditionFalse, blocked.reason, "waiting for the missing input")
-		return st
-	case err != nil:
-		set(fleetv1alpha1.ConditionReady, metav1.ConditionFalse, fleetv1alpha1.ReasonReconcileError, err.Error())
+	if setPassConditions(&st.Conditions, &st.LastFailure, gen, pods, err) {
 		return st
 	}
 
