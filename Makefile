@@ -80,7 +80,7 @@ run: manifests generate ## Run the manager against the current kubeconfig.
 
 .PHONY: dev
 dev: tools build build-installer ## The whole fleet on one machine: local cluster, operator, samples (see README).
-	$(BIN) dev --install dist/install.yaml --manifests config/samples
+	WORKERD_OPERATOR_BIN=$(CURDIR)/$(BIN) $(BIN) dev --install dist/install.yaml --manifests config/samples
 
 .PHONY: docker-build
 docker-build: ## Build the operator and workerd images (needs a Docker engine).
