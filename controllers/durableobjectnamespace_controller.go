@@ -115,20 +115,7 @@ func (r *DurableObjectNamespaceReconciler) reconcileChildren(ctx context.Context
 
 // pruneConfigMaps deletes the shard ConfigMaps of older versions.
 func (r *DurableObjectNamespaceReconciler) pruneConfigMaps(ctx context.Context, d *fleetv1alpha1.DurableObjectNamespace, current string) error {
-	list := &corev1.ConfigMapList{}
-	if err := r.List(ctx, list, client.InNamespace(d.Namespace), client.MatchingLabels(donsSelector(d))); err != nil {
-		return err
-	}
-	for i := range list.Items {
-		cm := &list.Items[i]
-		if cm.Name == current || !metav1.IsControlledBy(cm, d) {
-			continue
-		}
-		if err := r.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
-			return err
-		}
-	}
-	return nil
+	return deleteOwnedConfigMaps(ctx, r.Client, d, client.MatchingLabels(donsSelector(d)), map[string]bool{current: true})
 }
 
 func (r *DurableObjectNamespaceReconciler) listPods(ctx context.Context, d *fleetv1alpha1.DurableObjectNamespace) ([]corev1.Pod, error) {

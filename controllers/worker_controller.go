@@ -227,17 +227,23 @@ func (r *WorkerReconciler) pruneConfigMaps(ctx context.Context, w *fleetv1alpha1
 			}
 		}
 	}
+	return deleteOwnedConfigMaps(ctx, r.Client, w, sel, inUse)
+}
+
+// deleteOwnedConfigMaps deletes the ConfigMaps matching sel that owner controls and
+// keep does not name (config versions no pod runs any more). It reads metadata only.
+func deleteOwnedConfigMaps(ctx context.Context, c client.Client, owner metav1.Object, sel client.MatchingLabels, keep map[string]bool) error {
 	cms := &metav1.PartialObjectMetadataList{}
 	cms.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	if err := r.List(ctx, cms, client.InNamespace(w.Namespace), sel); err != nil {
+	if err := c.List(ctx, cms, client.InNamespace(owner.GetNamespace()), sel); err != nil {
 		return err
 	}
 	for i := range cms.Items {
 		cm := &cms.Items[i]
-		if inUse[cm.Name] || !metav1.IsControlledBy(cm, w) {
+		if keep[cm.Name] || !metav1.IsControlledBy(cm, owner) {
 			continue
 		}
-		if err := r.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+		if err := c.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
 			return err
 		}
 	}
