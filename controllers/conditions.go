@@ -1,11 +1,14 @@
 package controllers
 
 import (
+	"context"
 	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/failure"
@@ -36,4 +39,16 @@ func setPassConditions(conds *[]metav1.Condition, lastFailure **fleetv1alpha1.Fa
 		return true
 	}
 	return false
+}
+
+// passResult ends a Reconcile after the status was written: a missing input is logged
+// and not retried (the watches on the missing object requeue it); any other error is
+// returned so that controller-runtime retries with back-off.
+func passResult(ctx context.Context, err error) (ctrl.Result, error) {
+	var blocked *errBlocked
+	if errors.As(err, &blocked) {
+		log.FromContext(ctx).Info("blocked on a missing input", "reason", blocked.reason, "message", blocked.message)
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, err
 }

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 
@@ -17,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -61,12 +59,7 @@ func (r *DurableObjectNamespaceReconciler) Reconcile(ctx context.Context, req ct
 	if serr := r.writeStatus(ctx, d, st); serr != nil {
 		return ctrl.Result{}, serr
 	}
-	var blocked *errBlocked
-	if errors.As(err, &blocked) {
-		log.FromContext(ctx).Info("durable object namespace blocked", "reason", blocked.reason, "message", blocked.message)
-		return ctrl.Result{}, nil
-	}
-	return ctrl.Result{}, err
+	return passResult(ctx, err)
 }
 
 func (r *DurableObjectNamespaceReconciler) reconcileChildren(ctx context.Context, d *fleetv1alpha1.DurableObjectNamespace) (*appsv1.StatefulSet, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sort"
 
@@ -22,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -91,12 +89,7 @@ func (r *WorkerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if serr := r.writeStatus(ctx, w, st); serr != nil {
 		return ctrl.Result{}, serr
 	}
-	var blocked *errBlocked
-	if errors.As(err, &blocked) {
-		log.FromContext(ctx).Info("worker blocked on a missing input", "reason", blocked.reason, "message", blocked.message)
-		return ctrl.Result{}, nil
-	}
-	return ctrl.Result{}, err
+	return passResult(ctx, err)
 }
 
 // reconcileChildren renders the Worker and applies its ConfigMap, Deployment and
