@@ -101,6 +101,7 @@ func BuildDONSChildren(d *fleetv1alpha1.DurableObjectNamespace, w *fleetv1alpha1
 				c.VolumeMounts[j] = corev1.VolumeMount{Name: shardDataVolume, MountPath: SidecarDataDir, SubPath: shardSidecarSubDir}
 			}
 		}
+		c.Args = append(c.Args, channelLimitArgs(d.Spec.Channels)...)
 	}
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
@@ -172,6 +173,30 @@ func BuildDONSChildren(d *fleetv1alpha1.DurableObjectNamespace, w *fleetv1alpha1
 		},
 	}
 	return DONSChildren{ConfigMap: cm, StatefulSet: sts, Service: svc}
+}
+
+// channelLimitArgs are the sidecar flags lowering the channel limits of a shard
+// (spec.channels.max*, docs/channels.md "Limits"); none when channels are off or no
+// limit is set. The sidecar refuses values above its profile at startup.
+func channelLimitArgs(c *fleetv1alpha1.ChannelsSpec) []string {
+	if c == nil || !c.Enabled {
+		return nil
+	}
+	var args []string
+	for _, f := range []struct {
+		flag string
+		v    *int32
+	}{
+		{"channel-max-channels", c.MaxChannels},
+		{"channel-max-subscribers", c.MaxSubscribers},
+		{"channel-max-message-bytes", c.MaxMessageBytes},
+		{"channel-max-backlog-bytes", c.MaxBacklogBytes},
+	} {
+		if f.v != nil {
+			args = append(args, fmt.Sprintf("--%s=%d", f.flag, *f.v))
+		}
+	}
+	return args
 }
 
 // resolveDurableObjects reads the DurableObjectNamespaces w binds (and host, when

@@ -3,6 +3,7 @@ package workerdconfig
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -209,10 +211,10 @@ func startDOClusterFor(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 	if err := WriteFiles(workerDir, workerOut.Files); err != nil {
 		t.Fatal(err)
 	}
-	base := func() []string {
+	base := func(sidecarAddr string) []string {
 		return []string{
 			"--socket-addr=http=127.0.0.1:0", "--socket-addr=health=127.0.0.1:0", "--socket-addr=trigger=127.0.0.1:0",
-			"--external-addr=sidecar=" + testenv.FreeLoopbackAddr(t),
+			"--external-addr=sidecar=" + sidecarAddr,
 		}
 	}
 	for i, gw := range target.ShardAddresses {
@@ -220,8 +222,9 @@ func startDOClusterFor(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 		if err := os.MkdirAll(st, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		// Each shard gets its own real sidecar (its channel registry, docs/channels.md).
 		p := &proc{t: t, bin: bin, dir: shardDir, sockets: 4,
-			args: append(base(), "--socket-addr="+GatewaySocket+"="+gw, "--directory-path="+DOStorageService+"="+st),
+			args: append(base(startSidecar(t)), "--socket-addr="+GatewaySocket+"="+gw, "--directory-path="+DOStorageService+"="+st),
 			env:  []string{PodNameEnv + "=" + target.ShardNames[i]}}
 		p.start()
 		t.Cleanup(p.kill)
@@ -229,12 +232,29 @@ func startDOClusterFor(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 		c.storage = append(c.storage, st)
 	}
 	for i := 0; i < replicas; i++ {
-		p := &proc{t: t, bin: bin, dir: workerDir, sockets: 3, args: base()}
+		p := &proc{t: t, bin: bin, dir: workerDir, sockets: 3, args: base(testenv.FreeLoopbackAddr(t))}
 		p.start()
 		t.Cleanup(p.kill)
 		c.replicas = append(c.replicas, p)
 	}
 	return c
+}
+
+// startSidecar runs a real sidecar (channels registry, on-disk store) on a free
+// loopback address until the test ends and returns that address.
+func startSidecar(t testing.TB) string {
+	t.Helper()
+	addr := testenv.FreeLoopbackAddr(t)
+	srv, err := sidecar.New(sidecar.Options{Addr: addr, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve() }()
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	return addr
 }
 
 // get sends GET path?query to the http socket of p and returns status and body.

@@ -64,7 +64,20 @@ type DurableObjectTarget struct {
 	ShardAddresses []string
 	// ShardNames are the shard pods' names (for error messages), len Shards.
 	ShardNames []string
+	// ChannelsBinding is spec.channels.binding (default DefaultChannelsBinding) when
+	// spec.channels.enabled, else "": the shard pods give the hosted class's Worker a
+	// `wrapped` binding of that name to the channels client (docs/channels.md).
+	ChannelsBinding string
 }
+
+// DefaultChannelsBinding is the env name of the channels client when
+// spec.channels.binding is unset (api ChannelsSpec.binding).
+const DefaultChannelsBinding = "CHANNELS"
+
+// ChannelsModule is the internal extension module of the channels client (shim channels.js).
+const ChannelsModule = "workerd-operator:channels"
+
+const channelsFile = "channels.js"
 
 // ShardSetName is the name of the StatefulSet and of the headless Service of a
 // DurableObjectNamespace: "<name>-do". Shard i is pod "<name>-do-<i>".
@@ -117,6 +130,12 @@ func TargetFor(d *v1alpha1.DurableObjectNamespace, opts Options) (DurableObjectT
 	t := DurableObjectTarget{
 		Namespace: ns, Name: d.Name, Worker: d.Spec.WorkerRef.Name, ClassName: d.Spec.ClassName,
 		UniqueKey: UniqueKey(d), Shards: n, SQL: d.Spec.SQL, PreventEviction: d.Spec.PreventEviction,
+	}
+	if c := d.Spec.Channels; c != nil && c.Enabled {
+		t.ChannelsBinding = c.Binding
+		if t.ChannelsBinding == "" {
+			t.ChannelsBinding = DefaultChannelsBinding
+		}
 	}
 	set := ShardSetName(d.Name)
 	for i := int32(0); i < n; i++ {
@@ -176,6 +195,22 @@ func checkTarget(name string, t DurableObjectTarget) error {
 }
 
 func (d *doRender) hosts(name string) bool { return d.host != nil && d.in.Host == name }
+
+// channels reports whether the pods host a namespace with durable channels enabled.
+func (d *doRender) channels() bool { return d.host != nil && d.host.ChannelsBinding != "" }
+
+// channelsBinding is the hosted class's Worker binding to the channels client: a
+// `wrapped` binding holding the sidecar service and the namespace name, so user code
+// never holds the sidecar binding itself (docs/channels.md). ok is false when the
+// pods host no namespace with channels.
+func (d *doRender) channelsBinding() (name, line string, ok bool) {
+	if !d.channels() {
+		return "", "", false
+	}
+	cfg, _ := json.Marshal(map[string]string{"namespace": d.host.Name})
+	return d.host.ChannelsBinding, fmt.Sprintf("wrapped = (moduleName = %s, innerBindings = [(name = \"sidecar\", service = %s), (name = \"config\", json = %s)])",
+		Quote(ChannelsModule), Quote(SidecarService), Quote(string(cfg))), true
+}
 
 func idsService(name string) string { return "workerd-operator:do-ids:" + name }
 
@@ -301,6 +336,9 @@ func (d *doRender) extensions() string {
 	fmt.Fprintf(&c, "    (name = %s, esModule = embed %s, internal = true),\n", Quote(RouterModule), Quote(ShimDir+"/"+routerFile))
 	fmt.Fprintf(&c, "    (name = %s, esModule = embed %s, internal = true),\n", Quote(RouterCommonModule), Quote(ShimDir+"/"+routerCommonFile))
 	fmt.Fprintf(&c, "    (name = %s, esModule = embed %s, internal = true),\n", Quote(FailureModule), Quote(ShimDir+"/"+failureFile))
+	if d.channels() {
+		fmt.Fprintf(&c, "    (name = %s, esModule = embed %s, internal = true),\n", Quote(ChannelsModule), Quote(ShimDir+"/"+channelsFile))
+	}
 	c.WriteString("  ])],\n")
 	return c.String()
 }
@@ -312,6 +350,9 @@ func (d *doRender) files() ([]File, error) {
 	names := []string{routerFile, routerCommonFile, failureFile}
 	if d.host != nil {
 		names = append(names, gatewayFile)
+	}
+	if d.channels() {
+		names = append(names, channelsFile)
 	}
 	var out []File
 	for _, n := range names {

@@ -514,6 +514,12 @@ func Render(in Input) (*Output, error) {
 		}
 		bindings = append(bindings, bindingLine{b.Name, line})
 	}
+	if name, line, ok := dor.channelsBinding(); ok {
+		if j, dup := seenB[name]; dup {
+			return nil, fmt.Errorf("spec.bindings[%d].name: %q is the channels binding of DurableObjectNamespace %s (its spec.channels.binding); rename one of them", j, name, in.Host)
+		}
+		bindings = append(bindings, bindingLine{name, line})
+	}
 	sort.Slice(bindings, func(i, j int) bool { return bindings[i].name < bindings[j].name })
 	out.Env = append(out.Env, dor.env()...)
 	sort.Slice(out.Env, func(i, j int) bool { return out.Env[i].Name < out.Env[j].Name })
