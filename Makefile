@@ -33,6 +33,11 @@ manifests: ## Generate CRDs, RBAC and webhook configuration from the Go markers.
 		output:crd:artifacts:config=config/crd/bases \
 		output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
+	@# The Helm chart renders copies of these (internal/chart TestCopiesInSync checks them).
+	rm -f charts/workerd-operator/files/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/workerd-operator/files/crds/
+	cp config/rbac/role.yaml charts/workerd-operator/files/rbac/role.yaml
+	cp config/webhook/manifests.yaml charts/workerd-operator/files/webhook/manifests.yaml
 
 .PHONY: generate
 generate: ## Generate deepcopy code.
