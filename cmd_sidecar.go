@@ -25,6 +25,7 @@ func newSidecarCommand() *cobra.Command {
 	var (
 		listen, dataDir string
 		workflowsConfig string
+		runnerURL       string
 		profile         string
 		lease, grace    time.Duration
 	)
@@ -65,7 +66,7 @@ func newSidecarCommand() *cobra.Command {
 			}
 			if workflowsConfig != "" {
 				// A workflow engine pod: the engine's state lives under the data dir.
-				wo, err := workflows.LoadOptionsFile(workflowsConfig)
+				wo, err := workflows.LoadOptionsFile(workflowsConfig, runnerURL)
 				if err != nil {
 					return err
 				}
@@ -98,6 +99,7 @@ func newSidecarCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&workflowsConfig, "workflows-config", "", "run the Workflows engine with this config file (internal/sidecar/workflows FileConfig); engine pods only")
+	f.StringVar(&runnerURL, "workflows-runner-url", "", "the workerd `workflows` socket the engine runs instances through (http://$(POD_IP):9094); overrides the config file's runnerURL")
 	f.StringVar(&listen, "listen", "", "listen address host:port ($(POD_IP):9092 in a pod)")
 	f.StringVar(&dataDir, "data-dir", sidecar.DefaultDataDir, "state directory (the shard's PVC or an emptyDir)")
 	f.StringVar(&profile, "limits-profile", string(limits.DefaultProfile), "limit profile the channel limits come from (free, paid, custom; internal/limits)")

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/workerdconfig"
@@ -82,10 +81,14 @@ func (r *DurableObjectNamespaceReconciler) reconcileChildren(ctx context.Context
 	if err != nil {
 		return nil, err
 	}
+	wfs, err := resolveWorkflows(ctx, r.Client, w, r.Options)
+	if err != nil {
+		return nil, err
+	}
 	out, err := workerdconfig.Render(workerdconfig.Input{
 		Worker: w, ConfigMap: in.configMap, Services: in.services,
 		Options:        workerdconfig.Options{ClusterDomain: r.Options.ClusterDomain},
-		DurableObjects: dos, Host: d.Name,
+		DurableObjects: dos, Host: d.Name, Workflows: wfs,
 	})
 	if err != nil {
 		return nil, &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
@@ -179,21 +182,9 @@ func (r *DurableObjectNamespaceReconciler) SetupWithManager(mgr ctrl.Manager) er
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&fleetv1alpha1.Worker{}, handler.EnqueueRequestsFromMapFunc(r.namespacesOfWorker),
+		Watches(&fleetv1alpha1.Worker{}, handler.EnqueueRequestsFromMapFunc(referencing[fleetv1alpha1.DurableObjectNamespaceList](r.Client, indexDONSWorkerRef)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner(LabelDONS, ComponentDOShard))).
 		Named("durableobjectnamespace").
 		Complete(r)
-}
-
-func (r *DurableObjectNamespaceReconciler) namespacesOfWorker(ctx context.Context, o client.Object) []reconcile.Request {
-	list := &fleetv1alpha1.DurableObjectNamespaceList{}
-	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexDONSWorkerRef: o.GetName()}); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, d := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&d)})
-	}
-	return reqs
 }

@@ -17,5 +17,8 @@ func SetupAll(mgr ctrl.Manager, opts Options) error {
 	if err := (&DurableObjectNamespaceReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Options: opts}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&WorkflowReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Options: opts}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	return nil
 }

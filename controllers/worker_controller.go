@@ -31,10 +31,11 @@ import (
 // Field indexes on Workers, used to map a changed Secret, ConfigMap or Worker to the
 // Workers that reference it.
 const (
-	indexWorkerSecrets    = ".spec.bindings.secretKeyRef.name"
-	indexWorkerConfigMap  = ".spec.source.configMap.name"
-	indexWorkerServiceRef = ".spec.bindings.service.name"
-	indexWorkerDONSRef    = ".spec.bindings.durableObjectNamespace.name"
+	indexWorkerSecrets     = ".spec.bindings.secretKeyRef.name"
+	indexWorkerConfigMap   = ".spec.source.configMap.name"
+	indexWorkerServiceRef  = ".spec.bindings.service.name"
+	indexWorkerDONSRef     = ".spec.bindings.durableObjectNamespace.name"
+	indexWorkerWorkflowRef = ".spec.bindings.workflow.name"
 )
 
 // WorkerReconciler reconciles a Worker into a ConfigMap, a Deployment and a Service.
@@ -103,12 +104,17 @@ func (r *WorkerReconciler) reconcileChildren(ctx context.Context, w *fleetv1alph
 	if err != nil {
 		return nil, "", err
 	}
+	wfs, err := resolveWorkflows(ctx, r.Client, w, r.Options)
+	if err != nil {
+		return nil, "", err
+	}
 	out, err := workerdconfig.Render(workerdconfig.Input{
 		Worker:         w,
 		ConfigMap:      in.configMap,
 		Services:       in.services,
 		Options:        workerdconfig.Options{ClusterDomain: r.Options.ClusterDomain},
 		DurableObjects: dos,
+		Workflows:      wfs,
 	})
 	if err != nil {
 		return nil, "", &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
@@ -310,6 +316,17 @@ func (r *WorkerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
+	if err := idx.IndexField(ctx, &fleetv1alpha1.Worker{}, indexWorkerWorkflowRef, func(o client.Object) []string {
+		var names []string
+		for _, b := range o.(*fleetv1alpha1.Worker).Spec.Bindings {
+			if b.Workflow != nil {
+				names = append(names, b.Workflow.Name)
+			}
+		}
+		return names
+	}); err != nil {
+		return err
+	}
 	secretMeta := &metav1.PartialObjectMetadata{}
 	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	return ctrl.NewControllerManagedBy(mgr).
@@ -323,6 +340,7 @@ func (r *WorkerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner(LabelWorker, ComponentWorker))).
 		Watches(&fleetv1alpha1.DurableObjectNamespace{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(indexWorkerDONSRef))).
+		Watches(&fleetv1alpha1.Workflow{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(indexWorkerWorkflowRef))).
 		Named("worker").
 		// Reconciles are I/O-bound (a few API calls each): several at once.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
@@ -330,15 +348,25 @@ func (r *WorkerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func (r *WorkerReconciler) workersReferencing(index string) handler.MapFunc {
+	return referencing[fleetv1alpha1.WorkerList](r.Client, index)
+}
+
+// referencing maps an object to the objects of list type L in its namespace whose
+// field index holds the object's name (e.g. the Workers binding a Workflow).
+func referencing[L any, PL interface {
+	*L
+	client.ObjectList
+}](c client.Reader, index string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		list := &fleetv1alpha1.WorkerList{}
-		if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+		list := PL(new(L))
+		if err := c.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
 			return nil
 		}
-		reqs := make([]reconcile.Request, 0, len(list.Items))
-		for _, w := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&w)})
-		}
+		var reqs []reconcile.Request
+		_ = meta.EachListItem(list, func(obj runtime.Object) error {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj.(client.Object))})
+			return nil
+		})
 		return reqs
 	}
 }

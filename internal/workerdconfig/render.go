@@ -670,6 +670,11 @@ func capnpModuleField(t v1alpha1.ModuleType) string {
 	return "esModule"
 }
 
+// ContentVersion is the content hash Render puts in Output.Version (16 hex chars), for
+// callers that add files to an Output (e.g. a sidecar config) and need its version to
+// cover them.
+func ContentVersion(o *Output) string { return version(o) }
+
 func version(o *Output) string {
 	h := sha256.New()
 	put := func(parts ...string) {

@@ -38,6 +38,25 @@ type WorkflowHost struct {
 	ClassName string
 }
 
+// EngineSetName is the name of the StatefulSet and headless Service of a Workflow's
+// engine: "<name>-wf". Engine shard i is pod "<name>-wf-<i>".
+func EngineSetName(name string) string { return name + "-wf" }
+
+// WorkflowTargetFor is where Workflow name in namespace ns answers: the sidecar of its
+// engine shard 0, "<name>-wf-0.<name>-wf.<ns>.svc.<domain>:9092" (one engine shard per
+// Workflow; docs/workflows.md).
+func WorkflowTargetFor(ns, name string, opts Options) WorkflowTarget {
+	domain := opts.ClusterDomain
+	if domain == "" {
+		domain = DefaultClusterDomain
+	}
+	if ns == "" {
+		ns = "default"
+	}
+	set := EngineSetName(name)
+	return WorkflowTarget{Address: fmt.Sprintf("%s-0.%s.%s.svc.%s:%d", set, set, ns, domain, SidecarPort)}
+}
+
 // WorkflowEngineArgs are the extra workerd args of an engine pod (docs/pod-contract.md).
 func WorkflowEngineArgs() []string {
 	return []string{fmt.Sprintf("--socket-addr=%s=$(POD_IP):%d", WorkflowsSocket, WorkflowsPort)}

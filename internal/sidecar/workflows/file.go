@@ -21,8 +21,10 @@ type FileConfig struct {
 }
 
 // LoadOptionsFile reads a FileConfig into Options (DataDir and Logf left to the caller).
+// runnerURL, when not empty, replaces the file's runnerURL (`sidecar
+// --workflows-runner-url`: the pod IP is known only in the pod, as $(POD_IP) in args).
 // Errors name the file and the field.
-func LoadOptionsFile(path string) (Options, error) {
+func LoadOptionsFile(path, runnerURL string) (Options, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Options{}, fmt.Errorf("workflows: --workflows-config: %w", err)
@@ -31,8 +33,11 @@ func LoadOptionsFile(path string) (Options, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Options{}, fmt.Errorf("workflows: --workflows-config %s: %w", path, err)
 	}
+	if runnerURL != "" {
+		c.RunnerURL = runnerURL
+	}
 	if c.RunnerURL == "" {
-		return Options{}, fmt.Errorf("workflows: --workflows-config %s: runnerURL is required (the workerd `workflows` socket, e.g. http://$(POD_IP):9094)", path)
+		return Options{}, fmt.Errorf("workflows: --workflows-config %s: runnerURL is required (or --workflows-runner-url) (the workerd `workflows` socket, e.g. http://$(POD_IP):9094)", path)
 	}
 	o := Options{RunnerURL: c.RunnerURL, Workflows: c.Workflows}
 	if c.Profile != "" {

@@ -1,0 +1,123 @@
+package controllers
+
+import (
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/workflows"
+	"github.com/workerd-operator/workerd-operator/internal/workerdconfig"
+)
+
+// EngineConfigFile is the engine sidecar's config (internal/sidecar/workflows
+// FileConfig), a key of the engine's rendered ConfigMap, read at ConfigDir/<file>.
+const EngineConfigFile = "workflows.json"
+
+// WorkflowChildren are the objects a Workflow owns.
+type WorkflowChildren struct {
+	ConfigMap   *corev1.ConfigMap
+	StatefulSet *appsv1.StatefulSet
+	Service     *corev1.Service
+}
+
+func workflowOwnerRef(wf *fleetv1alpha1.Workflow) metav1.OwnerReference {
+	return *metav1.NewControllerRef(wf, fleetv1alpha1.GroupVersion.WithKind("Workflow"))
+}
+
+func workflowLabels(wf *fleetv1alpha1.Workflow) map[string]string {
+	return commonLabels(ComponentWorkflowEngine, LabelWorkflow, wf.Name)
+}
+
+func workflowSelector(wf *fleetv1alpha1.Workflow) map[string]string {
+	return selectorLabels(ComponentWorkflowEngine, LabelWorkflow, wf.Name)
+}
+
+// EngineConfig is the engine sidecar's config for wf (docs/workflows.md "Wiring"):
+// spec.limits.steps, spec.concurrency.limit, spec.retention and spec.defaults, with
+// durations in milliseconds. The runner URL comes by flag (--workflows-runner-url).
+// Errors name the spec field whose duration does not parse.
+func EngineConfig(wf *fleetv1alpha1.Workflow) (workflows.FileConfig, error) {
+	c := workflows.WorkflowConfig{Name: wf.Name}
+	s := wf.Spec
+	if s.Limits != nil && s.Limits.Steps != nil {
+		c.Steps = int(*s.Limits.Steps)
+	}
+	if s.Concurrency != nil && s.Concurrency.Limit != nil {
+		c.Concurrency = int(*s.Concurrency.Limit)
+	}
+	var err error
+	ms := func(field, v string, into *int64) {
+		if v == "" || err != nil {
+			return
+		}
+		*into, err = workflows.ParseDurationString(field, v)
+	}
+	if r := s.Retention; r != nil {
+		ms("spec.retention.success", r.Success, &c.SuccessRetentionMs)
+		ms("spec.retention.error", r.Error, &c.ErrorRetentionMs)
+	}
+	if d := s.Defaults; d != nil {
+		sd := &workflows.StepDefaults{}
+		if r := d.Retries; r != nil {
+			if r.Limit != nil {
+				sd.Limit = new(int)
+				*sd.Limit = int(*r.Limit)
+			}
+			if r.Delay != "" {
+				sd.DelayMs = new(int64)
+				ms("spec.defaults.retries.delay", r.Delay, sd.DelayMs)
+			}
+			sd.Backoff = string(r.Backoff)
+		}
+		if d.Timeout != "" {
+			sd.TimeoutMs = new(int64)
+			ms("spec.defaults.timeout", d.Timeout, sd.TimeoutMs)
+		}
+		c.Defaults = sd
+	}
+	if err != nil {
+		return workflows.FileConfig{}, err
+	}
+	return workflows.FileConfig{Workflows: []workflows.WorkflowConfig{c}}, nil
+}
+
+// BuildWorkflowChildren builds the engine of Workflow wf, whose class lives in Worker w:
+// a ConfigMap (the engine pods' rendered config, from workerdconfig.Render with
+// Input.WorkflowHosts = [wf], plus EngineConfigFile), a one-pod StatefulSet with a PVC
+// holding the instance store (the sidecar's data dir) and a headless Service on the
+// sidecar port (the engine API of docs/workflows.md). The pod is the Worker pod with the
+// `workflows` socket (WorkflowEngineArgs) and the sidecar started with
+// --workflows-config. Pure: no API calls.
+func BuildWorkflowChildren(wf *fleetv1alpha1.Workflow, w *fleetv1alpha1.Worker, out *workerdconfig.Output, engine workflows.FileConfig, inputsHash string, opts Options) (WorkflowChildren, error) {
+	raw, err := json.MarshalIndent(engine, "", "  ")
+	if err != nil {
+		return WorkflowChildren{}, err
+	}
+	var storage *fleetv1alpha1.StorageSpec
+	if e := wf.Spec.Engine; e != nil {
+		storage = e.Storage
+	}
+	cm, sts, svc := buildShardSet(w, out, inputsHash, opts, shardSetParams{
+		name: workerdconfig.EngineSetName(wf.Name), namespace: wf.Namespace,
+		labels: workflowLabels(wf), selector: workflowSelector(wf), owner: workflowOwnerRef(wf),
+		replicas: 1, storage: storage,
+		port: corev1.ServicePort{
+			Name: sidecarContainer, Port: workerdconfig.SidecarPort,
+			TargetPort: intstr.FromString(sidecarContainer), Protocol: corev1.ProtocolTCP,
+		},
+		workerdArgs:  append(workerdconfig.Args(w), workerdconfig.WorkflowEngineArgs()...),
+		workerdPorts: []corev1.ContainerPort{{Name: workerdconfig.WorkflowsSocket, ContainerPort: workerdconfig.WorkflowsPort, Protocol: corev1.ProtocolTCP}},
+		sidecarArgs: []string{
+			"--workflows-config=" + ConfigDir + "/" + EngineConfigFile,
+			fmt.Sprintf("--workflows-runner-url=http://$(POD_IP):%d", workerdconfig.WorkflowsPort),
+		},
+		sidecarConfig: true,
+		extraFiles:    []workerdconfig.File{{Key: EngineConfigFile, Path: EngineConfigFile, Data: append(raw, '\n')}},
+	})
+	return WorkflowChildren{ConfigMap: cm, StatefulSet: sts, Service: svc}, nil
+}
