@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+)
+
+// TestChatEventsThroughChannel: listeners on the chat sample's /events stream (server-sent
+// events from the room's Durable Object, which subscribes to the room's durable channel in
+// its shard's sidecar) each receive a message posted afterwards through the Service.
+func TestChatEventsThroughChannel(t *testing.T) {
+	url := serviceURL(t, "chat")
+	const room = "e2e-live"
+	// Two listeners; the Service spreads connections over the two chat replicas.
+	var listeners []chan string
+	for i := 0; i < 2; i++ {
+		listeners = append(listeners, listen(t, url+"/rooms/"+room+"/events"))
+	}
+	body := `{"user":"grace","text":"through the channel"}`
+	resp, err := httpClient.Post(url+"/rooms/"+room+"/messages", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST: %s %s", resp.Status, b)
+	}
+	var posted struct {
+		Seq        int
+		User, Text string
+	}
+	if err := json.Unmarshal(b, &posted); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range listeners {
+		select {
+		case data, ok := <-l:
+			if !ok {
+				t.Fatalf("listener %d: stream ended", i)
+			}
+			var got struct {
+				Seq        int
+				User, Text string
+			}
+			if err := json.Unmarshal([]byte(data), &got); err != nil {
+				t.Fatalf("listener %d: %q: %v", i, data, err)
+			}
+			if got != posted {
+				t.Errorf("listener %d got %+v, want the posted %+v", i, got, posted)
+			}
+		case <-time.After(time.Minute): // a hang guard
+			t.Fatalf("listener %d: no event within a minute", i)
+		}
+	}
+}
+
+// listen opens a server-sent event stream, waits for its ": subscribed" comment and
+// returns its data lines.
+func listen(t *testing.T, url string) chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	var resp *http.Response
+	eventually(t, time.Minute, "GET "+url, func() (err error) {
+		resp, err = (&http.Client{}).Do(req.Clone(ctx))
+		if err == nil && resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			err = fmt.Errorf("%s: %s", resp.Status, b)
+		}
+		return err
+	})
+	if ct := resp.Header.Get("content-type"); ct != "text/event-stream" {
+		t.Fatalf("content-type %q", ct)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() || sc.Text() != ": subscribed" {
+		t.Fatalf("first line %q (%v), want \": subscribed\"", sc.Text(), sc.Err())
+	}
+	out := make(chan string, 16)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				out <- d
+			}
+		}
+	}()
+	return out
+}
+
+type orderStatus struct {
+	ID     string `json:"id"`
+	Status struct {
+		Status string `json:"status"`
+		Output *struct {
+			Order      string   `json:"order"`
+			Items      []string `json:"items"`
+			Paid       float64  `json:"paid"`
+			TrackingID string   `json:"trackingId"`
+		} `json:"output"`
+		Error any `json:"error"`
+	} `json:"status"`
+}
+
+// TestOrderWorkflowCompletesAfterEvent: the orders sample's Workflow runs in its engine
+// pod; an order created through the shop Worker reserves stock, sleeps, waits for its
+// payment event, and completes only after the event is sent — with the output built
+// from the params, the event payload and the instance id. status.instances counts it.
+func TestOrderWorkflowCompletesAfterEvent(t *testing.T) {
+	url := serviceURL(t, "shop")
+	var created orderStatus
+	eventually(t, time.Minute, "POST /orders", func() error {
+		resp, err := httpClient.Post(url+"/orders", "application/json", strings.NewReader(`{"items":["book","pen"]}`))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusCreated {
+			return fmt.Errorf("%s: %s", resp.Status, b)
+		}
+		return json.Unmarshal(b, &created)
+	})
+	if created.ID == "" {
+		t.Fatalf("no instance id: %+v", created)
+	}
+	status := func() orderStatus {
+		t.Helper()
+		var s orderStatus
+		body, err := get(url + "/orders/" + created.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(body), &s); err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		return s
+	}
+	// Past the step and the 3 s sleep, the instance waits for its payment: it cannot
+	// complete without the event.
+	eventually(t, time.Minute, "the instance waiting for its payment", func() error {
+		if s := status(); s.Status.Status != "waiting" {
+			return fmt.Errorf("status %+v", s.Status)
+		}
+		return nil
+	})
+	if s := status(); s.Status.Status == "complete" {
+		t.Fatalf("complete before the payment event: %+v", s.Status)
+	}
+	resp, err := httpClient.Post(url+"/orders/"+created.ID+"/pay", "application/json", strings.NewReader(`{"amount":42}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("pay: %s %s", resp.Status, b)
+	}
+	var done orderStatus
+	eventually(t, 2*time.Minute, "the instance complete", func() error {
+		done = status()
+		if done.Status.Status != "complete" {
+			return fmt.Errorf("status %+v", done.Status)
+		}
+		return nil
+	})
+	o := done.Status.Output
+	if o == nil || o.Order != created.ID || strings.Join(o.Items, ",") != "book,pen" || o.Paid != 42 || o.TrackingID != "TRK-"+created.ID {
+		t.Errorf("output %+v, want order %s, items book,pen, paid 42, trackingId TRK-%s", o, created.ID, created.ID)
+	}
+	// The controller reads the engine's counts into status.instances.
+	eventually(t, time.Minute, "status.instances.complete", func() error {
+		wf := &fleetv1alpha1.Workflow{}
+		if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: sampleNS, Name: "orders"}, wf); err != nil {
+			return err
+		}
+		if wf.Status.Instances.Complete < 1 {
+			return fmt.Errorf("status.instances %+v", wf.Status.Instances)
+		}
+		return nil
+	})
+}
