@@ -495,3 +495,48 @@ func TestDefaultingThroughAPIServer(t *testing.T) {
 		t.Errorf("DON defaults = shards %d, channels %+v", *don.Spec.Shards, ch)
 	}
 }
+
+// TestReferenceJustCreated: the reference checks read the manager's cache, which lags a
+// just-created object; a miss is confirmed with the API reader, so an object created
+// right before the one referencing it draws no "does not exist yet" warning.
+func TestReferenceJustCreated(t *testing.T) {
+	s := startSuite(t)
+	ctx := context.Background()
+	om := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: testNS} }
+	for _, c := range []struct {
+		name       string
+		referenced client.Object
+		mut        func(*v1alpha1.WorkerSpec)
+	}{
+		{"secret", &corev1.Secret{ObjectMeta: om("fresh-token"), StringData: map[string]string{"t": "x"}}, func(s *v1alpha1.WorkerSpec) {
+			s.Bindings = []v1alpha1.Binding{{Name: "TOKEN", SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "fresh-token"}, Key: "t"}}}
+		}},
+		{"configmap", &corev1.ConfigMap{ObjectMeta: om("fresh-bundle"), Data: map[string]string{"worker.js": "export default {}"}}, func(s *v1alpha1.WorkerSpec) {
+			s.Source = v1alpha1.WorkerSource{ConfigMap: &v1alpha1.ConfigMapSource{Name: "fresh-bundle", Main: "worker.js"}}
+		}},
+		{"worker", newWorker("fresh-api", limits.Paid, nil), func(s *v1alpha1.WorkerSpec) {
+			s.Bindings = []v1alpha1.Binding{{Name: "API", Service: &v1alpha1.ServiceBinding{Name: "fresh-api"}}}
+		}},
+		{"durable-object-namespace", newDON("fresh-rooms", limits.Paid, nil), func(s *v1alpha1.WorkerSpec) {
+			s.Bindings = []v1alpha1.Binding{{Name: "ROOMS", DurableObjectNamespace: &v1alpha1.LocalObjectReference{Name: "fresh-rooms"}}}
+		}},
+		{"workflow", newWorkflow("fresh-flow", limits.Paid, nil), func(s *v1alpha1.WorkerSpec) {
+			s.Bindings = []v1alpha1.Binding{{Name: "FLOW", Workflow: &v1alpha1.LocalObjectReference{Name: "fresh-flow"}}}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := s.c.Create(ctx, c.referenced); err != nil {
+				t.Fatal(err)
+			}
+			s.warns.take()
+			if err := s.c.Create(ctx, newWorker("uses-fresh-"+c.name, limits.Paid, c.mut)); err != nil {
+				t.Fatalf("rejected: %v", err)
+			}
+			for _, w := range s.warns.take() {
+				if strings.Contains(w, "does not exist yet") || strings.Contains(w, "could not") {
+					t.Errorf("warning for an existing %s: %q", c.name, w)
+				}
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -159,12 +160,49 @@ func (c *check) validateDuration(path *field.Path, s string, allowZero bool, n l
 	return nil
 }
 
-// exists reports whether the object kind/ns/name exists. Lookup errors other than
-// NotFound are returned.
-func exists(ctx context.Context, r client.Reader, gvk schema.GroupVersionKind, ns, name string) (bool, error) {
+// referenceObject returns the object a reference check reads for kind gvk: the typed
+// object for the kinds the controllers cache typed (Worker, DurableObjectNamespace,
+// ConfigMap), metav1.PartialObjectMetadata for the others (Workflow, Secret), so no
+// Secret data is read or cached.
+func referenceObject(gvk schema.GroupVersionKind) client.Object {
+	switch gvk {
+	case gvkWorker:
+		return &v1alpha1.Worker{}
+	case gvkDON:
+		return &v1alpha1.DurableObjectNamespace{}
+	case gvkConfigMap:
+		return &corev1.ConfigMap{}
+	}
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(gvk)
-	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, m)
+	return m
+}
+
+// referenceObjects lists one object per kind the reference checks read.
+func referenceObjects() []client.Object {
+	var out []client.Object
+	for _, gvk := range []schema.GroupVersionKind{gvkWorker, gvkDON, gvkConfigMap, gvkWorkflow, gvkSecret} {
+		out = append(out, referenceObject(gvk))
+	}
+	return out
+}
+
+// get reads ns/name into obj from opts.Reader; a NotFound or any other error is
+// confirmed with opts.LiveReader when set (the cache may lag a just-created object or
+// not be synced yet).
+func (w *Webhooks) get(ctx context.Context, ns, name string, obj client.Object) error {
+	key := types.NamespacedName{Namespace: ns, Name: name}
+	err := w.opts.Reader.Get(ctx, key, obj)
+	if err != nil && w.opts.LiveReader != nil {
+		err = w.opts.LiveReader.Get(ctx, key, obj)
+	}
+	return err
+}
+
+// exists reports whether the object kind/ns/name exists. Lookup errors other than
+// NotFound are returned.
+func (w *Webhooks) exists(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (bool, error) {
+	err := w.get(ctx, ns, name, referenceObject(gvk))
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -174,7 +212,7 @@ func exists(ctx context.Context, r client.Reader, gvk schema.GroupVersionKind, n
 // reference warns when a referenced object does not exist (yet): GitOps may apply it
 // later, and the controllers report it in status.
 func (w *Webhooks) reference(ctx context.Context, c *check, path *field.Path, gvk schema.GroupVersionKind, ns, name string) {
-	ok, err := exists(ctx, w.opts.Reader, gvk, ns, name)
+	ok, err := w.exists(ctx, gvk, ns, name)
 	switch {
 	case err != nil:
 		c.warn("%s: could not check %s %s/%s: %v", path, gvk.Kind, ns, name, err)
@@ -195,7 +233,7 @@ var (
 // when it sets none; found is false when the Worker does not exist (yet).
 func (w *Webhooks) workerProfile(ctx context.Context, ns, name string) (p limits.Profile, found bool, err error) {
 	var wk v1alpha1.Worker
-	if err := w.opts.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &wk); err != nil {
+	if err := w.get(ctx, ns, name, &wk); err != nil {
 		if apierrors.IsNotFound(err) {
 			return w.opts.DefaultProfile, false, nil
 		}

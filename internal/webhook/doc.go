@@ -16,7 +16,12 @@
 //
 // References to objects that do not exist yet (Workers, DurableObjectNamespaces,
 // Workflows, Secrets, ConfigMaps) are admitted with a warning, since GitOps applies in
-// any order; values at 90 % or more of a limit are admitted with a warning.
+// any order; values at 90 % or more of a limit are admitted with a warning. These
+// reference checks read the manager's cache (typed Workers, DurableObjectNamespaces and
+// ConfigMaps, which the controllers watch anyway; metadata-only Secrets and Workflows,
+// so no Secret data is cached), and a miss is confirmed with the uncached API reader,
+// so a reference created just before the object is not reported missing. An admission
+// request therefore costs no API round trip for references that exist.
 //
 // Defaulting adds only what it defaults: the JSON patch is computed between the typed
 // object before and after Default and holds only "add" operations, which are applied

@@ -46,9 +46,17 @@ type Options struct {
 	WorkerdVersion string
 	// ScriptSizeRules is ScriptSizeRules2026 (default, "") or ScriptSizeRules2024.
 	ScriptSizeRules string
-	// Reader reads referenced objects (Workers, ConfigMaps, Secrets...); nil means
-	// the manager's API reader (uncached, so no informers are started).
+	// Reader reads referenced objects: Workers, DurableObjectNamespaces and
+	// ConfigMaps as typed objects, Workflows and Secrets as metav1.PartialObjectMetadata
+	// (existence only; never a Secret's data). SetupWebhooks sets it to the manager's
+	// cached client, whose informers the controllers share (typed Workers,
+	// DurableObjectNamespaces and ConfigMaps; metadata-only Secrets).
 	Reader client.Reader
+	// LiveReader, when set, confirms what Reader cannot answer: a NotFound (an informer
+	// lags a just-created object by milliseconds) or any other error (cache not started
+	// or not synced yet) is retried with it. SetupWebhooks sets it to the manager's
+	// uncached API reader; nil means Reader's answer is final.
+	LiveReader client.Reader
 }
 
 func (o Options) withDefaults() Options {
@@ -89,7 +97,7 @@ type Webhooks struct {
 }
 
 // New returns the webhooks for opts. opts.Reader must be set (SetupWebhooks sets it to
-// the manager's API reader). Errors: a malformed WorkerdVersion or ScriptSizeRules.
+// the manager's cached client and LiveReader to its API reader). Errors: a malformed WorkerdVersion or ScriptSizeRules.
 func New(opts Options) (*Webhooks, error) {
 	opts = opts.withDefaults()
 	if _, err := NewestCompatibilityDate(opts.WorkerdVersion); err != nil {
@@ -136,13 +144,26 @@ const (
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
 
 // SetupWebhooks registers the defaulting and validating webhooks of the four kinds on
-// mgr's webhook server. Validators go through controller-runtime's builder
+// mgr's webhook server. When opts.Reader is nil, reference checks read the manager's
+// cache (informers registered here: typed Workers, DurableObjectNamespaces and
+// ConfigMaps, which the controllers watch anyway; metadata-only Secrets and
+// Workflows) and confirm a miss with the uncached API reader. Validators go through controller-runtime's builder
 // (ctrl.NewWebhookManagedBy(mgr, &v1alpha1.Worker{}).WithValidator(...)); defaulters
 // are registered on the same paths the builder would use, with the add-only handler
 // (see the package comment). Errors: invalid opts.
 func SetupWebhooks(mgr ctrl.Manager, opts Options) error {
 	if opts.Reader == nil {
-		opts.Reader = mgr.GetAPIReader()
+		opts.Reader = mgr.GetClient()
+		if opts.LiveReader == nil {
+			opts.LiveReader = mgr.GetAPIReader()
+		}
+		// Register the informers of the referenced kinds now, so they start and sync
+		// with the manager's cache instead of on the first admission request.
+		for _, o := range referenceObjects() {
+			if _, err := mgr.GetCache().GetInformer(context.Background(), o); err != nil {
+				return fmt.Errorf("webhook: informer for %T: %w", o, err)
+			}
+		}
 	}
 	w, err := New(opts)
 	if err != nil {

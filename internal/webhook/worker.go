@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -221,7 +220,7 @@ func (w *Webhooks) validateSource(ctx context.Context, c *check, path *field.Pat
 	case src.ConfigMap != nil:
 		cp := path.Child("configMap", "name")
 		var cm corev1.ConfigMap
-		err := w.opts.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: src.ConfigMap.Name}, &cm)
+		err := w.get(ctx, ns, src.ConfigMap.Name, &cm)
 		switch {
 		case apierrors.IsNotFound(err):
 			c.warn("%s: ConfigMap %s/%s does not exist yet; its script size is checked by the controller", cp, ns, src.ConfigMap.Name)
