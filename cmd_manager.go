@@ -123,6 +123,7 @@ func runManager(f *managerFlags) error {
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("cron-dispatcher"),
 		Log:       ctrl.Log.WithName("cron-dispatcher"),
+		Workflows: &controllers.WorkflowStarter{Client: mgr.GetClient()},
 	})); err != nil {
 		return err
 	}

@@ -56,11 +56,8 @@ const (
 // WorkflowStarter creates one Workflow instance per firing of a CronSchedule whose
 // target is a workflowRef, with event.schedule set to the cron expression (and
 // event.timestamp to scheduledTime).
-//
-// TODO(workflows): the workflows engine (internal/sidecar/workflows) is not built yet;
-// the manager passes nil and workflow targets are recorded as "unreachable" with a
-// message saying so. Implement this interface on the engine's client and pass it in
-// DispatcherOptions.Workflows.
+// The manager passes controllers.WorkflowStarter (the engine API of the Workflow's
+// engine pod); without one, workflow targets are recorded as unreachable.
 type WorkflowStarter interface {
 	// StartScheduled creates the instance and returns its id. params is the
 	// CronSchedule's spec.target.params (may be nil).

@@ -24,6 +24,8 @@ export default {
       instanceId: job.event.instanceId,
       workflowName: job.event.workflowName,
     };
+    // Instances created by a cron firing (CronSchedule workflowRef) carry the expression.
+    if (job.event.schedule) event.schedule = job.event.schedule;
     const run = (async () => {
       try {
         const output = await target.run(event, step);

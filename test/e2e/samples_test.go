@@ -11,9 +11,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/controllers"
 )
 
 // TestChatEventsThroughChannel: listeners on the chat sample's /events stream (server-sent
@@ -194,4 +198,63 @@ func TestOrderWorkflowCompletesAfterEvent(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestCronStartsWorkflow: a CronSchedule with a workflowRef target creates one instance
+// of the orders Workflow per firing, with the slot's deterministic id, the target's
+// params as payload, and the cron expression and scheduledTime on the instance.
+func TestCronStartsWorkflow(t *testing.T) {
+	ctx := context.Background()
+	const expr = "* * * * *"
+	cs := &fleetv1alpha1.CronSchedule{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "orders-e2e"},
+		Spec: fleetv1alpha1.CronScheduleSpec{
+			Schedules: []string{expr},
+			Target: fleetv1alpha1.CronTarget{
+				WorkflowRef: &fleetv1alpha1.LocalObjectReference{Name: "orders"},
+				Params:      &apiextensionsv1.JSON{Raw: []byte(`{"items":["from-cron"]}`)},
+			},
+		},
+	}
+	if err := k8sClient.Create(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), cs) })
+	var fired fleetv1alpha1.CronEvent
+	eventually(t, 3*time.Minute, "a firing recorded ok", func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cs), cs); err != nil {
+			return err
+		}
+		for _, ev := range cs.Status.History {
+			if ev.Outcome == fleetv1alpha1.CronOutcomeOK {
+				fired = ev
+				return nil
+			}
+		}
+		return fmt.Errorf("history %+v", cs.Status.History)
+	})
+	id := controllers.ScheduledInstanceID(expr, fired.ScheduledTime.Time)
+	if !strings.Contains(fired.Message, id) {
+		t.Errorf("history message %q does not name instance %s", fired.Message, id)
+	}
+	// Read the instance from the engine API on the engine pod (loopback pod IP).
+	pod := &corev1.Pod{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: sampleNS, Name: "orders-wf-0"}, pod); err != nil {
+		t.Fatal(err)
+	}
+	body, err := get(fmt.Sprintf("http://%s:9092/workflows/orders/instances/%s", pod.Status.PodIP, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in struct {
+		Params      struct{ Items []string } `json:"params"`
+		Schedule    string                   `json:"schedule"`
+		ScheduledMs int64                    `json:"scheduledMs"`
+	}
+	if err := json.Unmarshal([]byte(body), &in); err != nil {
+		t.Fatalf("%q: %v", body, err)
+	}
+	if in.Schedule != expr || in.ScheduledMs != fired.ScheduledTime.UnixMilli() || strings.Join(in.Params.Items, ",") != "from-cron" {
+		t.Errorf("instance %s, want schedule %q, scheduledMs %d, params items [from-cron]", body, expr, fired.ScheduledTime.UnixMilli())
+	}
 }

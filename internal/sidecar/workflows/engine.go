@@ -420,8 +420,12 @@ func (e *Engine) pump(wfName string) {
 			if len(params) == 0 {
 				params = json.RawMessage("null")
 			}
+			ts := in.Created
+			if in.ScheduledMs != 0 {
+				ts = in.ScheduledMs
+			}
 			job = &runJob{Workflow: wfName, ID: in.ID, RunID: in.RunID, Event: runEvent{
-				Payload: params, Timestamp: in.Created, InstanceID: in.ID, WorkflowName: wfName}}
+				Payload: params, Timestamp: ts, InstanceID: in.ID, WorkflowName: wfName, Schedule: in.Schedule}}
 			return nil
 		})
 		if err != nil {
@@ -445,6 +449,7 @@ type runEvent struct {
 	Timestamp    int64           `json:"timestamp"`
 	InstanceID   string          `json:"instanceId"`
 	WorkflowName string          `json:"workflowName"`
+	Schedule     string          `json:"schedule,omitempty"`
 }
 
 type runJob struct {
@@ -564,6 +569,11 @@ func newID() string {
 type CreateOptions struct {
 	ID     string          `json:"id,omitempty"`
 	Params json.RawMessage `json:"params,omitempty"`
+	// Schedule and ScheduledMs are set for an instance created by a cron firing (a
+	// CronSchedule with a workflowRef target): the run's event gets `schedule` (the cron
+	// expression) and its `timestamp` is the slot's scheduledTime (ms since the epoch).
+	Schedule    string `json:"schedule,omitempty"`
+	ScheduledMs int64  `json:"scheduledMs,omitempty"`
 }
 
 func (e *Engine) validateCreate(o *CreateOptions) *APIError {
@@ -609,7 +619,8 @@ func (e *Engine) createTx(tx *bolt.Tx, wfName string, o CreateOptions) (*Instanc
 	if _, err := getInstance(tx, wfName, o.ID); err == nil {
 		return nil, apiErr(409, "10405", "An instance with this ID already exists: %q (use restart to run it again)", o.ID)
 	}
-	in := &Instance{Workflow: wfName, ID: o.ID, Seq: nextSeq(tx, "instance-seq"), Status: StatusQueued, Params: o.Params, Created: nowMs()}
+	in := &Instance{Workflow: wfName, ID: o.ID, Seq: nextSeq(tx, "instance-seq"), Status: StatusQueued, Params: o.Params, Created: nowMs(),
+		Schedule: o.Schedule, ScheduledMs: o.ScheduledMs}
 	return in, putInstance(tx, in)
 }
 

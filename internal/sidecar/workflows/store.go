@@ -61,6 +61,9 @@ type Instance struct {
 	StartOrder uint64 `json:"startOrder,omitempty"`
 	// Dispatches counts runs started (replays included).
 	Dispatches int `json:"dispatches"`
+	// Schedule and ScheduledMs: the cron firing that created the instance (CreateOptions).
+	Schedule    string `json:"schedule,omitempty"`
+	ScheduledMs int64  `json:"scheduledMs,omitempty"`
 }
 
 // Attempt is one recorded attempt of a step.do.
