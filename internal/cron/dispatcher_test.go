@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
@@ -36,6 +37,7 @@ func (c *fakeClock) Now() time.Time  { return time.Unix(0, c.ns.Load()) }
 // fleet is a real kube-apiserver (envtest) plus a real workerd serving the test
 // worker's trigger socket on 127.0.0.1.
 type fleet struct {
+	env      *envtest.Environment
 	cfg      *rest.Config
 	c        client.Client
 	port     int
@@ -78,7 +80,7 @@ func startFleet(t testing.TB) *fleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	f := &fleet{cfg: cfg, c: c, port: port, triggerU: "http://" + addr}
+	f := &fleet{env: env, cfg: cfg, c: c, port: port, triggerU: "http://" + addr}
 	for i := 0; ; i++ {
 		resp, err := http.Get(f.triggerU + "/calls")
 		if err == nil {
