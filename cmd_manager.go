@@ -22,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/workerd-operator/workerd-operator/controllers"
 	"github.com/workerd-operator/workerd-operator/internal/cron"
@@ -184,8 +183,11 @@ func setupWebhooks(mgr ctrl.Manager, f *managerFlags) error {
 	// cert-controller waits for the certificate files to appear in CertDir, as a Secret
 	// volume would provide them; the kubelet refreshes such volumes only after up to a
 	// minute or two (and the local cluster not at all), so the manager copies the
-	// Secret's files into its own emptyDir itself, and again after each rotation.
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	// Secret's files into its own emptyDir itself, and again after each rotation. Every
+	// replica serves the webhooks, so every replica copies them, not only the leader: a
+	// new replica of a rolling update is not the leader while the old one holds the
+	// lease, and would otherwise never become Ready (the rollout would wait forever).
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		return syncCertFiles(ctx, mgr.GetAPIReader(), types.NamespacedName{Namespace: ns, Name: f.webhookSecret}, f.webhookCertDir)
 	})); err != nil {
 		return err
@@ -240,3 +242,13 @@ func syncCertFiles(ctx context.Context, r client.Reader, key types.NamespacedNam
 		}
 	}
 }
+
+// everyReplica is a Runnable that runs on every replica, leader or not
+// (a plain RunnableFunc runs on the leader only).
+type everyReplica func(ctx context.Context) error
+
+// Start implements manager.Runnable.
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (everyReplica) NeedLeaderElection() bool { return false }
