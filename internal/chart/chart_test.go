@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -730,4 +732,21 @@ func TestSameAsInstallBundle(t *testing.T) {
 func container(u *unstructured.Unstructured) map[string]any {
 	cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 	return cs[0].(map[string]any)
+}
+
+// TestHelmLint runs Helm's chart linter (`helm lint --strict`: Chart.yaml, values, schema,
+// templates against the Kubernetes version pinned by the project): no warning, no error.
+func TestHelmLint(t *testing.T) {
+	kv, err := chartutil.ParseKubeVersion(testenv.KubernetesVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lint.AllWithKubeVersion(filepath.Join(repoRoot(t), chart.Dir), nil, namespace, kv)
+	for _, m := range l.Messages {
+		if m.Severity > support.InfoSev {
+			t.Errorf("helm lint: %s", m)
+		} else {
+			t.Logf("helm lint: %s", m)
+		}
+	}
 }
