@@ -750,3 +750,19 @@ func TestHelmLint(t *testing.T) {
 		}
 	}
 }
+
+// TestNoLookupNoHooks: Argo CD and other GitOps tools render with `helm template`, which
+// has no cluster to look up and runs no hooks, so the chart uses neither.
+func TestNoLookupNoHooks(t *testing.T) {
+	c, err := chart.Load(repoRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range c.Templates {
+		for _, banned := range []string{"lookup", "helm.sh/hook"} {
+			if bytes.Contains(f.Data, []byte(banned)) {
+				t.Errorf("%s uses %q", f.Name, banned)
+			}
+		}
+	}
+}
