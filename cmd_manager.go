@@ -36,6 +36,9 @@ type managerFlags struct {
 	probeAddr      string
 	leaderElect    bool
 	leaderElectNS  string
+	leaseDuration  time.Duration
+	renewDeadline  time.Duration
+	retryPeriod    time.Duration
 	webhookPort    int
 	webhookHost    string
 	webhookCertDir string
@@ -62,6 +65,9 @@ func newManagerCommand() *cobra.Command {
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader (run several replicas safely)")
 	fl.StringVar(&f.leaderElectNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease (default: $POD_NAMESPACE, else the in-cluster namespace)")
+	fl.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before taking over (bounds how late a cron slot runs after the leader dies)")
+	fl.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up leadership; less than the lease duration")
+	fl.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "interval between leader election attempts")
 	fl.IntVar(&f.webhookPort, "webhook-port", 9443, "port of the admission webhook server")
 	fl.StringVar(&f.webhookHost, "webhook-bind-host", "", "address the webhook server binds (default all)")
 	fl.StringVar(&f.webhookCertDir, "webhook-cert-dir", "", "directory holding tls.crt and tls.key of the webhook server")
@@ -109,6 +115,9 @@ func runManager(f *managerFlags) error {
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "workerd-operator.fleet.workerd-operator.io",
 		LeaderElectionNamespace: f.leaderElectNS,
+		LeaseDuration:           &f.leaseDuration,
+		RenewDeadline:           &f.renewDeadline,
+		RetryPeriod:             &f.retryPeriod,
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
