@@ -73,6 +73,10 @@ type Cluster struct {
 	recorder record.EventRecorder
 	net      *network
 	stopOnce sync.Once
+	// slot picks this cluster's address ranges (podIPBase, serviceCIDR); slotLock holds
+	// it while the cluster runs.
+	slot     int
+	slotLock *os.File
 }
 
 // Start starts the control plane, the node, the provisioner and the service proxy, and
@@ -130,6 +134,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			c.Stop()
 		}
 	}()
+	if c.slot, c.slotLock, err = acquireSlot(); err != nil {
+		return nil, err
+	}
+	if c.slot > 0 {
+		fmt.Fprintf(cfg.Log, "devcluster: another local cluster runs on this machine; this one uses pods in 127.%d.0.0/16 and Services in %s\n", podIPBase(c.slot)[1], serviceCIDR(c.slot))
+	}
 	if c.pki, err = newPKI(filepath.Join(dir, "pki")); err != nil {
 		return nil, fmt.Errorf("devcluster: certificates: %w", err)
 	}
@@ -180,6 +190,9 @@ func (c *Cluster) Stop() error {
 			stopProcess(procs[i], 10*time.Second)
 		}
 		os.Remove(filepath.Join(c.dir, "pids"))
+		if c.slotLock != nil {
+			c.slotLock.Close() // releases the flock
+		}
 	})
 	return nil
 }
@@ -326,7 +339,7 @@ func (c *Cluster) startControlPlane(ctx context.Context, bins string) error {
 		"--service-account-key-file="+p.SAPub,
 		"--service-account-signing-key-file="+p.SAKey,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-cluster-ip-range="+serviceCIDR,
+		"--service-cluster-ip-range="+serviceCIDR(c.slot),
 		"--authorization-mode=Node,RBAC",
 		"--kubelet-client-certificate="+p.Admin, "--kubelet-client-key="+p.AdminKey,
 		"--kubelet-certificate-authority="+p.CAFile,

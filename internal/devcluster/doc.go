@@ -14,7 +14,8 @@
 //   - a PersistentVolume provisioner (sigs.k8s.io/sig-storage-lib-external-provisioner/v13)
 //     for the default StorageClass `devcluster-hostpath`: each claim is a directory under
 //     `<dir>/volumes`, with node affinity to the one node;
-//   - a userspace service proxy: each Service gets a virtual address in 127.2.0.0/16 and a
+//   - a userspace service proxy: each Service gets a virtual address in 127.2.0.0/16 (see
+//     below for a second cluster on the same machine) and a
 //     listener on every Service port there, forwarding TCP to ready endpoints.
 //
 // # Images
@@ -26,7 +27,10 @@
 //
 // # Addresses and names
 //
-// Every pod gets its own address in 127.1.0.0/16 (PodIP); `status.podIP` in the downward
+// Every pod gets its own address in 127.1.0.0/16 (PodIP). A second cluster running on
+// the same machine at the same time (a `make dev` during `make test`) takes the next
+// free address slot (slot.go): pods in 127.3.0.0/16, Services in 127.4.0.0/16, and so on.
+// `status.podIP` in the downward
 // API is that address, and containers bind to it ($(POD_IP)). Cluster names
 // (`<svc>.<ns>.svc.cluster.local`, `<pod>.<headless-svc>.<ns>.svc.cluster.local`, and the
 // short forms `<svc>`, `<svc>.<ns>`, `<svc>.<ns>.svc` are not resolved: use the full name) are

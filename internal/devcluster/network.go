@@ -2,7 +2,6 @@ package devcluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -24,17 +23,18 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-const (
-	// serviceCIDR is the API server's --service-cluster-ip-range: ClusterIPs are loopback
-	// addresses, on which the service proxy listens, so a ClusterIP:port is reachable from
-	// pods, from the API server (webhooks) and from the host alike.
-	serviceCIDR = "127.2.0.0/16"
-	// ClusterDomain is the DNS domain of Service names.
-	ClusterDomain = "cluster.local"
-)
+// ClusterDomain is the DNS domain of Service names.
+const ClusterDomain = "cluster.local"
 
-// podIPBase: pod addresses are 127.1.<n/256>.<n%256> for n in [2, 65534).
-var podIPBase = [2]byte{127, 1}
+// Address ranges. Each running cluster on a machine holds one slot k (slot.go): its
+// pod addresses are 127.<1+2k>.<n/256>.<n%256> for n in [2, 65534), and its ClusterIPs
+// (the API server's --service-cluster-ip-range) are in 127.<2+2k>.0.0/16. The first
+// cluster gets k = 0: pods in 127.1.0.0/16, Services in 127.2.0.0/16. ClusterIPs are
+// loopback addresses on which the service proxy listens, so a ClusterIP:port is reachable
+// from pods, from the API server (webhooks) and from the host alike.
+func podIPBase(slot int) [2]byte { return [2]byte{127, byte(1 + 2*slot)} }
+
+func serviceCIDR(slot int) string { return fmt.Sprintf("127.%d.0.0/16", 2+2*slot) }
 
 // network allocates pod addresses, serves Services on their ClusterIPs (a userspace
 // proxy to ready pods) and keeps the cluster hosts file.
@@ -93,7 +93,8 @@ func (n *network) allocPodIP(key string) (string, error) {
 		if n.next >= 65534 {
 			n.next = 2
 		}
-		ip := fmt.Sprintf("%d.%d.%d.%d", podIPBase[0], podIPBase[1], i/256, i%256)
+		base := podIPBase(n.c.slot)
+		ip := fmt.Sprintf("%d.%d.%d.%d", base[0], base[1], i/256, i%256)
 		if i%256 == 0 || i%256 == 255 || n.used[ip] {
 			continue
 		}
@@ -101,7 +102,7 @@ func (n *network) allocPodIP(key string) (string, error) {
 		n.podIPs[key] = ip
 		return ip, nil
 	}
-	return "", errors.New("devcluster: no free pod address in 127.1.0.0/16 (65532 pods)")
+	return "", fmt.Errorf("devcluster: no free pod address in 127.%d.0.0/16 (65532 pods)", podIPBase(n.c.slot)[1])
 }
 
 func (n *network) releasePodIP(key, ip string) {
