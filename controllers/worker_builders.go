@@ -33,6 +33,9 @@ type WorkerChildren struct {
 	ConfigMap  *corev1.ConfigMap
 	Deployment *appsv1.Deployment
 	Service    *corev1.Service
+	// RPCService is "<name>-rpc": ClusterIP only, the rpc socket (workerdconfig.RPCPort)
+	// where other Workers' service bindings connect; never exposed like Service may be.
+	RPCService *corev1.Service
 }
 
 // configMapName is content-addressed: a new version is a new ConfigMap, so pods of
@@ -61,6 +64,7 @@ func BuildWorkerChildren(w *fleetv1alpha1.Worker, out *workerdconfig.Output, inp
 		ConfigMap:  buildWorkerConfigMap(w, out),
 		Deployment: buildWorkerDeployment(w, out, inputsHash, opts),
 		Service:    buildWorkerService(w),
+		RPCService: buildWorkerRPCService(w),
 	}
 }
 
@@ -131,6 +135,31 @@ func buildWorkerService(w *fleetv1alpha1.Worker) *corev1.Service {
 		}
 	}
 	return svc
+}
+
+// buildWorkerRPCService is the Worker's rpc Service: always ClusterIP (whatever
+// spec.service.type says), one port "rpc". Service bindings from other Workers connect
+// here (workerdconfig.RPCAddress); a NetworkPolicy can admit only workerd pods to it.
+func buildWorkerRPCService(w *fleetv1alpha1.Worker) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            workerdconfig.RPCServiceName(w.Name),
+			Namespace:       w.Namespace,
+			Labels:          workerLabels(w),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(w)},
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: selectorLabels(ComponentWorker, LabelWorker, w.Name),
+			Ports: []corev1.ServicePort{{
+				Name:       workerdconfig.RPCSocket,
+				Port:       workerdconfig.RPCPort,
+				TargetPort: intstr.FromString(workerdconfig.RPCSocket),
+				Protocol:   corev1.ProtocolTCP,
+			}},
+		},
+	}
 }
 
 // workerdResources derives the container's resources from spec.limits unless
@@ -278,6 +307,7 @@ func buildWorkerDeployment(w *fleetv1alpha1.Worker, out *workerdconfig.Output, i
 		Env:   env,
 		Ports: []corev1.ContainerPort{
 			{Name: "http", ContainerPort: workerdconfig.HTTPPort(w), Protocol: corev1.ProtocolTCP},
+			{Name: workerdconfig.RPCSocket, ContainerPort: workerdconfig.RPCPort, Protocol: corev1.ProtocolTCP},
 			{Name: "health", ContainerPort: workerdconfig.HealthPort, Protocol: corev1.ProtocolTCP},
 			{Name: "trigger", ContainerPort: workerdconfig.TriggerPort, Protocol: corev1.ProtocolTCP},
 		},

@@ -120,7 +120,7 @@ func (r *WorkerReconciler) reconcileChildren(ctx context.Context, w *fleetv1alph
 		return nil, "", &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
 	}
 	children := BuildWorkerChildren(w, out, in.hash, r.Options)
-	for _, obj := range []client.Object{children.ConfigMap, children.Service, children.Deployment} {
+	for _, obj := range []client.Object{children.ConfigMap, children.Service, children.RPCService, children.Deployment} {
 		if err := r.apply(ctx, obj); err != nil {
 			return nil, out.Version, fmt.Errorf("apply %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
 		}
@@ -179,7 +179,7 @@ func (r *WorkerReconciler) resolveInputs(ctx context.Context, w *fleetv1alpha1.W
 			if err != nil {
 				return nil, err
 			}
-			in.services[target.Name] = workerdconfig.ServiceTarget{Address: workerdconfig.ServiceAddress(target, workerdconfig.Options{ClusterDomain: r.Options.ClusterDomain})}
+			in.services[target.Name] = workerdconfig.ServiceTarget{Address: workerdconfig.RPCAddress(target, workerdconfig.Options{ClusterDomain: r.Options.ClusterDomain})}
 		}
 	}
 	sort.Strings(versions)

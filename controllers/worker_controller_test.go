@@ -181,6 +181,15 @@ func TestWorkerChildren(t *testing.T) {
 		if want := fmt.Sprintf("http://hello.%s.svc.cluster.local:8080", ns); w.Status.URL != want {
 			t.Errorf("status.url = %q, want %q", w.Status.URL, want)
 		}
+		// The rpc Service: ClusterIP only, the rpc socket only.
+		rpc := &corev1.Service{}
+		if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "hello-rpc"}, rpc); err != nil {
+			t.Fatal(err)
+		}
+		assertControlledBy(t, rpc, w)
+		if rpc.Spec.Type != corev1.ServiceTypeClusterIP || len(rpc.Spec.Ports) != 1 || rpc.Spec.Ports[0].Name != "rpc" || rpc.Spec.Ports[0].Port != 9095 {
+			t.Errorf("rpc service %+v: want ClusterIP with only rpc on 9095", rpc.Spec)
+		}
 	})
 
 	t.Run("ready after rollout", func(t *testing.T) {
@@ -376,7 +385,7 @@ func TestWorkerServiceBindingWaitsForTarget(t *testing.T) {
 	if err := k8sClient.Create(ctx, backend); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "caller rendered against the backend's Service address", func() error {
+	eventually(t, "caller rendered against the backend's rpc Service address", func() error {
 		dep, err := getDeployment(key)
 		if err != nil {
 			return err
@@ -385,7 +394,8 @@ func TestWorkerServiceBindingWaitsForTarget(t *testing.T) {
 		if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: dep.Spec.Template.Spec.Volumes[0].ConfigMap.Name}, cm); err != nil {
 			return err
 		}
-		want := fmt.Sprintf("backend.%s.svc.cluster.local:9000", ns)
+		// The binding connects to the rpc Service, never the http port (here 9000).
+		want := fmt.Sprintf("backend-rpc.%s.svc.cluster.local:9095", ns)
 		for _, v := range cm.Data {
 			if strings.Contains(v, want) {
 				return nil

@@ -304,14 +304,26 @@ var optionSets = []struct {
 				t.Errorf("worker policy in %q", w.GetNamespace())
 			}
 			rules := fmt.Sprint(nested(t, w, "spec", "ingress"))
-			for _, want := range []string{"port:8080", "port:8081", "port:9093", "port:9091"} {
+			for _, want := range []string{"port:8080", "port:8081", "port:9093", "port:9095", "port:9091", "port:9092"} {
 				if !strings.Contains(rules, want) {
 					t.Errorf("worker policy lacks %s: %s", want, rules)
 				}
 			}
-			for _, internal := range []string{"port:9090", "port:9092"} {
-				if strings.Contains(rules, internal) {
-					t.Errorf("worker policy opens internal socket %s: %s", internal, rules)
+			if strings.Contains(rules, "port:9090") {
+				t.Errorf("worker policy opens the health socket 9090: %s", rules)
+			}
+			// Each internal port is opened by one rule only, to the right peers: the
+			// gateway and rpc sockets to workerd pods, trigger and sidecar to the manager.
+			peers := map[string]string{"9093": "managed-by:workerd-operator", "9095": "managed-by:workerd-operator",
+				"9091": "app.kubernetes.io/name:workerd-operator", "9092": "app.kubernetes.io/name:workerd-operator"}
+			for _, r := range nested(t, w, "spec", "ingress").([]any) {
+				rule := r.(map[string]any)
+				from := fmt.Sprint(rule["from"])
+				for _, p := range rule["ports"].([]any) {
+					port := fmt.Sprint(p.(map[string]any)["port"])
+					if want, internal := peers[port]; internal && (rule["from"] == nil || !strings.Contains(from, want)) {
+						t.Errorf("port %s is opened to %s, want only peers matching %s", port, from, want)
+					}
 				}
 			}
 		},

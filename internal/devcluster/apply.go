@@ -244,7 +244,8 @@ func (c *Cluster) ServiceURLs(ctx context.Context) ([]URL, error) {
 	}
 	var out []URL
 	for _, s := range svcs.Items {
-		if s.Namespace == "kube-system" || len(s.Spec.Selector) == 0 || s.Spec.ClusterIP == corev1.ClusterIPNone || len(s.Spec.Ports) == 0 {
+		// A Worker's rpc Service (port "rpc") speaks Cap'n Proto to other Workers, not HTTP to people.
+		if s.Namespace == "kube-system" || len(s.Spec.Selector) == 0 || s.Spec.ClusterIP == corev1.ClusterIPNone || len(s.Spec.Ports) == 0 || s.Spec.Ports[0].Name == "rpc" {
 			continue
 		}
 		u, err := c.ServiceURL(ctx, s.Namespace, s.Name, 0)

@@ -213,7 +213,7 @@ func startDOClusterFor(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 	}
 	base := func(sidecarAddr string) []string {
 		return []string{
-			"--socket-addr=http=127.0.0.1:0", "--socket-addr=health=127.0.0.1:0", "--socket-addr=trigger=127.0.0.1:0",
+			"--socket-addr=http=127.0.0.1:0", "--socket-addr=rpc=127.0.0.1:0", "--socket-addr=health=127.0.0.1:0", "--socket-addr=trigger=127.0.0.1:0",
 			"--external-addr=sidecar=" + sidecarAddr,
 		}
 	}
@@ -223,7 +223,7 @@ func startDOClusterFor(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 			t.Fatal(err)
 		}
 		// Each shard gets its own real sidecar (its channel registry, docs/channels.md).
-		p := &proc{t: t, bin: bin, dir: shardDir, sockets: 4,
+		p := &proc{t: t, bin: bin, dir: shardDir, sockets: 5,
 			args: append(base(startSidecar(t)), "--socket-addr="+GatewaySocket+"="+gw, "--directory-path="+DOStorageService+"="+st),
 			env:  []string{PodNameEnv + "=" + target.ShardNames[i]}}
 		p.start()
@@ -232,7 +232,7 @@ func startDOClusterFor(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 		c.storage = append(c.storage, st)
 	}
 	for i := 0; i < replicas; i++ {
-		p := &proc{t: t, bin: bin, dir: workerDir, sockets: 3, args: base(testenv.FreeLoopbackAddr(t))}
+		p := &proc{t: t, bin: bin, dir: workerDir, sockets: 4, args: base(testenv.FreeLoopbackAddr(t))}
 		p.start()
 		t.Cleanup(p.kill)
 		c.replicas = append(c.replicas, p)

@@ -17,10 +17,11 @@
 // "worker:<name>" when that name is reserved: "internet", "sidecar"), "sidecar" (an
 // external service whose address comes by flag), "workerd-operator:health" and
 // "workerd-operator:trigger" (shims), and "service:<target>" per Worker named by a
-// service binding. Sockets "http", "health" and "trigger" get their addresses by flag
-// (see Args). The http socket and the external services to other Workers both set
+// service binding. Sockets "http", "rpc", "health" and "trigger" get their addresses by
+// flag (see Args). The rpc socket and the external services to other Workers both set
 // capnpConnectHost = RPCConnectHost: checked with the pinned workerd 1.20261117.1, this
-// makes JS RPC (method calls, not only fetch) work between workerd processes.
+// makes JS RPC (method calls, not only fetch) work between workerd processes. The http
+// socket does not, so whoever reaches the http port (an Ingress) cannot open RPC.
 //
 // Sources: inline modules are written under modules/ in Files; a source.configMap
 // Worker gets one module per ConfigMap key (type by extension, moduleTypes overrides,

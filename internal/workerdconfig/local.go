@@ -115,7 +115,7 @@ func FreeLoopbackAddr() (string, error) {
 func StartLocal(ctx context.Context, o LocalOptions) (*Local, error) {
 	sockets := o.Sockets
 	if len(sockets) == 0 {
-		sockets = []string{HTTPSocket, HealthSocket, TriggerSocket}
+		sockets = []string{HTTPSocket, RPCSocket, HealthSocket, TriggerSocket}
 	}
 	externals := map[string]string{}
 	for k, v := range o.Externals {

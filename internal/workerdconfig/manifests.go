@@ -103,17 +103,17 @@ type Rendered struct {
 // RenderManifests renders every Worker of m, as the controller would: a
 // source.configMap Worker gets the ConfigMap of that name in its namespace from m,
 // and service bindings to Workers of m resolve to their in-cluster addresses
-// (ServiceAddress). A binding to a Worker not in m is an error naming the field.
+// (RPCAddress). A binding to a Worker not in m is an error naming the field.
 // Results are sorted by namespace and name.
 func RenderManifests(m *Manifests, opts Options) ([]Rendered, error) {
 	return RenderManifestsWith(m, opts, nil)
 }
 
 // RenderManifestsWith is RenderManifests with service binding addresses from address
-// (given the target Worker) instead of ServiceAddress; nil means ServiceAddress.
+// (given the target Worker) instead of RPCAddress; nil means RPCAddress.
 func RenderManifestsWith(m *Manifests, opts Options, address func(target *v1alpha1.Worker) string) ([]Rendered, error) {
 	if address == nil {
-		address = func(w *v1alpha1.Worker) string { return ServiceAddress(w, opts) }
+		address = func(w *v1alpha1.Worker) string { return RPCAddress(w, opts) }
 	}
 	workers := append([]*v1alpha1.Worker(nil), m.Workers...)
 	sort.SliceStable(workers, func(i, j int) bool {

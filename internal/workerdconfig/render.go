@@ -33,6 +33,11 @@ const (
 	SidecarPort = 9092
 	// GatewayPort is the gateway socket of Durable Object shards and workflow engines.
 	GatewayPort = 9093
+	// RPCPort is the rpc socket: the user's Worker with capnpConnectHost = RPCConnectHost,
+	// where other Workers' service bindings connect (JS RPC and fetch). It is a port of
+	// the Worker's Service (named "rpc") but never the http port, so clients of the http
+	// port (an Ingress, a LoadBalancer) cannot open Cap'n Proto RPC to the Worker.
+	RPCPort = 9095
 )
 
 // Names and paths in the rendered config.
@@ -50,9 +55,9 @@ const (
 	DefaultMemoryMiB = 128
 	// DefaultClusterDomain is Options.ClusterDomain's default.
 	DefaultClusterDomain = "cluster.local"
-	// RPCConnectHost is the capnpConnectHost of the http socket and of the external
+	// RPCConnectHost is the capnpConnectHost of the rpc socket and of the external
 	// services to other Workers: a CONNECT to this host opens Cap'n Proto RPC, which
-	// carries JS RPC between workerd processes.
+	// carries JS RPC between workerd processes. The http socket does not set it.
 	RPCConnectHost = "capnp.workerd-operator.internal"
 	// SecretEnvPrefix prefixes the env var of a secretKeyRef binding: WORKERD_SECRET_<name>.
 	SecretEnvPrefix = "WORKERD_SECRET_"
@@ -65,6 +70,7 @@ const (
 	ShimCompatibilityDate = "2025-01-01"
 	// Socket names.
 	HTTPSocket    = "http"
+	RPCSocket     = "rpc"
 	HealthSocket  = "health"
 	TriggerSocket = "trigger"
 )
@@ -139,18 +145,30 @@ type Output struct {
 	Version string
 }
 
-// ServiceAddress returns "<worker>.<namespace>.svc.<domain>:<port>", the in-cluster
-// address of a Worker's Service (docs/pod-contract.md).
+// ServiceAddress returns "<worker>.<namespace>.svc.<domain>:<http port>", the in-cluster
+// address of a Worker's Service http port (docs/pod-contract.md).
 func ServiceAddress(w *v1alpha1.Worker, opts Options) string {
+	return serviceHost(w.Name, w.Namespace, opts) + fmt.Sprintf(":%d", HTTPPort(w))
+}
+
+// RPCServiceName is the name of a Worker's rpc Service: "<name>-rpc".
+func RPCServiceName(name string) string { return name + "-rpc" }
+
+// RPCAddress returns "<worker>-rpc.<namespace>.svc.<domain>:9095", the rpc Service,
+// where service bindings from other Workers connect (RPCPort).
+func RPCAddress(w *v1alpha1.Worker, opts Options) string {
+	return serviceHost(RPCServiceName(w.Name), w.Namespace, opts) + fmt.Sprintf(":%d", RPCPort)
+}
+
+func serviceHost(name, ns string, opts Options) string {
 	domain := opts.ClusterDomain
 	if domain == "" {
 		domain = DefaultClusterDomain
 	}
-	ns := w.Namespace
 	if ns == "" {
 		ns = "default"
 	}
-	return fmt.Sprintf("%s.%s.svc.%s:%d", w.Name, ns, domain, HTTPPort(w))
+	return fmt.Sprintf("%s.%s.svc.%s", name, ns, domain)
 }
 
 // HTTPPort is spec.service.port, default DefaultHTTPPort.
@@ -172,14 +190,15 @@ func MemoryMiB(w *v1alpha1.Worker) int32 {
 // Args returns the workerd container args per docs/pod-contract.md:
 //
 //	serve --experimental /etc/workerd/config.capnp --socket-addr=http=$(POD_IP):<port>
-//	--socket-addr=health=$(POD_IP):9090 --socket-addr=trigger=$(POD_IP):9091
-//	--external-addr=sidecar=$(POD_IP):9092
+//	--socket-addr=rpc=$(POD_IP):9095 --socket-addr=health=$(POD_IP):9090
+//	--socket-addr=trigger=$(POD_IP):9091 --external-addr=sidecar=$(POD_IP):9092
 //
 // Kubernetes expands $(POD_IP) from the container's env (downward API status.podIP).
 func Args(w *v1alpha1.Worker) []string {
 	return []string{
 		"serve", "--experimental", ConfigDir + "/" + ConfigFile,
 		fmt.Sprintf("--socket-addr=%s=$(POD_IP):%d", HTTPSocket, HTTPPort(w)),
+		fmt.Sprintf("--socket-addr=%s=$(POD_IP):%d", RPCSocket, RPCPort),
 		fmt.Sprintf("--socket-addr=%s=$(POD_IP):%d", HealthSocket, HealthPort),
 		fmt.Sprintf("--socket-addr=%s=$(POD_IP):%d", TriggerSocket, TriggerPort),
 		fmt.Sprintf("--external-addr=%s=$(POD_IP):%d", SidecarService, SidecarPort),
@@ -596,7 +615,8 @@ func Render(in Input) (*Output, error) {
 	c.WriteString("    )),\n")
 	c.WriteString("  ],\n")
 	c.WriteString("  sockets = [\n")
-	fmt.Fprintf(&c, "    (name = %s, http = (capnpConnectHost = %s), service = %s),\n", Quote(HTTPSocket), Quote(RPCConnectHost), Quote(svcName))
+	fmt.Fprintf(&c, "    (name = %s, http = (), service = %s),\n", Quote(HTTPSocket), Quote(svcName))
+	fmt.Fprintf(&c, "    (name = %s, http = (capnpConnectHost = %s), service = %s),\n", Quote(RPCSocket), Quote(RPCConnectHost), Quote(svcName))
 	fmt.Fprintf(&c, "    (name = %s, http = (), service = %s),\n", Quote(HealthSocket), Quote(HealthService))
 	fmt.Fprintf(&c, "    (name = %s, http = (), service = %s),\n", Quote(TriggerSocket), Quote(TriggerService))
 	c.WriteString(dor.sockets())

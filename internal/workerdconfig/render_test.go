@@ -214,7 +214,7 @@ func startAll(t *testing.T, bin string, c testCase) map[string]*Local {
 					ready = false
 					break
 				}
-				services[b.Service.Name] = ServiceTarget{Address: l.Addrs[HTTPSocket]}
+				services[b.Service.Name] = ServiceTarget{Address: l.Addrs[RPCSocket]}
 			}
 			if !ready {
 				continue
@@ -274,4 +274,61 @@ func startAll(t *testing.T, bin string, c testCase) map[string]*Local {
 		}
 	}
 	return locals
+}
+
+// The http socket does not open Cap'n Proto RPC (no capnpConnectHost): a service binding
+// aimed at a Worker's http port cannot call its methods, only the rpc socket can. So a
+// client of the http port (an Ingress) cannot reach the Worker's RPC entrypoints.
+func TestHTTPSocketRefusesRPC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts workerd")
+	}
+	bin := testenv.WorkerdBinary(t)
+	var c testCase
+	for _, tc := range loadCases(t) {
+		if tc.name == "09-service-binding" {
+			c = tc
+		}
+	}
+	if c.name == "" {
+		t.Fatal("testdata/09-service-binding.yaml not found")
+	}
+	start := func(w *v1alpha1.Worker, services map[string]ServiceTarget) *Local {
+		out, err := Render(Input{Worker: w, Services: services})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := WriteFiles(dir, out.Files); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		l, err := StartLocal(ctx, LocalOptions{Binary: bin, Dir: dir})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Stop(); cancel() })
+		return l
+	}
+	greeter := start(c.m.Workers[0], nil)
+	for _, tc := range []struct {
+		socket string
+		ok     bool
+	}{{RPCSocket, true}, {HTTPSocket, false}} {
+		t.Run(tc.socket, func(t *testing.T) {
+			caller := start(c.m.Workers[1], map[string]ServiceTarget{"greeter": {Address: greeter.Addrs[tc.socket]}})
+			const want = "greeter saw /path/x | hello, caller (via rpc) | greeter refused"
+			resp, err := http.Get("http://" + caller.Addrs[HTTPSocket] + "/")
+			got, status := "", 0
+			if err == nil { // a refused RPC may also end the caller's response (EOF)
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				got, status = string(b), resp.StatusCode
+			}
+			if (status == 200 && got == want) != tc.ok {
+				t.Fatalf("binding to the %s socket: %d %q %v (RPC should work: %v)", tc.socket, status, got, err, tc.ok)
+			}
+		})
+	}
 }

@@ -90,7 +90,7 @@ func TestWorkflowEngineRendered(t *testing.T) {
 	var logs bytes.Buffer
 	l, err := workerdconfig.StartLocal(context.Background(), workerdconfig.LocalOptions{
 		Binary: testenv.WorkerdBinary(t), Dir: dir, Output: &logs,
-		Sockets:   []string{workerdconfig.HTTPSocket, workerdconfig.HealthSocket, workerdconfig.TriggerSocket, workerdconfig.WorkflowsSocket},
+		Sockets:   []string{workerdconfig.HTTPSocket, workerdconfig.RPCSocket, workerdconfig.HealthSocket, workerdconfig.TriggerSocket, workerdconfig.WorkflowsSocket},
 		Externals: map[string]string{workerdconfig.SidecarService: sidecarAddr},
 	})
 	if err != nil {
