@@ -6,6 +6,7 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -187,13 +188,24 @@ func referenceObjects() []client.Object {
 	return out
 }
 
+// CacheReadTimeout bounds a reference check's read from the cache (which waits for an
+// informer that has not synced yet) before it falls back to the live reader.
+const CacheReadTimeout = time.Second
+
 // get reads ns/name into obj from opts.Reader; a NotFound or any other error is
 // confirmed with opts.LiveReader when set (the cache may lag a just-created object or
 // not be synced yet).
 func (w *Webhooks) get(ctx context.Context, ns, name string, obj client.Object) error {
 	key := types.NamespacedName{Namespace: ns, Name: name}
-	err := w.opts.Reader.Get(ctx, key, obj)
-	if err != nil && w.opts.LiveReader != nil {
+	if w.opts.LiveReader == nil {
+		return w.opts.Reader.Get(ctx, key, obj)
+	}
+	// A cache read waits for its informer to sync; bound that wait so an informer that
+	// cannot sync (e.g. list/watch not granted) costs a live read, not the request.
+	cctx, cancel := context.WithTimeout(ctx, CacheReadTimeout)
+	err := w.opts.Reader.Get(cctx, key, obj)
+	cancel()
+	if err != nil {
 		err = w.opts.LiveReader.Get(ctx, key, obj)
 	}
 	return err

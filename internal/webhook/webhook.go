@@ -14,6 +14,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -53,8 +54,8 @@ type Options struct {
 	// DurableObjectNamespaces and ConfigMaps; metadata-only Secrets).
 	Reader client.Reader
 	// LiveReader, when set, confirms what Reader cannot answer: a NotFound (an informer
-	// lags a just-created object by milliseconds) or any other error (cache not started
-	// or not synced yet) is retried with it. SetupWebhooks sets it to the manager's
+	// lags a just-created object by milliseconds) or any other error (cache not started,
+	// or not synced within CacheReadTimeout) is retried with it. SetupWebhooks sets it to the manager's
 	// uncached API reader; nil means Reader's answer is final.
 	LiveReader client.Reader
 }
@@ -158,9 +159,12 @@ func SetupWebhooks(mgr ctrl.Manager, opts Options) error {
 			opts.LiveReader = mgr.GetAPIReader()
 		}
 		// Register the informers of the referenced kinds now, so they start and sync
-		// with the manager's cache instead of on the first admission request.
+		// with the manager's cache instead of on the first admission request. Never
+		// wait for a sync here (SetupWebhooks may run after the manager started, e.g.
+		// once cert-controller has a certificate); until an informer has synced, a
+		// read of its kind falls back to LiveReader.
 		for _, o := range referenceObjects() {
-			if _, err := mgr.GetCache().GetInformer(context.Background(), o); err != nil {
+			if _, err := mgr.GetCache().GetInformer(context.Background(), o, cache.BlockUntilSynced(false)); err != nil {
 				return fmt.Errorf("webhook: informer for %T: %w", o, err)
 			}
 		}
