@@ -382,3 +382,50 @@ func TestUnknownImage(t *testing.T) {
 		return w.Reason == "ErrImageNeverPull" && strings.Contains(w.Message, "example.test/not-mapped:1") && strings.Contains(w.Message, "images.yaml"), fmt.Sprintf("%+v", w)
 	})
 }
+
+// TestSameNameReplacement: deleting a StatefulSet pod whose native sidecar takes a few
+// seconds to stop makes the StatefulSet create the replacement (same name, new UID)
+// while the old pod's processes are still stopping; the replacement must run once the
+// old one is gone instead of staying Pending.
+func TestSameNameReplacement(t *testing.T) {
+	ctx := context.Background()
+	cli := cluster.Client()
+	ns := "default"
+	always := corev1.ContainerRestartPolicyAlways
+	grace := int64(10)
+	labels := map[string]string{"app": "same"}
+	tmpl := shPod("", corev1.RestartPolicyAlways, "trap 'exit 0' TERM; echo main; while true; do sleep 0.1; done")
+	tmpl.Spec.InitContainers = []corev1.Container{{Name: "slow-sidecar", Image: shImage, RestartPolicy: &always,
+		Args: []string{"-c", "trap 'sleep 3; exit 0' TERM; while true; do sleep 0.1; done"}}}
+	tmpl.Spec.TerminationGracePeriodSeconds = &grace
+	one := int32(1)
+	_, err := cli.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "same"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &one, ServiceName: "same", Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.AppsV1().StatefulSets(ns).Delete(context.Background(), "same", metav1.DeleteOptions{}) })
+	var first *corev1.Pod
+	eventually(t, "first pod Ready", func() (bool, string) {
+		first, err = cli.CoreV1().Pods(ns).Get(ctx, "same-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return podReady(first), fmt.Sprintf("%+v", first.Status)
+	})
+	if err := cli.CoreV1().Pods(ns).Delete(ctx, "same-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the replacement Ready with a new UID", func() (bool, string) {
+		p, err := cli.CoreV1().Pods(ns).Get(ctx, "same-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.UID != first.UID && podReady(p), fmt.Sprintf("%s %s %+v", p.UID, p.Status.Phase, p.Status.Conditions)
+	})
+}

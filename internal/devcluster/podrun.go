@@ -66,11 +66,15 @@ type podRun struct {
 	ctx         context.Context
 	cancel      context.CancelFunc
 	stopped     chan struct{}
+	// released is closed once the provider has forgotten the run and freed its address
+	// (DeletePod), so a new pod of the same name (a StatefulSet replacement) can start.
+	released    chan struct{}
+	releaseOnce sync.Once
 	startTime   metav1.Time
 }
 
 func newPodRun(p *provider, pod *corev1.Pod, ip string) *podRun {
-	r := &podRun{p: p, ip: ip, pod: pod, ctrs: map[string]*ctrRun{}, stopped: make(chan struct{}),
+	r := &podRun{p: p, ip: ip, pod: pod, ctrs: map[string]*ctrRun{}, stopped: make(chan struct{}), released: make(chan struct{}),
 		dir: filepath.Join(p.c.dir, "pods", podDirName(pod)), startTime: now()}
 	r.ctx, r.cancel = context.WithCancel(p.c.ctx)
 	for _, c := range pod.Spec.InitContainers {

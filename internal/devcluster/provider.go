@@ -51,14 +51,22 @@ func (p *provider) send(pod *corev1.Pod) {
 
 // CreatePod implements node.PodLifecycleHandler: it allocates the pod's address and
 // starts its containers in the background.
-func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
+func (p *provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	key := podKey(pod.Namespace, pod.Name)
 	p.mu.Lock()
-	if old, ok := p.pods[key]; ok && old.pod.UID == pod.UID {
-		p.mu.Unlock()
-		return nil
-	}
+	old, ok := p.pods[key]
 	p.mu.Unlock()
+	if ok {
+		old.mu.Lock()
+		same := old.pod.UID == pod.UID
+		old.mu.Unlock()
+		if same {
+			return nil
+		}
+		// A new pod with the name of one still running or terminating (a StatefulSet
+		// replacement): like a kubelet, start it once the old one is gone.
+		return p.replace(ctx, old, pod)
+	}
 	ip, err := p.c.net.allocPodIP(key)
 	if err != nil {
 		return err
@@ -82,8 +90,39 @@ func (p *provider) UpdatePod(_ context.Context, pod *corev1.Pod) error {
 		return errdefs.NotFoundf("pod %s/%s is not known to the provider", pod.Namespace, pod.Name)
 	}
 	r.mu.Lock()
+	if r.pod.UID != pod.UID {
+		r.mu.Unlock()
+		return p.replace(context.Background(), r, pod)
+	}
 	r.pod.ObjectMeta = *pod.ObjectMeta.DeepCopy()
 	r.mu.Unlock()
+	return nil
+}
+
+// replace terminates old (if nothing has yet) and starts pod, which has old's name and
+// a new UID, once old has stopped and released its address.
+func (p *provider) replace(ctx context.Context, old *podRun, pod *corev1.Pod) error {
+	old.mu.Lock()
+	terminating := old.terminating
+	oldPod := old.pod.DeepCopy()
+	old.mu.Unlock()
+	if !terminating {
+		if oldPod.DeletionTimestamp == nil {
+			oldPod.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		}
+		if err := p.DeletePod(ctx, oldPod); err != nil {
+			return err
+		}
+	}
+	pod = pod.DeepCopy()
+	go func() {
+		select {
+		case <-old.released:
+		case <-p.c.ctx.Done():
+			return
+		}
+		_ = p.CreatePod(context.Background(), pod)
+	}()
 	return nil
 }
 
@@ -97,6 +136,12 @@ func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 	if !ok {
 		return errdefs.NotFoundf("pod %s/%s is not known to the provider", pod.Namespace, pod.Name)
 	}
+	r.mu.Lock()
+	other := pod.UID != "" && r.pod.UID != pod.UID
+	r.mu.Unlock()
+	if other {
+		return nil // a late delete of the pod this run replaced
+	}
 	grace := int64(30)
 	if pod.DeletionGracePeriodSeconds != nil {
 		grace = *pod.DeletionGracePeriodSeconds
@@ -109,13 +154,17 @@ func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 	r.mu.Unlock()
 	go func() {
 		r.terminate(time.Duration(grace) * time.Second)
-		p.mu.Lock()
-		if p.pods[podKey(pod.Namespace, pod.Name)] == r {
-			delete(p.pods, podKey(pod.Namespace, pod.Name))
-		}
-		p.mu.Unlock()
-		p.c.net.releasePodIP(podKey(pod.Namespace, pod.Name), r.ip)
-		p.c.net.podChanged()
+		// Once per run, however often DeletePod is called for it.
+		r.releaseOnce.Do(func() {
+			p.mu.Lock()
+			if p.pods[podKey(pod.Namespace, pod.Name)] == r {
+				delete(p.pods, podKey(pod.Namespace, pod.Name))
+			}
+			p.mu.Unlock()
+			p.c.net.releasePodIP(podKey(pod.Namespace, pod.Name), r.ip)
+			p.c.net.podChanged()
+			close(r.released)
+		})
 	}()
 	return nil
 }

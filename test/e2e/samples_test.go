@@ -258,3 +258,57 @@ func TestCronStartsWorkflow(t *testing.T) {
 		t.Errorf("instance %s, want schedule %q, scheduledMs %d, params items [from-cron]", body, expr, fired.ScheduledTime.UnixMilli())
 	}
 }
+
+// TestShardPodsReplaced: deleting both shard pods of the chat sample's namespace (the
+// StatefulSet replaces them under the same names) brings every shard back, and the
+// rooms' messages, kept in SQLite on the shards' volumes, are still there.
+func TestShardPodsReplaced(t *testing.T) {
+	ctx := context.Background()
+	url := serviceURL(t, "chat")
+	const room = "e2e-survivor"
+	resp, err := httpClient.Post(url+"/rooms/"+room+"/messages", "application/json", strings.NewReader(`{"user":"ada","text":"before the restart"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST: %s", resp.Status)
+	}
+	old := map[string]string{}
+	for _, name := range []string{"rooms-do-0", "rooms-do-1"} {
+		p := &corev1.Pod{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: sampleNS, Name: name}, p); err != nil {
+			t.Fatal(err)
+		}
+		old[name] = string(p.UID)
+		if err := k8sClient.Delete(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 4*time.Minute, "both shards replaced and the namespace Ready", func() error {
+		for name, uid := range old {
+			p := &corev1.Pod{}
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: sampleNS, Name: name}, p); err != nil {
+				return err
+			}
+			if string(p.UID) == uid {
+				return fmt.Errorf("%s not replaced yet", name)
+			}
+			ready := false
+			for _, c := range p.Status.Conditions {
+				ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+			}
+			if !ready {
+				return fmt.Errorf("%s (%s) is %s, not Ready", name, p.UID, p.Status.Phase)
+			}
+		}
+		body, err := get(url + "/rooms/" + room + "/messages")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(body, "before the restart") {
+			return fmt.Errorf("messages %s", body)
+		}
+		return nil
+	})
+}
