@@ -26,7 +26,9 @@ func RepoRoot() (string, error) {
 	}
 	for {
 		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(b, []byte("module github.com/workerd-operator/workerd-operator\n")) {
-			return dir, nil
+			if _, err := os.Stat(filepath.Join(dir, "hack", "install-workerd.sh")); err == nil {
+				return dir, nil
+			}
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -96,7 +98,9 @@ func Workerd() (string, error) {
 		}
 		root, err := RepoRoot()
 		if err != nil {
-			workerdErr = err
+			// Outside the repository (the binary run from elsewhere): use the one
+			// workerd the install script put in the per-machine cache.
+			workerdPath, workerdErr = cachedWorkerd(err)
 			return
 		}
 		out, err := runScript(filepath.Join(root, "hack", "install-workerd.sh"))
@@ -143,4 +147,20 @@ func FreeLoopbackAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// cachedWorkerd finds the workerd that hack/install-workerd.sh installed under
+// $WORKERD_OPERATOR_CACHE (default ~/.cache/workerd-operator)/workerd/<version>. It
+// fails when there is none or more than one (then WORKERD_BIN must choose), wrapping
+// why the repository could not be used.
+func cachedWorkerd(why error) (string, error) {
+	cache := CacheDir()
+	found, _ := filepath.Glob(filepath.Join(cache, "workerd", "*", "node_modules", "@cloudflare", "workerd-linux-64", "bin", "workerd"))
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return "", fmt.Errorf("%w; and no workerd in %s (run make tools in the repository, or set WORKERD_BIN)", why, filepath.Join(cache, "workerd"))
+	}
+	return "", fmt.Errorf("%w; and several workerd builds in %s: set WORKERD_BIN to one of %v", why, filepath.Join(cache, "workerd"), found)
 }
