@@ -128,6 +128,12 @@ type Dispatcher struct {
 	// stale copy only makes a claim conflict and re-read.
 	writtenMu sync.Mutex
 	written   map[types.NamespacedName]*fleetv1alpha1.CronSchedule
+
+	// pass is held for writing by RunOnce while it claims slots; a finished run takes
+	// it for reading around its history write, so at a busy minute boundary the claims
+	// (which gate the dispatches) do not share the API server with the history writes
+	// of the runs they already started.
+	pass sync.RWMutex
 }
 
 // remember records cs as the newest version this dispatcher wrote.
@@ -256,6 +262,8 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (time.Time, error) {
 	for i := range list.Items {
 		listed[client.ObjectKeyFromObject(&list.Items[i])] = true
 	}
+	d.pass.Lock()
+	defer d.pass.Unlock()
 	d.writtenMu.Lock()
 	for k := range d.written {
 		if !listed[k] {
@@ -570,6 +578,8 @@ func (d *Dispatcher) dispatch(ctx context.Context, cs *fleetv1alpha1.CronSchedul
 		ev.Start = &metav1.Time{Time: start}
 		ev.DurationMs = d.opts.Now().Sub(start).Milliseconds()
 		outcomes.WithLabelValues(key.Namespace, key.Name, string(ev.Outcome)).Inc()
+		d.pass.RLock() // after the current pass's claims
+		defer d.pass.RUnlock()
 		d.record(context.WithoutCancel(ctx), key, ev, notReady, known)
 	}()
 }

@@ -254,10 +254,12 @@ func TestExactlyOnceAcrossLeaderFailover(t *testing.T) {
 		t.Fatal("no manager became the leader within two minutes")
 	}
 
-	// Create the CronSchedule at least 10 s before a minute boundary, so the leader
-	// has seen it before its first slot.
-	if s := time.Now().Second(); s > 50 {
-		time.Sleep(time.Duration(62-s) * time.Second)
+	// Create the CronSchedule between :05 and :50 of a minute: at least 10 s before
+	// its first slot, so the leader has seen it by then, and not within the second of
+	// a slot (creationTimestamp has whole seconds; a slot in the creation's second
+	// counts as after it for the dispatcher).
+	for s := time.Now().Second(); s < 5 || s > 50; s = time.Now().Second() {
+		time.Sleep(time.Second)
 	}
 	spec := workerSpec(expr)
 	deadline, history := int64(50), int32(2*slots)
