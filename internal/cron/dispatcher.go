@@ -331,18 +331,27 @@ func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule
 		if resumed && len(due) > 0 {
 			// Slots passed while suspended are not caught up: claim the newest without
 			// dispatching it.
-			if _, err := d.claim(ctx, cs, e, loc, due[len(due)-1]); err != nil {
+			if _, _, err := d.claim(ctx, cs, e, loc, due[len(due)-1]); err != nil {
 				return time.Time{}, err
 			}
 			due = nil
 		}
 		for i, slot := range due {
-			ok, err := d.claim(ctx, cs, e, loc, slot)
+			ok, prev, err := d.claim(ctx, cs, e, loc, slot)
 			if err != nil {
 				return time.Time{}, err
 			}
 			if !ok {
 				continue // another dispatcher claimed it
+			}
+			if i == 0 && skipped > 0 && !prev.IsZero() {
+				// dueSlots counted from the object as first read; another dispatcher may
+				// have claimed some of those slots since. Count only the slots between
+				// the claim this write replaced and the catch-up window.
+				skipped = 0
+				for t := e.sched.Next(prev, loc); !t.IsZero() && !t.After(lastSkipped) && skipped < 100000; t = e.sched.Next(t, loc) {
+					skipped++
+				}
 			}
 			if i == 0 && skipped > 0 {
 				if w := d.record(ctx, client.ObjectKeyFromObject(cs), fleetv1alpha1.CronEvent{
@@ -476,14 +485,19 @@ func (d *Dispatcher) dueSlots(cs *fleetv1alpha1.CronSchedule, e expression, loc 
 }
 
 // claim writes slot as e's lastScheduleTime with optimistic concurrency (the object's
-// resourceVersion) and reports whether this dispatcher won it. cs is updated to the
-// newest object seen. A conflict re-reads the object: if the slot (or a later one) is
-// already claimed, another dispatcher owns it.
-func (d *Dispatcher) claim(ctx context.Context, cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, slot time.Time) (bool, error) {
+// resourceVersion) and reports whether this dispatcher won it, and the lastScheduleTime
+// its write replaced (zero if none). cs is updated to the newest object seen. A conflict
+// re-reads the object: if the slot (or a later one) is already claimed, another
+// dispatcher owns it.
+func (d *Dispatcher) claim(ctx context.Context, cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, slot time.Time) (bool, time.Time, error) {
 	for attempt := 0; attempt < 10; attempt++ {
 		st := stateOf(cs, e.text)
 		if st != nil && st.LastScheduleTime != nil && !st.LastScheduleTime.Time.Before(slot) {
-			return false, nil
+			return false, time.Time{}, nil
+		}
+		var prev time.Time
+		if st != nil && st.LastScheduleTime != nil {
+			prev = st.LastScheduleTime.Time
 		}
 		fresh := cs.DeepCopy()
 		// keep one state per current expression
@@ -509,19 +523,19 @@ func (d *Dispatcher) claim(ctx context.Context, cs *fleetv1alpha1.CronSchedule, 
 		if err == nil {
 			*cs = *fresh
 			d.remember(cs)
-			return true, nil
+			return true, prev, nil
 		}
 		if !apierrors.IsConflict(err) {
-			return false, fmt.Errorf("claim slot %s of %q: %w", slot.UTC().Format(time.RFC3339), e.text, err)
+			return false, time.Time{}, fmt.Errorf("claim slot %s of %q: %w", slot.UTC().Format(time.RFC3339), e.text, err)
 		}
 		claimConflicts.Inc()
 		var latest fleetv1alpha1.CronSchedule
 		if err := d.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(cs), &latest); err != nil {
-			return false, fmt.Errorf("claim slot %s of %q: re-read after conflict: %w", slot.UTC().Format(time.RFC3339), e.text, err)
+			return false, time.Time{}, fmt.Errorf("claim slot %s of %q: re-read after conflict: %w", slot.UTC().Format(time.RFC3339), e.text, err)
 		}
 		*cs = latest
 	}
-	return false, fmt.Errorf("claim slot %s of %q: still conflicting after 10 attempts", slot.UTC().Format(time.RFC3339), e.text)
+	return false, time.Time{}, fmt.Errorf("claim slot %s of %q: still conflicting after 10 attempts", slot.UTC().Format(time.RFC3339), e.text)
 }
 
 // dispatch runs one claimed slot in the background, honouring concurrencyPolicy.
