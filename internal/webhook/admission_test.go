@@ -24,6 +24,8 @@ type admitCase struct {
 	update   func(client.Object) // when set, obj is created first and the expectation applies to the update
 	wantErr  []string            // substrings of the API server's error; nil = admitted
 	wantWarn []string            // substrings of one warning
+	// wantNoWarn: no warning may name this field path (a defaulted value).
+	wantNoWarn string
 }
 
 const testNS = "wh"
@@ -104,11 +106,13 @@ func limitCases(tbl *limits.Table, n limits.Name, path string, build func(name s
 		v := tbl.Get(p, n)
 		l, _ := tbl.Limit(n)
 		base := strings.ToLower(strings.ReplaceAll(string(n), "_", "-")) + "-" + string(p)
-		out = append(out, admitCase{
-			name:     base + "-inside",
-			obj:      build(base+"-in", p, v),
-			wantWarn: []string{path, "of the limit " + fmt.Sprint(v), "limit " + string(n)},
-		})
+		inside := admitCase{name: base + "-inside", obj: build(base+"-in", p, v),
+			wantWarn: []string{path, "of the limit " + fmt.Sprint(v), "limit " + string(n)}}
+		if d, ok := defaultedBy[n]; ok && defaultValue(tbl, p, d, n) == v {
+			// The maximum is also the default: admitted without a warning.
+			inside.wantWarn, inside.wantNoWarn = nil, path
+		}
+		out = append(out, inside)
 		if max, ok := crdMax[n]; ok && v+1 > max {
 			out = append(out, admitCase{
 				name:    base + "-outside-schema",
@@ -153,6 +157,10 @@ func cases(tbl *limits.Table) []admitCase {
 	envBytes := tbl.Get(limits.Paid, limits.EnvVarBytes)
 	envL, _ := tbl.Limit(limits.EnvVarBytes)
 	cs = append(cs,
+		// Nothing set: the defaulter's values (memoryMiB 128 is also the paid maximum)
+		// draw no "near the limit" warning.
+		admitCase{name: "defaults-no-warning", obj: newWorker("defaults-only", limits.Paid, func(s *v1alpha1.WorkerSpec) { s.Limits = nil }),
+			wantNoWarn: "spec.limits"},
 		admitCase{name: "env-var-bytes-inside", obj: newWorker("env-bytes-in", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			v := strings.Repeat("a", int(envBytes))
 			s.Bindings = []v1alpha1.Binding{{Name: "BIG", Text: &v}}
@@ -401,6 +409,9 @@ func TestAdmission(t *testing.T) {
 			}
 			if c.wantWarn != nil && !anyContainsAll(warns, c.wantWarn) {
 				t.Errorf("no warning with all of %q; warnings: %q", c.wantWarn, warns)
+			}
+			if c.wantNoWarn != "" && anyContainsAll(warns, []string{c.wantNoWarn}) {
+				t.Errorf("a warning names %s, whose value is the default: %q", c.wantNoWarn, warns)
 			}
 		})
 	}

@@ -63,10 +63,27 @@ func atMost(c *check, path *field.Path, v int64, n limits.Name) *field.Error {
 	if v > max {
 		return field.Invalid(path, v, fmt.Sprintf("must be at most %d %s (%s)", max, l.Unit, l.Cite(c.p)))
 	}
-	if max > 0 && float64(v) >= WarnFraction*float64(max) {
+	if max > 0 && float64(v) >= WarnFraction*float64(max) && !isDefault(c, v, n) {
 		c.warn("%s: %d is %d%% of the limit %d %s (%s)", path, v, int64(math.Floor(100*float64(v)/float64(max))), max, l.Unit, l.Cite(c.p))
 	}
 	return nil
+}
+
+// defaultedBy names, for each limit whose field the defaulters fill in, the limit
+// holding the value they write (the limit itself when they write the maximum).
+var defaultedBy = map[limits.Name]limits.Name{
+	limits.CPUMs: limits.CPUMsDefault, limits.Subrequests: limits.SubrequestsDefault, limits.MemoryMiB: limits.MemoryMiBDefault,
+	limits.ChannelsPerObject: limits.ChannelsPerObject, limits.SubscribersPerChannel: limits.SubscribersPerChannel,
+	limits.ChannelMessageBytes: limits.ChannelMessageBytes, limits.ChannelBacklogBytes: limits.ChannelBacklogBytes,
+}
+
+// isDefault reports whether v is the value the defaulter writes for limit n under the
+// profile. Such a value draws no "near the limit" warning: the validator cannot tell it
+// from one the user wrote, and warning about a default (memoryMiB 128 is the paid
+// maximum) would warn on every object that sets nothing.
+func isDefault(c *check, v int64, n limits.Name) bool {
+	d, ok := defaultedBy[n]
+	return ok && v == defaultValue(c.t, c.p, d, n)
 }
 
 // invalid returns the *field.Error for value v of path violating limit n (a size or

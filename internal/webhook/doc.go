@@ -16,7 +16,9 @@
 //
 // References to objects that do not exist yet (Workers, DurableObjectNamespaces,
 // Workflows, Secrets, ConfigMaps) are admitted with a warning, since GitOps applies in
-// any order; values at 90 % or more of a limit are admitted with a warning. These
+// any order; values at 90 % or more of a limit are admitted with a warning (except the
+// value the defaulter writes: memoryMiB 128 is both the default and the paid maximum,
+// and a warning on every object that sets nothing helps nobody). These
 // reference checks read the manager's cache (typed Workers, DurableObjectNamespaces and
 // ConfigMaps, which the controllers watch anyway; metadata-only Secrets and Workflows,
 // so no Secret data is cached), and a miss is confirmed with the uncached API reader,
