@@ -42,6 +42,11 @@ func nodeCapacity() corev1.ResourceList {
 
 func (c *Cluster) startNode(ctx context.Context) error {
 	var err error
+	// Built first: NewProvisionController registers core/v1 into client-go's global
+	// scheme (a map write), which must not race with the informers and the node's lease
+	// controller that decode with that scheme ("concurrent map read and map write").
+	pv := controller.NewProvisionController(c.ctx, c.client, ProvisionerName, &hostPathProvisioner{dir: filepath.Join(c.dir, "volumes")},
+		controller.LeaderElection(false), controller.FailedProvisionThreshold(5), controller.ResyncPeriod(30*time.Second))
 	if c.net, err = newNetwork(c); err != nil {
 		return err
 	}
@@ -98,9 +103,7 @@ func (c *Cluster) startNode(ctx context.Context) error {
 		return fmt.Errorf("devcluster: node %s did not become ready: %w", NodeName, err)
 	}
 
-	// PersistentVolume provisioner and the default StorageClass.
-	pv := controller.NewProvisionController(c.ctx, c.client, ProvisionerName, &hostPathProvisioner{dir: filepath.Join(c.dir, "volumes")},
-		controller.LeaderElection(false), controller.FailedProvisionThreshold(5), controller.ResyncPeriod(30*time.Second))
+	// PersistentVolume provisioner (built above) and the default StorageClass.
 	pdone := make(chan struct{})
 	c.done = append(c.done, pdone)
 	go func() { defer close(pdone); pv.Run(c.ctx) }()
