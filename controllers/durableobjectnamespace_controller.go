@@ -7,11 +7,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,38 +60,15 @@ func (r *DurableObjectNamespaceReconciler) Reconcile(ctx context.Context, req ct
 }
 
 func (r *DurableObjectNamespaceReconciler) reconcileChildren(ctx context.Context, d *fleetv1alpha1.DurableObjectNamespace) (*appsv1.StatefulSet, error) {
-	w := &fleetv1alpha1.Worker{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: d.Namespace, Name: d.Spec.WorkerRef.Name}, w)
-	if apierrors.IsNotFound(err) {
-		return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
-			message: fmt.Sprintf("spec.workerRef: Worker %q not found in namespace %q", d.Spec.WorkerRef.Name, d.Namespace)}
-	}
+	w, err := workerRef(ctx, r.Client, d.Namespace, d.Spec.WorkerRef.Name)
 	if err != nil {
 		return nil, err
 	}
-	// The Worker's own inputs (ConfigMap source, Secrets, service bindings).
-	wr := &WorkerReconciler{Client: r.Client, Options: r.Options}
-	in, err := wr.resolveInputs(ctx, w)
+	out, inputsHash, err := renderWorker(ctx, r.Client, r.Options, w, d, nil)
 	if err != nil {
 		return nil, err
 	}
-	dos, err := resolveDurableObjects(ctx, r.Client, w, d, r.Options)
-	if err != nil {
-		return nil, err
-	}
-	wfs, err := resolveWorkflows(ctx, r.Client, w, r.Options)
-	if err != nil {
-		return nil, err
-	}
-	out, err := workerdconfig.Render(workerdconfig.Input{
-		Worker: w, ConfigMap: in.configMap, Services: in.services,
-		Options:        workerdconfig.Options{ClusterDomain: r.Options.ClusterDomain},
-		DurableObjects: dos, Host: d.Name, Workflows: wfs,
-	})
-	if err != nil {
-		return nil, &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
-	}
-	children := BuildDONSChildren(d, w, out, in.hash, r.Options)
+	children := BuildDONSChildren(d, w, out, inputsHash, r.Options)
 	for _, obj := range []client.Object{children.ConfigMap, children.Service, children.StatefulSet} {
 		if err := applyObject(ctx, r.Client, obj); err != nil {
 			return nil, fmt.Errorf("apply %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)

@@ -96,30 +96,11 @@ func (r *WorkerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // reconcileChildren renders the Worker and applies its ConfigMap, Deployment and
 // Service. It returns the live Deployment and the rendered version.
 func (r *WorkerReconciler) reconcileChildren(ctx context.Context, w *fleetv1alpha1.Worker) (*appsv1.Deployment, string, error) {
-	in, err := r.resolveInputs(ctx, w)
+	out, inputsHash, err := renderWorker(ctx, r.Client, r.Options, w, nil, nil)
 	if err != nil {
 		return nil, "", err
 	}
-	dos, err := resolveDurableObjects(ctx, r.Client, w, nil, r.Options)
-	if err != nil {
-		return nil, "", err
-	}
-	wfs, err := resolveWorkflows(ctx, r.Client, w, r.Options)
-	if err != nil {
-		return nil, "", err
-	}
-	out, err := workerdconfig.Render(workerdconfig.Input{
-		Worker:         w,
-		ConfigMap:      in.configMap,
-		Services:       in.services,
-		Options:        workerdconfig.Options{ClusterDomain: r.Options.ClusterDomain},
-		DurableObjects: dos,
-		Workflows:      wfs,
-	})
-	if err != nil {
-		return nil, "", &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
-	}
-	children := BuildWorkerChildren(w, out, in.hash, r.Options)
+	children := BuildWorkerChildren(w, out, inputsHash, r.Options)
 	for _, obj := range []client.Object{children.ConfigMap, children.Service, children.RPCService, children.Deployment} {
 		if err := r.apply(ctx, obj); err != nil {
 			return nil, out.Version, fmt.Errorf("apply %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
@@ -133,6 +114,54 @@ func (r *WorkerReconciler) reconcileChildren(ctx context.Context, w *fleetv1alph
 		return nil, out.Version, err
 	}
 	return dep, out.Version, nil
+}
+
+// renderWorker renders the pods of Worker w after reading everything it references:
+// its inputs (resolveInputs), the DurableObjectNamespaces and Workflows it binds. host,
+// when set, is the DurableObjectNamespace whose shards are rendered; wfHosts are the
+// Workflows whose engine runs in the pods. It returns the output and the inputs hash.
+// A missing reference or a spec the renderer refuses is an *errBlocked.
+func renderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1alpha1.Worker, host *fleetv1alpha1.DurableObjectNamespace, wfHosts []workerdconfig.WorkflowHost) (*workerdconfig.Output, string, error) {
+	in, err := (&WorkerReconciler{Client: c, Options: opts}).resolveInputs(ctx, w)
+	if err != nil {
+		return nil, "", err
+	}
+	dos, err := resolveDurableObjects(ctx, c, w, host, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	wfs, err := resolveWorkflows(ctx, c, w, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	rin := workerdconfig.Input{
+		Worker: w, ConfigMap: in.configMap, Services: in.services,
+		Options:        workerdconfig.Options{ClusterDomain: opts.ClusterDomain},
+		DurableObjects: dos, Workflows: wfs, WorkflowHosts: wfHosts,
+	}
+	if host != nil {
+		rin.Host = host.Name
+	}
+	out, err := workerdconfig.Render(rin)
+	if err != nil {
+		return nil, "", &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
+	}
+	return out, in.hash, nil
+}
+
+// workerRef reads the Worker named by an object's spec.workerRef; a missing one is an
+// *errBlocked (ReferenceNotFound).
+func workerRef(ctx context.Context, c client.Client, namespace, name string) (*fleetv1alpha1.Worker, error) {
+	w := &fleetv1alpha1.Worker{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, w)
+	if apierrors.IsNotFound(err) {
+		return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
+			message: fmt.Sprintf("spec.workerRef: Worker %q not found in namespace %q", name, namespace)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 // resolveInputs reads what the Worker references. Secrets are read as metadata only:

@@ -84,42 +84,20 @@ func (r *WorkflowReconciler) reconcileChildren(ctx context.Context, wf *fleetv1a
 		return nil, &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec,
 			message: fmt.Sprintf("spec.engine.shards: %d is not supported yet: one engine shard per Workflow (docs/workflows.md)", *e.Shards)}
 	}
-	w := &fleetv1alpha1.Worker{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: wf.Namespace, Name: wf.Spec.WorkerRef.Name}, w)
-	if apierrors.IsNotFound(err) {
-		return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
-			message: fmt.Sprintf("spec.workerRef: Worker %q not found in namespace %q", wf.Spec.WorkerRef.Name, wf.Namespace)}
-	}
+	w, err := workerRef(ctx, r.Client, wf.Namespace, wf.Spec.WorkerRef.Name)
 	if err != nil {
 		return nil, err
 	}
-	wr := &WorkerReconciler{Client: r.Client, Options: r.Options}
-	in, err := wr.resolveInputs(ctx, w)
+	out, inputsHash, err := renderWorker(ctx, r.Client, r.Options, w, nil,
+		[]workerdconfig.WorkflowHost{{Name: wf.Name, ClassName: wf.Spec.ClassName}})
 	if err != nil {
 		return nil, err
-	}
-	dos, err := resolveDurableObjects(ctx, r.Client, w, nil, r.Options)
-	if err != nil {
-		return nil, err
-	}
-	wfs, err := resolveWorkflows(ctx, r.Client, w, r.Options)
-	if err != nil {
-		return nil, err
-	}
-	out, err := workerdconfig.Render(workerdconfig.Input{
-		Worker: w, ConfigMap: in.configMap, Services: in.services,
-		Options:        workerdconfig.Options{ClusterDomain: r.Options.ClusterDomain},
-		DurableObjects: dos, Workflows: wfs,
-		WorkflowHosts: []workerdconfig.WorkflowHost{{Name: wf.Name, ClassName: wf.Spec.ClassName}},
-	})
-	if err != nil {
-		return nil, &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
 	}
 	engine, err := EngineConfig(wf)
 	if err != nil {
 		return nil, &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
 	}
-	children, err := BuildWorkflowChildren(wf, w, out, engine, in.hash, r.Options)
+	children, err := BuildWorkflowChildren(wf, w, out, engine, inputsHash, r.Options)
 	if err != nil {
 		return nil, err
 	}

@@ -29,11 +29,20 @@ import (
 // doFixture is testdata/do/counter.yaml with testdata/do/counter.js as the main module.
 func doFixture(t testing.TB) (*v1alpha1.Worker, *v1alpha1.DurableObjectNamespace) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", "do", "counter.yaml"))
+	w, d := readWorkerAndNamespace(t, filepath.Join("testdata", "do", "counter.yaml"))
+	js, err := os.ReadFile(filepath.Join("testdata", "do", "counter.js"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := os.ReadFile(filepath.Join("testdata", "do", "counter.js"))
+	content := string(js)
+	w.Spec.Source.Inline.Modules[0].Content = &content
+	return w, d
+}
+
+// readWorkerAndNamespace decodes a file holding a Worker, then a DurableObjectNamespace.
+func readWorkerAndNamespace(t testing.TB, path string) (*v1alpha1.Worker, *v1alpha1.DurableObjectNamespace) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +58,6 @@ func doFixture(t testing.TB) (*v1alpha1.Worker, *v1alpha1.DurableObjectNamespace
 			t.Fatal(err)
 		}
 	}
-	content := string(js)
-	w.Spec.Source.Inline.Modules[0].Content = &content
 	return w, d
 }
 

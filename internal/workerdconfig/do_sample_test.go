@@ -2,21 +2,16 @@ package workerdconfig
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 
-	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -30,22 +25,7 @@ func TestChatSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(root, "config", "samples", "fleet_v1alpha1_chat.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &v1alpha1.Worker{}
-	d := &v1alpha1.DurableObjectNamespace{}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
-	for _, into := range []any{w, d} {
-		doc, err := r.Read()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := yaml.UnmarshalStrict(doc, into); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w, d := readWorkerAndNamespace(t, filepath.Join(root, "config", "samples", "fleet_v1alpha1_chat.yaml"))
 	d.UID = types.UID("5a3e0c1d-0000-4000-8000-000000000001") // the API server sets it
 	c := startDOClusterFor(t, w, d, 1)
 	base := "http://" + c.replicas[0].addr(HTTPSocket)
