@@ -70,6 +70,7 @@ type podRun struct {
 	// (DeletePod), so a new pod of the same name (a StatefulSet replacement) can start.
 	released    chan struct{}
 	releaseOnce sync.Once
+	pubMu       sync.Mutex // serializes publish
 	startTime   metav1.Time
 }
 
@@ -530,8 +531,14 @@ func (r *podRun) snapshot() *corev1.Pod {
 	return pod
 }
 
+// publish sends the pod's status to virtual-kubelet. Snapshot and send happen under
+// pubMu, so the last status sent is the newest one: virtual-kubelet keeps the last it
+// was given, and two goroutines (a readiness probe and the container runner) publishing
+// at once could otherwise leave an older snapshot, e.g. a ready container shown not ready.
 func (r *podRun) publish() {
+	r.pubMu.Lock()
 	r.p.send(r.snapshot())
+	r.pubMu.Unlock()
 	r.p.c.net.podChanged()
 }
 
