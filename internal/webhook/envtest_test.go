@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,9 @@ type suite struct {
 	table    *limits.Table
 	cancel   context.CancelFunc
 	startErr error
+	// handshakes counts the TLS handshakes (ClientHellos) the webhook server accepted:
+	// each is a new connection from the API server.
+	handshakes atomic.Int64
 }
 
 var (
@@ -146,7 +150,13 @@ func (s *suite) start() error {
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir,
 			// HTTP/1.1 only, as the manager serves it (cmd_manager.go disableHTTP2).
-			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) {
+				c.NextProtos = []string{"http/1.1"}
+				c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+					s.handshakes.Add(1)
+					return nil, nil // nil: the server's own config
+				}
+			}},
 		}),
 	})
 	if err != nil {
