@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,6 +37,7 @@ type managerFlags struct {
 	probeAddr      string
 	leaderElect    bool
 	leaderElectNS  string
+	cronClaimAhead time.Duration
 	leaseDuration  time.Duration
 	renewDeadline  time.Duration
 	retryPeriod    time.Duration
@@ -67,6 +69,7 @@ func newManagerCommand() *cobra.Command {
 	fl.StringVar(&f.leaderElectNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease (default: $POD_NAMESPACE, else the in-cluster namespace)")
 	fl.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before taking over (bounds how late a cron slot runs after the leader dies)")
 	fl.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up leadership; less than the lease duration")
+	fl.DurationVar(&f.cronClaimAhead, "cron-claim-ahead", cron.DefaultClaimAhead, "how long before a slot the cron dispatcher claims it (a write per CronSchedule), so that at the slot only one write is left before the dispatches; negative: claim as slots come due")
 	fl.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "interval between leader election attempts")
 	fl.IntVar(&f.webhookPort, "webhook-port", 9443, "port of the admission webhook server")
 	fl.StringVar(&f.webhookHost, "webhook-bind-host", "", "address the webhook server binds (default all)")
@@ -126,12 +129,28 @@ func runManager(f *managerFlags) error {
 		return err
 	}
 	// The cron dispatcher runs on the leader only; every slot is still claimed in the
-	// CronSchedule's status before dispatch, so a stale leader cannot fire it twice.
+	// CronSchedule's status before dispatch (ahead of the slot, confirmed in a dispatch
+	// record Lease next to the leader-election one), so a stale leader cannot fire it
+	// twice and a dead one loses no slot it claimed ahead (docs/cron.md).
+	recordNS := f.leaderElectNS
+	if recordNS == "" {
+		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+			recordNS = strings.TrimSpace(string(b))
+		}
+	}
+	var record types.NamespacedName
+	if recordNS != "" {
+		record = types.NamespacedName{Namespace: recordNS, Name: cronDispatchRecord}
+	} else {
+		setupLog.Info("no operator namespace (--leader-election-namespace, $POD_NAMESPACE or in-cluster): cron slots are claimed as they come due, not ahead")
+	}
 	if err := mgr.Add(cron.NewDispatcher(mgr.GetClient(), cron.DispatcherOptions{
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("cron-dispatcher"),
-		Log:       ctrl.Log.WithName("cron-dispatcher"),
-		Workflows: &controllers.WorkflowStarter{Client: mgr.GetClient()},
+		DispatchRecord: record,
+		ClaimAhead:     f.cronClaimAhead,
+		APIReader:      mgr.GetAPIReader(),
+		Recorder:       mgr.GetEventRecorder("cron-dispatcher"),
+		Log:            ctrl.Log.WithName("cron-dispatcher"),
+		Workflows:      &controllers.WorkflowStarter{Client: mgr.GetClient()},
 	})); err != nil {
 		return err
 	}
@@ -261,3 +280,8 @@ func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
 func (everyReplica) NeedLeaderElection() bool { return false }
+
+// cronDispatchRecord is the Lease, in the operator's namespace, in which the cron
+// dispatcher confirms the slots it claimed ahead (internal/cron/claimahead.go); the
+// leader-election Role already grants leases there.
+const cronDispatchRecord = "workerd-operator-cron-dispatch"

@@ -108,6 +108,13 @@ type CronScheduleState struct {
 	// nextScheduleTime is the next slot.
 	// +optional
 	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
+	// claimedAheadBy names the dispatcher that claimed lastScheduleTime before it was
+	// due (claim-ahead, docs/cron.md); empty when the slot was claimed as it came due.
+	// Whether that dispatcher went on to dispatch the slot is in its dispatch record
+	// (a Lease in the operator's namespace): a new leader dispatches a slot claimed
+	// ahead by a dispatcher it fenced before that dispatcher confirmed the slot.
+	// +optional
+	ClaimedAheadBy string `json:"claimedAheadBy,omitempty"`
 }
 
 // CronEvent is one row of the "Past Cron Events" table.

@@ -96,12 +96,23 @@ type DispatcherOptions struct {
 	Identity string
 	// Log is the logger (default: discard).
 	Log logr.Logger
+	// DispatchRecord names the Lease in which the dispatcher confirms the slots it
+	// claimed ahead (claimahead.go). Empty: no claim-ahead; every slot is claimed in
+	// its CronSchedule's status as it comes due. The manager uses
+	// "workerd-operator-cron-dispatch" in its leader-election namespace.
+	DispatchRecord types.NamespacedName
+	// ClaimAhead is how long before a slot it is claimed when DispatchRecord is set
+	// (default 10 s; negative: claim as slots come due).
+	ClaimAhead time.Duration
 }
 
 // Dispatcher fires CronSchedules. It is a manager.Runnable that needs leader election;
 // even so, every slot is claimed in the CronSchedule's status with optimistic
 // concurrency before it is dispatched, so two dispatchers (a stale leader and a new
-// one) never dispatch the same slot twice.
+// one) never dispatch the same slot twice. With a DispatchRecord, upcoming slots are
+// claimed ClaimAhead early and confirmed at the slot with one write to the record
+// (claimahead.go, docs/cron.md), so that a minute firing many CronSchedules is not
+// late by one status write per CronSchedule.
 //
 // Semantics (issue 8): slots are computed per expression in spec.timeZone (default
 // UTC); spec.suspend stops dispatching and slots passed while suspended are not caught
@@ -134,6 +145,8 @@ type Dispatcher struct {
 	// (which gate the dispatches) do not share the API server with the history writes
 	// of the runs they already started.
 	pass sync.RWMutex
+
+	ah ahead
 }
 
 // remember records cs as the newest version this dispatcher wrote.
@@ -179,8 +192,11 @@ func NewDispatcher(c client.Client, opts DispatcherOptions) *Dispatcher {
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Transport: &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: 4,
+			DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			// Kept open between slots: a minute boundary that fires many
+			// CronSchedules at one Worker should not open a connection per dispatch.
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     5 * time.Minute,
 		}}
 	}
 	if opts.TriggerPort == 0 {
@@ -198,12 +214,18 @@ func NewDispatcher(c client.Client, opts DispatcherOptions) *Dispatcher {
 	if opts.Identity == "" {
 		opts.Identity, _ = os.Hostname()
 	}
+	if opts.ClaimAhead == 0 {
+		opts.ClaimAhead = DefaultClaimAhead
+	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
 	registerMetrics()
 	return &Dispatcher{c: c, opts: opts, running: map[types.NamespacedName]*run{},
-		written: map[types.NamespacedName]*fleetv1alpha1.CronSchedule{}}
+		written: map[types.NamespacedName]*fleetv1alpha1.CronSchedule{},
+		// A fresh suffix per process: a restarted dispatcher must not pass for the
+		// one that made the claims ahead it finds.
+		ah: ahead{id: fmt.Sprintf("%s-%08x", opts.Identity, rand.Uint32()), pending: map[reservation]bool{}}}
 }
 
 // NeedLeaderElection makes the manager run the dispatcher on the leader only.
@@ -226,9 +248,18 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			d.opts.Log.Error(err, "cron dispatcher pass failed")
 		}
+		// Wake at the next slot, or ClaimAhead before it, or at the earliest slot
+		// claimed ahead, whichever comes first; at most Resync from now.
+		wake := next
+		if !wake.IsZero() && d.claimAheadEnabled() {
+			wake = wake.Add(-d.opts.ClaimAhead)
+		}
+		if p := d.earliestPending(); !p.IsZero() && (wake.IsZero() || p.Before(wake)) {
+			wake = p
+		}
 		wait := d.opts.Resync
-		if !next.IsZero() {
-			if w := next.Sub(d.opts.Now()); w < wait {
+		if !wake.IsZero() {
+			if w := wake.Sub(d.opts.Now()); w < wait {
 				wait = max(w, 0)
 			}
 		}
@@ -239,10 +270,23 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // Wait blocks until every run started so far has finished and been recorded.
 func (d *Dispatcher) Wait() { d.wg.Wait() }
 
-// RunOnce claims and dispatches every slot due at Now() for every CronSchedule, and
-// returns the earliest next slot over all of them (zero if none). Dispatches run in the
-// background (see Wait); claims are done when RunOnce returns.
+// RunOnce dispatches the slots it claimed ahead that are due, claims and dispatches
+// every other slot due at Now() for every CronSchedule, claims ahead the slots due
+// within ClaimAhead (with a DispatchRecord), and returns the earliest next slot not yet
+// claimed over all of them (zero if none). Dispatches run in the background (see
+// Wait); claims are done when RunOnce returns.
 func (d *Dispatcher) RunOnce(ctx context.Context) (time.Time, error) {
+	if _, err := d.dispatchDue(ctx, d.opts.Now()); err != nil {
+		return time.Time{}, err
+	}
+	var rec dispatchRecord
+	if d.claimAheadEnabled() {
+		r, err := d.readRecord(ctx)
+		if err != nil {
+			return time.Time{}, err
+		}
+		rec = r
+	}
 	var list fleetv1alpha1.CronScheduleList
 	var opts []client.ListOption
 	if d.opts.Namespace != "" {
@@ -277,7 +321,7 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (time.Time, error) {
 		slots <- struct{}{}
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			n, err := d.process(ctx, cs)
+			n, err := d.process(ctx, cs, rec)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -298,9 +342,10 @@ type expression struct {
 	sched *Schedule
 }
 
-// process claims and dispatches the due slots of one CronSchedule and returns its next
-// slot.
-func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule) (time.Time, error) {
+// process claims and dispatches the due slots of one CronSchedule, claims its upcoming
+// slots ahead (rec is the dispatch record; nil without claim-ahead), and returns its
+// next slot not yet claimed.
+func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule, rec dispatchRecord) (time.Time, error) {
 	if cs.DeletionTimestamp != nil {
 		return time.Time{}, nil
 	}
@@ -327,17 +372,17 @@ func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule
 
 	var next time.Time
 	for _, e := range exprs {
-		due, skipped, lastSkipped := d.dueSlots(cs, e, loc, now, resumed)
+		due, skipped, lastSkipped := d.dueSlots(cs, e, loc, now, resumed, d.inDoubt(rec, stateOf(cs, e.text)))
 		if resumed && len(due) > 0 {
 			// Slots passed while suspended are not caught up: claim the newest without
 			// dispatching it.
-			if _, _, err := d.claim(ctx, cs, e, loc, due[len(due)-1]); err != nil {
+			if _, _, err := d.claimSlot(ctx, cs, e, loc, due[len(due)-1], "", rec); err != nil {
 				return time.Time{}, err
 			}
 			due = nil
 		}
 		for i, slot := range due {
-			ok, prev, err := d.claim(ctx, cs, e, loc, slot)
+			ok, prev, err := d.claimSlot(ctx, cs, e, loc, slot, "", rec)
 			if err != nil {
 				return time.Time{}, err
 			}
@@ -364,7 +409,14 @@ func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule
 			}
 			d.dispatch(ctx, cs, e.text, slot)
 		}
-		if n := e.sched.Next(now, loc); !n.IsZero() && (next.IsZero() || n.Before(next)) {
+		n := e.sched.Next(now, loc)
+		if d.claimAheadEnabled() && !resumed {
+			var err error
+			if n, err = d.claimAheadOf(ctx, cs, e, rec, loc, now); err != nil {
+				return time.Time{}, err
+			}
+		}
+		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
 			next = n
 		}
 	}
@@ -435,10 +487,15 @@ func stateOf(cs *fleetv1alpha1.CronSchedule, text string) *fleetv1alpha1.CronSch
 // strictly after the last claimed slot (or the object's creation) and at or before
 // now; without startingDeadlineSeconds only the newest is due, with it every slot no
 // older than that many seconds (computed from the real schedule, never estimated).
-func (d *Dispatcher) dueSlots(cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, now time.Time, resumed bool) ([]time.Time, int, time.Time) {
+// inDoubt: the last claimed slot was claimed ahead by a fenced dispatcher that never
+// dispatched it, so it counts as not claimed.
+func (d *Dispatcher) dueSlots(cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, now time.Time, resumed, inDoubt bool) ([]time.Time, int, time.Time) {
 	from := cs.CreationTimestamp.Time.Add(-time.Nanosecond)
 	if st := stateOf(cs, e.text); st != nil && st.LastScheduleTime != nil {
 		from = st.LastScheduleTime.Time
+		if inDoubt {
+			from = from.Add(-time.Nanosecond)
+		}
 	} else if st != nil && st.NextScheduleTime != nil {
 		from = st.NextScheduleTime.Time.Add(-time.Nanosecond) // armed by armNew
 	}
@@ -484,15 +541,17 @@ func (d *Dispatcher) dueSlots(cs *fleetv1alpha1.CronSchedule, e expression, loc 
 	return due, skipped, lastSkipped
 }
 
-// claim writes slot as e's lastScheduleTime with optimistic concurrency (the object's
-// resourceVersion) and reports whether this dispatcher won it, and the lastScheduleTime
-// its write replaced (zero if none). cs is updated to the newest object seen. A conflict
-// re-reads the object: if the slot (or a later one) is already claimed, another
-// dispatcher owns it.
-func (d *Dispatcher) claim(ctx context.Context, cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, slot time.Time) (bool, time.Time, error) {
+// claimSlot writes slot as e's lastScheduleTime with optimistic concurrency (the
+// object's resourceVersion), and aheadBy as its claimedAheadBy ("" for a slot claimed
+// as it comes due), and reports whether this dispatcher won it, and the
+// lastScheduleTime its write replaced (zero if none). cs is updated to the newest object
+// seen. A conflict re-reads the object: if the slot (or a later one) is already claimed,
+// another dispatcher owns it, unless rec shows that claim in doubt (claimahead.go).
+func (d *Dispatcher) claimSlot(ctx context.Context, cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, slot time.Time, aheadBy string, rec dispatchRecord) (bool, time.Time, error) {
 	for attempt := 0; attempt < 10; attempt++ {
 		st := stateOf(cs, e.text)
-		if st != nil && st.LastScheduleTime != nil && !st.LastScheduleTime.Time.Before(slot) {
+		if st != nil && st.LastScheduleTime != nil && !st.LastScheduleTime.Time.Before(slot) &&
+			!(st.LastScheduleTime.Time.Equal(slot) && d.inDoubt(rec, st)) {
 			return false, time.Time{}, nil
 		}
 		var prev time.Time
@@ -512,6 +571,7 @@ func (d *Dispatcher) claim(ctx context.Context, cs *fleetv1alpha1.CronSchedule, 
 		fresh.Status.Schedules = states
 		st = stateOf(fresh, e.text)
 		st.LastScheduleTime = &metav1.Time{Time: slot}
+		st.ClaimedAheadBy = aheadBy
 		if n := e.sched.Next(slot, loc); !n.IsZero() {
 			st.NextScheduleTime = &metav1.Time{Time: n}
 		}

@@ -296,6 +296,8 @@ func TestDispatcher(t *testing.T) {
 		}
 	})
 
+	t.Run("claim ahead", func(t *testing.T) { testClaimAhead(t, f) })
+
 	// Issue 8 "done" 4 (the claim part): two dispatchers racing on the same objects at
 	// the same instants; each slot reaches the handler exactly once.
 	t.Run("exactly once with two dispatchers", func(t *testing.T) {

@@ -2,6 +2,8 @@ package cron
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -91,6 +95,9 @@ func haManager() error {
 		Log:         ctrl.Log.WithName("cron-dispatcher"),
 		TriggerPort: port,
 		Identity:    identity,
+		// as the manager (cmd_manager.go): slots claimed 10 s ahead, confirmed in a
+		// dispatch record next to the leader-election Lease
+		DispatchRecord: types.NamespacedName{Namespace: "default", Name: "cron-ha-dispatch"},
 	})); err != nil {
 		return err
 	}
@@ -217,20 +224,24 @@ func (f *fleet) waitForRow(t *testing.T, cs *fleetv1alpha1.CronSchedule, slot ti
 }
 
 // Issue 8 "done" 4: two manager processes with leader election; the leader is killed
-// (SIGKILL, so it cannot release its Lease) in the middle of a minute; over five
-// minutes (six slots of "* * * * *") the user's scheduled() handler, which records
-// every call, sees each slot exactly once, and the slots after the kill are dispatched
-// by the other process.
+// (SIGKILL, so it cannot release its Lease) during a minute; over five minutes (six
+// slots of "* * * * *") the user's scheduled() handler, which records every call, sees
+// each slot exactly once, and the slots after the kill are dispatched by the other
+// process.
 //
-// Why no slot is lost: the killed leader's Lease expires haLeaseDuration after its
-// last renewal, and the standby acquires it within haRetryPeriod; killed at :30, the
-// standby leads by about :36, before the next slot. Should the takeover be slower (a
-// loaded machine), startingDeadlineSeconds: 50 makes the new leader dispatch a slot
-// that passed during the takeover, once, when it starts (without it, only the newest
-// missed slot would run; 50 s is under one interval, so a deadline can never cover two
-// slots). Why no slot runs twice: each slot is claimed in the CronSchedule's status
-// with optimistic concurrency before dispatch, so a slot the old leader claimed is not
-// claimed again. Real time, about six minutes; skipped with -short.
+// The kill is at :57, the worst moment for claim-ahead: the leader has already claimed
+// the next slot (10 s ahead) and dies before confirming it. The killed leader's Lease
+// expires haLeaseDuration after its last renewal and the standby acquires it within
+// haRetryPeriod, at about :01-:02 after the slot. On its first pass it fences the old
+// leader in the dispatch record; the slot the old leader claimed but never confirmed
+// is in doubt, so the standby claims it again and dispatches it, late, once.
+// startingDeadlineSeconds: 50 keeps a slot that passed during a slower takeover (a
+// loaded machine) in the catch-up window (50 s is under one interval, so a deadline
+// can never cover two slots). Why no slot runs twice: a slot is either claimed in the
+// CronSchedule's status as it comes due, or claimed ahead and confirmed in the dispatch
+// record by a dispatcher not fenced there, both with optimistic concurrency, so a slot
+// the old leader dispatched is not dispatched again. Real time, about six minutes;
+// skipped with -short.
 func TestExactlyOnceAcrossLeaderFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real time: about six minutes (two manager processes, a leader killed mid-minute)")
@@ -282,8 +293,8 @@ func TestExactlyOnceAcrossLeaderFailover(t *testing.T) {
 		t.Fatalf("history row %q names neither manager", first.Message)
 	}
 
-	const killedAfter = 2 // killed in the middle of the minute after slot 2
-	killAt := slot(killedAfter).Add(30 * time.Second)
+	const killedAfter = 2 // killed 3 s before slot 3, which it has claimed ahead
+	killAt := slot(killedAfter + 1).Add(-3 * time.Second)
 	time.Sleep(time.Until(killAt))
 	if err := leader.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -319,6 +330,21 @@ func TestExactlyOnceAcrossLeaderFailover(t *testing.T) {
 	for s, n := range counts {
 		if !want[s] {
 			t.Errorf("scheduled() called %d times for %s, outside the slots %s..%s", n, s, rfc(t0)[0], rfc(slot(slots - 1))[0])
+		}
+	}
+	// The dispatch record shows the old leader fenced, having confirmed slot 2 and not
+	// slot 3 (which it had claimed ahead).
+	var lease coordinationv1.Lease
+	if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: "cron-ha-dispatch"}, &lease); err != nil {
+		t.Fatal(err)
+	}
+	rec := dispatchRecord{}
+	if err := json.Unmarshal([]byte(lease.Annotations[DispatchRecordAnnotation]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	for id, e := range rec {
+		if strings.HasPrefix(id, leader.identity+"-") && (!e.Fenced || !e.Through.Equal(slot(killedAfter))) {
+			t.Errorf("dispatch record entry %s = %+v, want fenced through slot %d (%s)", id, e, killedAfter, slot(killedAfter))
 		}
 	}
 	// The history says who dispatched what: the first leader up to the kill, the

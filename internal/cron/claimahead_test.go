@@ -1,0 +1,192 @@
+package cron
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+)
+
+// aheadDispatcher is a dispatcher of namespace ns claiming ahead (10 s, the default),
+// with its dispatch record there.
+func (f *fleet) aheadDispatcher(clock *fakeClock, ns string) *Dispatcher {
+	return NewDispatcher(f.c, DispatcherOptions{Now: clock.Now, TriggerPort: f.port, Identity: "test", Namespace: ns,
+		DispatchRecord: types.NamespacedName{Namespace: ns, Name: "cron-dispatch"}})
+}
+
+func (f *fleet) record(t *testing.T, ns string) dispatchRecord {
+	t.Helper()
+	var lease coordinationv1.Lease
+	if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "cron-dispatch"}, &lease); err != nil {
+		t.Fatal(err)
+	}
+	rec := dispatchRecord{}
+	if err := json.Unmarshal([]byte(lease.Annotations[DispatchRecordAnnotation]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// aheadCase creates namespace ns with one CronSchedule of expr, and returns it, its
+// first slot, a fake clock and a dispatcher claiming ahead there.
+func (f *fleet) aheadCase(t *testing.T, ns, expr string) (*fleetv1alpha1.CronSchedule, time.Time, *fakeClock, *Dispatcher) {
+	t.Helper()
+	f.namespace(t, ns)
+	cs := f.cronSchedule(t, ns, "c", workerSpec(expr))
+	clock := &fakeClock{}
+	return cs, firstSlotAfterCreation(t, cs, expr), clock, f.aheadDispatcher(clock, ns)
+}
+
+func runOnce(t *testing.T, ds ...*Dispatcher) {
+	t.Helper()
+	for _, d := range ds {
+		if _, err := d.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func wait(ds ...*Dispatcher) {
+	for _, d := range ds {
+		d.Wait()
+	}
+}
+
+// testClaimAhead: slots claimed ahead are dispatched exactly once whether their
+// dispatcher confirms them, dies before the slot, or runs beside another one (issue 8
+// "done" 4 with claim-ahead; docs/cron.md). It shares TestDispatcher's fleet.
+func testClaimAhead(t *testing.T, f *fleet) {
+	ctx := context.Background()
+
+	t.Run("claimed ahead, confirmed and dispatched at the slot", func(t *testing.T) {
+		const expr = "31 * * * *"
+		cs, slot, clock, a := f.aheadCase(t, "ahead-confirmed", expr)
+		clock.Set(slot.Add(-5 * time.Second))
+		next, err := a.RunOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := slot.Add(time.Hour); !next.Equal(want) {
+			t.Errorf("next slot to claim = %s, want %s (the upcoming one is claimed)", next, want)
+		}
+		st := f.get(t, cs).Status.Schedules
+		if len(st) != 1 || !st[0].LastScheduleTime.Time.Equal(slot) || st[0].ClaimedAheadBy != a.identity() {
+			t.Fatalf("status.schedules = %+v, want slot %s claimed ahead by %s", st, slot, a.identity())
+		}
+		if got := f.calls(t, expr); len(got) != 0 {
+			t.Fatalf("scheduled() called before the slot: %v", got)
+		}
+		if p := a.earliestPending(); !p.Equal(slot) {
+			t.Fatalf("earliest pending claim %s, want %s", p, slot)
+		}
+		clock.Set(slot.Add(50 * time.Millisecond))
+		runOnce(t, a)
+		wait(a)
+		if got, want := f.calls(t, expr), rfc(slot); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("scheduled() calls %v, want %v", got, want)
+		}
+		if e := f.record(t, "ahead-confirmed")[a.identity()]; !e.Through.Equal(slot) || e.Fenced {
+			t.Fatalf("dispatch record entry %+v, want through %s", e, slot)
+		}
+		if h := f.get(t, cs).Status.History; len(h) != 1 || h[0].Outcome != fleetv1alpha1.CronOutcomeOK {
+			t.Fatalf("history %+v, want one ok", h)
+		}
+		// A new leader does not dispatch a confirmed slot again.
+		b := f.aheadDispatcher(clock, "ahead-confirmed")
+		clock.Set(slot.Add(20 * time.Second))
+		runOnce(t, b)
+		wait(b)
+		if got := f.calls(t, expr); len(got) != 1 {
+			t.Fatalf("scheduled() calls %v after a new leader took over, want the one", got)
+		}
+		if e := f.record(t, "ahead-confirmed")[a.identity()]; !e.Fenced {
+			t.Fatalf("old dispatcher's entry %+v not fenced by the new one", e)
+		}
+	})
+
+	t.Run("dispatcher gone before the slot: the new leader dispatches it late", func(t *testing.T) {
+		const expr = "32 * * * *"
+		cs, slot, clock, a := f.aheadCase(t, "ahead-lost", expr)
+		clock.Set(slot.Add(-5 * time.Second))
+		runOnce(t, a) // claims ahead, then "dies"
+		b := f.aheadDispatcher(clock, "ahead-lost")
+		clock.Set(slot.Add(15 * time.Second))
+		runOnce(t, b)
+		wait(b)
+		if got, want := f.calls(t, expr), rfc(slot); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("scheduled() calls %v, want %v", got, want)
+		}
+		if st := f.get(t, cs).Status.Schedules; len(st) != 1 || st[0].ClaimedAheadBy != "" || !st[0].LastScheduleTime.Time.Equal(slot) {
+			t.Fatalf("status.schedules = %+v, want the slot claimed again as due", st)
+		}
+		// The old one was only paused: it is fenced and cannot dispatch it too.
+		clock.Set(slot.Add(16 * time.Second))
+		runOnce(t, a)
+		wait(a)
+		if got := f.calls(t, expr); len(got) != 1 {
+			t.Fatalf("scheduled() calls %v, want exactly one", got)
+		}
+	})
+
+	t.Run("new leader takes over a claim ahead before the slot", func(t *testing.T) {
+		const expr = "33 * * * *"
+		cs, slot, clock, a := f.aheadCase(t, "ahead-takeover", expr)
+		clock.Set(slot.Add(-8 * time.Second))
+		runOnce(t, a)
+		b := f.aheadDispatcher(clock, "ahead-takeover")
+		clock.Set(slot.Add(-3 * time.Second))
+		runOnce(t, b)
+		if st := f.get(t, cs).Status.Schedules; len(st) != 1 || st[0].ClaimedAheadBy != b.identity() {
+			t.Fatalf("status.schedules = %+v, want the claim taken over by %s", st, b.identity())
+		}
+		clock.Set(slot.Add(50 * time.Millisecond))
+		runOnce(t, a, b) // a: fenced, drops its claim; b: dispatches
+		wait(a, b)
+		if got, want := f.calls(t, expr), rfc(slot); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("scheduled() calls %v, want %v", got, want)
+		}
+	})
+
+	// Two dispatchers running passes at the same instants (a stale leader beside a new
+	// one, at its worst: they keep fencing each other): every slot still runs once.
+	t.Run("two dispatchers claiming ahead at once", func(t *testing.T) {
+		const expr = "1-59/2 * * * *"
+		f.namespace(t, "ahead-race")
+		cs := f.cronSchedule(t, "ahead-race", "c", workerSpec(expr))
+		t0 := firstSlotAfterCreation(t, cs, expr)
+		clock := &fakeClock{}
+		a, b := f.aheadDispatcher(clock, "ahead-race"), f.aheadDispatcher(clock, "ahead-race")
+		var slots []time.Time
+		for i := 0; i < 4; i++ {
+			slot := t0.Add(time.Duration(2*i) * time.Minute)
+			slots = append(slots, slot)
+			for _, at := range []time.Duration{-9 * time.Second, -2 * time.Second, 20 * time.Millisecond, 3 * time.Second} {
+				clock.Set(slot.Add(at))
+				var wg sync.WaitGroup
+				for _, d := range []*Dispatcher{a, b} {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if _, err := d.RunOnce(ctx); err != nil {
+							t.Error(err)
+						}
+					}()
+				}
+				wg.Wait()
+			}
+		}
+		clock.Set(slots[len(slots)-1].Add(30 * time.Second))
+		runOnce(t, a, b, a)
+		wait(a, b)
+		if got, want := f.calls(t, expr), rfc(slots...); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("scheduled() calls %v, want each slot once: %v", got, want)
+		}
+	})
+}
