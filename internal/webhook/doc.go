@@ -32,4 +32,10 @@
 // controller-runtime's own defaulting handler diffs the request against a Go
 // round-trip, which rewrites quantities; SetupWebhooks therefore registers this
 // package's add-only handler on the path controller-runtime would use.
+//
+// Each webhook carries a matchCondition (CEL, evaluated by the API server, a few
+// microseconds) so that calls which cannot change the outcome are not made: a mutating
+// webhook is called only when a field its defaulter writes is missing, and a
+// validating webhook only for creates and for updates that change spec (not for label,
+// annotation or finalizer updates). See the marker comment in webhook.go.
 package webhook
