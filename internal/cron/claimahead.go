@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -268,10 +269,10 @@ func (d *Dispatcher) confirm(ctx context.Context, slot time.Time) (bool, error) 
 }
 
 // dispatchDue confirms and dispatches every claim ahead whose slot is at or before
-// now, oldest slot first. It reports how many it dispatched.
-func (d *Dispatcher) dispatchDue(ctx context.Context, now time.Time) (int, error) {
+// now, oldest slot first. It returns the last wave it dispatched (nil if none).
+func (d *Dispatcher) dispatchDue(ctx context.Context, now time.Time) (*wave, error) {
 	if !d.claimAheadEnabled() || ctx.Err() != nil {
-		return 0, nil
+		return nil, nil
 	}
 	d.ah.mu.Lock()
 	bySlot := map[time.Time][]reservation{}
@@ -286,11 +287,11 @@ func (d *Dispatcher) dispatchDue(ctx context.Context, now time.Time) (int, error
 		slots = append(slots, s)
 	}
 	sort.Slice(slots, func(i, j int) bool { return slots[i].Before(slots[j]) })
-	n := 0
+	var last *wave
 	for _, slot := range slots {
 		ok, err := d.confirm(ctx, slot)
 		if err != nil {
-			return n, err
+			return last, err
 		}
 		d.ah.mu.Lock()
 		for _, r := range bySlot[slot] {
@@ -301,26 +302,28 @@ func (d *Dispatcher) dispatchDue(ctx context.Context, now time.Time) (int, error
 			d.opts.Log.Info("cron dispatcher fenced before confirming its claims ahead; the new leader dispatches them", "slot", slot, "claims", len(bySlot[slot]))
 			continue
 		}
+		w := newWave(len(bySlot[slot]), waveHold)
+		last = w
 		for _, r := range bySlot[slot] {
 			// In parallel: each reads its CronSchedule from the cache first, and the
 			// last of a thousand should not wait for the others' reads.
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
-				d.dispatchClaimed(ctx, r)
+				d.dispatchClaimed(ctx, r, w)
 			}()
-			n++
 		}
 	}
-	return n, nil
+	return last, nil
 }
 
 // dispatchClaimed dispatches a confirmed claim ahead, against the CronSchedule as it
 // is now: a CronSchedule deleted, suspended or no longer listing the expression since
 // the claim is not dispatched.
-func (d *Dispatcher) dispatchClaimed(ctx context.Context, r reservation) {
+func (d *Dispatcher) dispatchClaimed(ctx context.Context, r reservation, w *wave) {
 	var cs fleetv1alpha1.CronSchedule
 	if err := d.c.Get(ctx, r.key, &cs); err != nil {
+		w.started()
 		if !apierrors.IsNotFound(err) {
 			d.opts.Log.Error(err, "read CronSchedule for a claimed slot; not dispatched", "cronschedule", r.key, "slot", r.slot)
 		}
@@ -332,9 +335,50 @@ func (d *Dispatcher) dispatchClaimed(ctx context.Context, r reservation) {
 		listed = listed || s == r.cron
 	}
 	if cur.DeletionTimestamp != nil || cur.Spec.Suspend || !listed {
+		w.started()
 		return
 	}
-	d.dispatch(ctx, cur, r.cron, r.slot)
+	d.dispatchIn(ctx, cur, r.cron, r.slot, w)
+}
+
+// waveHold bounds how long a wave holds its runs' history writes.
+const waveHold = 2 * time.Second
+
+// wave is the set of runs dispatched together at one slot. Their history writes (one
+// status write each) wait until every run of the wave has had its answer from the
+// pod, or waveHold has passed: a thousand writes through the API server at the moment
+// a thousand scheduled() handlers start would compete with them for the same cores
+// (docs/benchmarks.md, cron lateness). A nil *wave holds nothing.
+type wave struct {
+	left atomic.Int64
+	done chan struct{}
+	once sync.Once
+}
+
+func newWave(n int, hold time.Duration) *wave {
+	w := &wave{done: make(chan struct{})}
+	w.left.Store(int64(n))
+	if n == 0 {
+		w.close()
+	}
+	time.AfterFunc(hold, w.close)
+	return w
+}
+
+func (w *wave) close() { w.once.Do(func() { close(w.done) }) }
+
+// started marks one run of the wave as answered (or not dispatched).
+func (w *wave) started() {
+	if w != nil && w.left.Add(-1) == 0 {
+		w.close()
+	}
+}
+
+// wait blocks until the whole wave is answered or its hold has passed.
+func (w *wave) wait() {
+	if w != nil {
+		<-w.done
+	}
 }
 
 // claimAheadOf claims the upcoming slot of e when it is at most ClaimAhead away and

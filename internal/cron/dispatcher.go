@@ -191,13 +191,7 @@ func NewDispatcher(c client.Client, opts DispatcherOptions) *Dispatcher {
 		opts.APIReader = c
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Transport: &http.Transport{
-			DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-			// Kept open between slots: a minute boundary that fires many
-			// CronSchedules at one Worker should not open a connection per dispatch.
-			MaxIdleConnsPerHost: 256,
-			IdleConnTimeout:     5 * time.Minute,
-		}}
+		opts.HTTPClient = &http.Client{Transport: triggerTransport()}
 	}
 	if opts.TriggerPort == 0 {
 		opts.TriggerPort = DefaultTriggerPort
@@ -226,6 +220,18 @@ func NewDispatcher(c client.Client, opts DispatcherOptions) *Dispatcher {
 		// A fresh suffix per process: a restarted dispatcher must not pass for the
 		// one that made the claims ahead it finds.
 		ah: ahead{id: fmt.Sprintf("%s-%08x", opts.Identity, rand.Uint32()), pending: map[reservation]bool{}}}
+}
+
+// triggerTransport is the default transport to the pods' trigger sockets: no overall
+// timeout (WallTime bounds each call), and connections kept open between slots, so
+// that a minute firing many CronSchedules at one Worker does not open a connection
+// per dispatch each time.
+func triggerTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     90 * time.Second,
+	}
 }
 
 // NeedLeaderElection makes the manager run the dispatcher on the leader only.
@@ -276,9 +282,13 @@ func (d *Dispatcher) Wait() { d.wg.Wait() }
 // claimed over all of them (zero if none). Dispatches run in the background (see
 // Wait); claims are done when RunOnce returns.
 func (d *Dispatcher) RunOnce(ctx context.Context) (time.Time, error) {
-	if _, err := d.dispatchDue(ctx, d.opts.Now()); err != nil {
+	w, err := d.dispatchDue(ctx, d.opts.Now())
+	if err != nil {
 		return time.Time{}, err
 	}
+	// The rest of the pass (a list of every CronSchedule, and its writes) waits for the
+	// wave just dispatched, as the wave's history writes do.
+	w.wait()
 	var rec dispatchRecord
 	if d.claimAheadEnabled() {
 		r, err := d.readRecord(ctx)
@@ -600,12 +610,19 @@ func (d *Dispatcher) claimSlot(ctx context.Context, cs *fleetv1alpha1.CronSchedu
 
 // dispatch runs one claimed slot in the background, honouring concurrencyPolicy.
 func (d *Dispatcher) dispatch(ctx context.Context, cs *fleetv1alpha1.CronSchedule, cron string, slot time.Time) {
+	d.dispatchIn(ctx, cs, cron, slot, nil)
+}
+
+// dispatchIn is dispatch as part of wave w (nil: none): the run's history write waits
+// for the wave (see wave).
+func (d *Dispatcher) dispatchIn(ctx context.Context, cs *fleetv1alpha1.CronSchedule, cron string, slot time.Time, w *wave) {
 	key := client.ObjectKeyFromObject(cs)
 	policy := cs.Spec.ConcurrencyPolicy
 	d.mu.Lock()
 	prev := d.running[key]
 	if prev != nil && policy == fleetv1alpha1.ConcurrencyForbid {
 		d.mu.Unlock()
+		w.started()
 		d.record(ctx, key, fleetv1alpha1.CronEvent{
 			Cron: cron, ScheduledTime: metav1.NewTime(slot), Outcome: fleetv1alpha1.CronOutcomeSkipped,
 			Message: fmt.Sprintf("the run of slot %s is still going (concurrencyPolicy Forbid)", prev.slot.UTC().Format(time.RFC3339)),
@@ -639,6 +656,8 @@ func (d *Dispatcher) dispatch(ctx context.Context, cs *fleetv1alpha1.CronSchedul
 		default:
 			ev = fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: "spec.target names neither a workerRef nor a workflowRef"}
 		}
+		w.started()
+		w.wait()
 		d.mu.Lock()
 		if !r.replaced.IsZero() {
 			ev.Outcome = fleetv1alpha1.CronOutcomeException
