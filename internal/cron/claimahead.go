@@ -10,6 +10,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -304,37 +305,62 @@ func (d *Dispatcher) dispatchDue(ctx context.Context, now time.Time) (*wave, err
 		}
 		w := newWave(len(bySlot[slot]), waveHold)
 		last = w
+		current := d.currentSchedules(ctx)
 		for _, r := range bySlot[slot] {
 			// In parallel: each reads its CronSchedule from the cache first, and the
 			// last of a thousand should not wait for the others' reads.
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
-				d.dispatchClaimed(ctx, r, w)
+				d.dispatchClaimed(ctx, r, current[r.key], w)
 			}()
 		}
 	}
 	return last, nil
 }
 
+// currentSchedules lists the CronSchedules once for a wave, as the read-only objects
+// the cache holds (no copy per dispatch). Nil on error (each dispatch then reads its
+// own).
+func (d *Dispatcher) currentSchedules(ctx context.Context) map[types.NamespacedName]*fleetv1alpha1.CronSchedule {
+	var list fleetv1alpha1.CronScheduleList
+	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
+	if d.opts.Namespace != "" {
+		opts = append(opts, client.InNamespace(d.opts.Namespace))
+	}
+	if err := d.c.List(ctx, &list, opts...); err != nil {
+		d.opts.Log.Error(err, "list CronSchedules for a wave")
+		return nil
+	}
+	m := make(map[types.NamespacedName]*fleetv1alpha1.CronSchedule, len(list.Items))
+	for i := range list.Items {
+		m[client.ObjectKeyFromObject(&list.Items[i])] = &list.Items[i]
+	}
+	return m
+}
+
 // dispatchClaimed dispatches a confirmed claim ahead, against the CronSchedule as it
-// is now: a CronSchedule deleted, suspended or no longer listing the expression since
-// the claim is not dispatched.
-func (d *Dispatcher) dispatchClaimed(ctx context.Context, r reservation, w *wave) {
-	var cs fleetv1alpha1.CronSchedule
-	if err := d.c.Get(ctx, r.key, &cs); err != nil {
-		w.started()
-		if !apierrors.IsNotFound(err) {
-			d.opts.Log.Error(err, "read CronSchedule for a claimed slot; not dispatched", "cronschedule", r.key, "slot", r.slot)
+// is now (listed: from currentSchedules, never modified; nil: read it): a CronSchedule
+// deleted, suspended or no longer listing the expression since the claim is not
+// dispatched.
+func (d *Dispatcher) dispatchClaimed(ctx context.Context, r reservation, listed *fleetv1alpha1.CronSchedule, w *wave) {
+	if listed == nil {
+		var cs fleetv1alpha1.CronSchedule
+		if err := d.c.Get(ctx, r.key, &cs); err != nil {
+			w.started()
+			if !apierrors.IsNotFound(err) {
+				d.opts.Log.Error(err, "read CronSchedule for a claimed slot; not dispatched", "cronschedule", r.key, "slot", r.slot)
+			}
+			return
 		}
-		return
+		listed = &cs
 	}
-	cur := d.freshest(&cs)
-	listed := false
+	cur := d.freshest(listed)
+	has := false
 	for _, s := range cur.Spec.Schedules {
-		listed = listed || s == r.cron
+		has = has || s == r.cron
 	}
-	if cur.DeletionTimestamp != nil || cur.Spec.Suspend || !listed {
+	if cur.DeletionTimestamp != nil || cur.Spec.Suspend || !has {
 		w.started()
 		return
 	}
@@ -353,6 +379,22 @@ type wave struct {
 	left atomic.Int64
 	done chan struct{}
 	once sync.Once
+	pods sync.Map // "<namespace>/<worker>" -> *wavePods
+}
+
+// wavePods is one Worker's ready pods, listed once per wave.
+type wavePods struct {
+	once  sync.Once
+	ready []*corev1.Pod
+	err   error
+}
+
+// readyPods lists the Worker's ready pods once for the whole wave.
+func (w *wave) readyPods(ctx context.Context, d *Dispatcher, namespace, worker string) ([]*corev1.Pod, error) {
+	v, _ := w.pods.LoadOrStore(namespace+"/"+worker, &wavePods{})
+	p := v.(*wavePods)
+	p.once.Do(func() { p.ready, p.err = d.readyPods(ctx, namespace, worker) })
+	return p.ready, p.err
 }
 
 func newWave(n int, hold time.Duration) *wave {

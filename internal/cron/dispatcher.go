@@ -650,7 +650,7 @@ func (d *Dispatcher) dispatchIn(ctx context.Context, cs *fleetv1alpha1.CronSched
 		var notReady string
 		switch {
 		case target.WorkerRef != nil:
-			ev, notReady = d.callWorker(runCtx, key.Namespace, target.WorkerRef.Name, cron, slot)
+			ev, notReady = d.callWorker(runCtx, key.Namespace, target.WorkerRef.Name, cron, slot, w)
 		case target.WorkflowRef != nil:
 			ev = d.startWorkflow(runCtx, key.Namespace, target, cron, slot)
 		default:
@@ -686,8 +686,18 @@ type triggerResult struct {
 
 // callWorker POSTs the slot to one ready pod's trigger socket. notReady is a message
 // when the Worker has no ready pod.
-func (d *Dispatcher) callWorker(ctx context.Context, namespace, worker, cron string, slot time.Time) (fleetv1alpha1.CronEvent, string) {
-	pod, err := d.readyPod(ctx, namespace, worker)
+func (d *Dispatcher) callWorker(ctx context.Context, namespace, worker, cron string, slot time.Time, w *wave) (fleetv1alpha1.CronEvent, string) {
+	var ready []*corev1.Pod
+	var err error
+	if w != nil {
+		ready, err = w.readyPods(ctx, d, namespace, worker)
+	} else {
+		ready, err = d.readyPods(ctx, namespace, worker)
+	}
+	var pod *corev1.Pod
+	if len(ready) > 0 {
+		pod = ready[rand.IntN(len(ready))]
+	}
 	if err != nil {
 		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: err.Error()}, ""
 	}
@@ -742,8 +752,8 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// readyPod picks one ready pod of the Worker at random, or nil.
-func (d *Dispatcher) readyPod(ctx context.Context, namespace, worker string) (*corev1.Pod, error) {
+// readyPods lists the ready pods of the Worker, by name.
+func (d *Dispatcher) readyPods(ctx context.Context, namespace, worker string) ([]*corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := d.c.List(ctx, &pods, client.InNamespace(namespace),
 		client.MatchingLabels{LabelWorker: worker, LabelComponent: ComponentWorker}); err != nil {
@@ -761,11 +771,8 @@ func (d *Dispatcher) readyPod(ctx context.Context, namespace, worker string) (*c
 			}
 		}
 	}
-	if len(ready) == 0 {
-		return nil, nil
-	}
 	sort.Slice(ready, func(i, j int) bool { return ready[i].Name < ready[j].Name })
-	return ready[rand.IntN(len(ready))], nil
+	return ready, nil
 }
 
 func (d *Dispatcher) startWorkflow(ctx context.Context, namespace string, target fleetv1alpha1.CronTarget, cron string, slot time.Time) fleetv1alpha1.CronEvent {
