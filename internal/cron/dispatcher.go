@@ -179,6 +179,7 @@ type run struct {
 // +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=cronschedules,verbs=get;list;watch
 // +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=cronschedules/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=workers;workflows,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // NewDispatcher returns a dispatcher using c for reads and status writes.
@@ -370,7 +371,13 @@ func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule
 			"spec.suspend is true: no slot is dispatched, and slots passed while suspended are not caught up")
 	}
 	resumed := ready != nil && ready.Reason == fleetv1alpha1.ReasonSuspended
-	if ready == nil || resumed || ready.Reason == fleetv1alpha1.ReasonInvalidSpec {
+	if missing := d.missingTarget(ctx, cs); missing != "" {
+		// Still dispatching (GitOps may apply the target later): each slot until then
+		// is recorded as unreachable.
+		if err := d.setCondition(ctx, cs, metav1.ConditionFalse, fleetv1alpha1.ReasonReferenceNotFound, missing); err != nil {
+			return time.Time{}, err
+		}
+	} else if ready == nil || resumed || ready.Reason == fleetv1alpha1.ReasonInvalidSpec || ready.Reason == fleetv1alpha1.ReasonReferenceNotFound {
 		if err := d.setCondition(ctx, cs, metav1.ConditionTrue, fleetv1alpha1.ReasonScheduled, "dispatching"); err != nil {
 			return time.Time{}, err
 		}
@@ -431,6 +438,25 @@ func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule
 		}
 	}
 	return next, nil
+}
+
+// missingTarget returns why spec.target names an object that does not exist ("" when
+// it exists, or when it cannot be read: the dispatch then says what went wrong).
+func (d *Dispatcher) missingTarget(ctx context.Context, cs *fleetv1alpha1.CronSchedule) string {
+	var obj client.Object
+	var field, kind, name string
+	switch t := cs.Spec.Target; {
+	case t.WorkerRef != nil:
+		obj, field, kind, name = &fleetv1alpha1.Worker{}, "spec.target.workerRef", "Worker", t.WorkerRef.Name
+	case t.WorkflowRef != nil:
+		obj, field, kind, name = &fleetv1alpha1.Workflow{}, "spec.target.workflowRef", "Workflow", t.WorkflowRef.Name
+	default:
+		return ""
+	}
+	if err := d.c.Get(ctx, types.NamespacedName{Namespace: cs.Namespace, Name: name}, obj); !apierrors.IsNotFound(err) {
+		return ""
+	}
+	return fmt.Sprintf("%s: %s %q not found in namespace %q; each slot is recorded as unreachable until it exists", field, kind, name, cs.Namespace)
 }
 
 // armNew gives an expression added to an already dispatching CronSchedule its state,
@@ -811,7 +837,8 @@ func (d *Dispatcher) record(ctx context.Context, key types.NamespacedName, ev fl
 			hist = hist[:limit]
 		}
 		cs.Status.History = hist
-		if !cs.Spec.Suspend {
+		cur := meta.FindStatusCondition(cs.Status.Conditions, fleetv1alpha1.ConditionReady)
+		if !cs.Spec.Suspend && (cur == nil || cur.Reason != fleetv1alpha1.ReasonReferenceNotFound) {
 			if notReady != "" {
 				meta.SetStatusCondition(&cs.Status.Conditions, metav1.Condition{Type: fleetv1alpha1.ConditionReady,
 					Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonTargetNotReady, Message: notReady, ObservedGeneration: cs.Generation})

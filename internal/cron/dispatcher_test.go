@@ -151,6 +151,20 @@ func (f *fleet) namespace(t testing.TB, name string) {
 	if err := f.c.Status().Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
+	f.worker(t, name, "app")
+}
+
+// worker creates the Worker object a CronSchedule's workerRef names (the dispatcher
+// checks that it exists; its pods are what namespace sets up).
+func (f *fleet) worker(t testing.TB, ns, name string) {
+	t.Helper()
+	main := "export default { async scheduled() {} }"
+	w := &fleetv1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: fleetv1alpha1.WorkerSpec{CompatibilityDate: "2025-01-01", Source: fleetv1alpha1.WorkerSource{
+			Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: &main}}}}}}
+	if err := f.c.Create(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (f *fleet) cronSchedule(t *testing.T, ns, name string, spec fleetv1alpha1.CronScheduleSpec) *fleetv1alpha1.CronSchedule {
@@ -298,6 +312,36 @@ func TestDispatcher(t *testing.T) {
 
 	t.Run("claim ahead", func(t *testing.T) { testClaimAhead(t, f) })
 
+	// A target that does not exist yet (GitOps applies in any order) makes Ready false
+	// with ReferenceNotFound, naming the field; once it exists, Ready is true again.
+	t.Run("missing target", func(t *testing.T) {
+		const ns, expr = "missing-target", "41 * * * *"
+		if err := f.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+		spec := workerSpec(expr)
+		spec.Target.WorkerRef.Name = "later"
+		cs := f.cronSchedule(t, ns, "c", spec)
+		clock := &fakeClock{}
+		clock.Set(firstSlotAfterCreation(t, cs, expr).Add(-30 * time.Second))
+		d := NewDispatcher(f.c, DispatcherOptions{Now: clock.Now, TriggerPort: f.port, Namespace: ns})
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c := meta.FindStatusCondition(f.get(t, cs).Status.Conditions, fleetv1alpha1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != fleetv1alpha1.ReasonReferenceNotFound ||
+			!strings.Contains(c.Message, `spec.target.workerRef: Worker "later" not found in namespace "missing-target"`) {
+			t.Fatalf("Ready condition %+v, want False/ReferenceNotFound naming spec.target.workerRef", c)
+		}
+		f.worker(t, ns, "later")
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(f.get(t, cs).Status.Conditions, fleetv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != fleetv1alpha1.ReasonScheduled {
+			t.Fatalf("Ready condition %+v after the Worker was created, want True/Scheduled", c)
+		}
+	})
+
 	// Issue 8 "done" 4 (the claim part): two dispatchers racing on the same objects at
 	// the same instants; each slot reaches the handler exactly once.
 	t.Run("exactly once with two dispatchers", func(t *testing.T) {
@@ -385,10 +429,12 @@ func TestDispatcher(t *testing.T) {
 		}
 	})
 
-	// No ready pod: recorded as unreachable, Ready=False TargetNotReady.
+	// The Worker exists but has no ready pod: recorded as unreachable, Ready=False
+	// TargetNotReady.
 	t.Run("target not ready", func(t *testing.T) {
 		const expr = "* * * * *"
 		f.namespace(t, "no-pods")
+		f.worker(t, "no-pods", "ghost")
 		spec := workerSpec(expr)
 		spec.Target.WorkerRef.Name = "ghost"
 		cs := f.cronSchedule(t, "no-pods", "ghost", spec)
