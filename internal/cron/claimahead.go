@@ -306,13 +306,30 @@ func (d *Dispatcher) dispatchDue(ctx context.Context, now time.Time) (*wave, err
 		w := newWave(len(bySlot[slot]), waveHold)
 		last = w
 		current := d.currentSchedules(ctx)
+		groups := map[types.NamespacedName][]batchRun{}
 		for _, r := range bySlot[slot] {
-			// In parallel: each reads its CronSchedule from the cache first, and the
-			// last of a thousand should not wait for the others' reads.
+			if cs := current[r.key]; batchable(cs) {
+				if cur, ok := d.stillDue(cs, r); ok {
+					worker := types.NamespacedName{Namespace: r.key.Namespace, Name: cur.Spec.Target.WorkerRef.Name}
+					groups[worker] = append(groups[worker], batchRun{cs: cur, r: r})
+				} else {
+					w.started()
+				}
+				continue
+			}
+			// In parallel: each reads its CronSchedule first, and the last of a
+			// thousand should not wait for the others' reads.
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
 				d.dispatchClaimed(ctx, r, current[r.key], w)
+			}()
+		}
+		for worker, runs := range groups {
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				d.dispatchBatch(ctx, worker, runs, w)
 			}()
 		}
 	}
@@ -355,16 +372,24 @@ func (d *Dispatcher) dispatchClaimed(ctx context.Context, r reservation, listed 
 		}
 		listed = &cs
 	}
+	cur, ok := d.stillDue(listed, r)
+	if !ok {
+		w.started()
+		return
+	}
+	d.dispatchIn(ctx, cur, r.cron, r.slot, w)
+}
+
+// stillDue returns the newest copy of listed and whether the claim r should still be
+// dispatched: not if the CronSchedule is being deleted, is suspended, or no longer
+// lists the expression.
+func (d *Dispatcher) stillDue(listed *fleetv1alpha1.CronSchedule, r reservation) (*fleetv1alpha1.CronSchedule, bool) {
 	cur := d.freshest(listed)
 	has := false
 	for _, s := range cur.Spec.Schedules {
 		has = has || s == r.cron
 	}
-	if cur.DeletionTimestamp != nil || cur.Spec.Suspend || !has {
-		w.started()
-		return
-	}
-	d.dispatchIn(ctx, cur, r.cron, r.slot, w)
+	return cur, cur.DeletionTimestamp == nil && !cur.Spec.Suspend && has
 }
 
 // waveHold bounds how long a wave holds its runs' history writes.

@@ -3,6 +3,7 @@ package cron
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -154,6 +155,60 @@ func testClaimAhead(t *testing.T, f *fleet) {
 		}
 	})
 
+	// The runs of one wave for one Worker go in one POST /scheduled-batch to its pod
+	// (the real trigger shim); each is recorded with its own outcome, and a run past
+	// the wall-time limit is recorded as exceededWallTime while the others are ok.
+	t.Run("one request per pod for a wave", func(t *testing.T) {
+		const ns = "ahead-batch"
+		f.namespace(t, ns)
+		specs := map[string]string{"throws": "45 * * * *", "ok-a": "45 0-23 * * *", "ok-b": "45 */1 * * *",
+			"slow": "46 * * * *", "quick": "46 0-23 * * *"}
+		css := map[string]*fleetv1alpha1.CronSchedule{}
+		for name, expr := range specs {
+			css[name] = f.cronSchedule(t, ns, name, workerSpec(expr))
+		}
+		slot45 := firstSlotAfterCreation(t, css["throws"], "45 * * * *")
+		slot46 := slot45.Add(time.Minute)
+		if s := firstSlotAfterCreation(t, css["slow"], "46 * * * *"); !s.Equal(slot46) {
+			t.Skipf("created across an hour's minute 45/46 (%s, %s): no shared hour", slot45, s)
+		}
+		paths := &pathRecorder{next: triggerTransport()}
+		clock := &fakeClock{}
+		d := NewDispatcher(f.c, DispatcherOptions{Now: clock.Now, TriggerPort: f.port, Identity: "test", Namespace: ns,
+			WallTime: 2 * time.Second, HTTPClient: &http.Client{Transport: paths},
+			DispatchRecord: types.NamespacedName{Namespace: ns, Name: "cron-dispatch"}})
+		for _, slot := range []time.Time{slot45, slot46} {
+			clock.Set(slot.Add(-5 * time.Second))
+			runOnce(t, d)
+			clock.Set(slot.Add(50 * time.Millisecond))
+			runOnce(t, d)
+			wait(d)
+		}
+		if got, want := strings.Join(paths.list(), " "), "/scheduled-batch /scheduled-batch"; got != want {
+			t.Errorf("trigger requests %q, want %q (one per wave)", got, want)
+		}
+		want := map[string]struct {
+			slot    time.Time
+			outcome fleetv1alpha1.CronOutcome
+			message string
+		}{
+			"throws": {slot45, fleetv1alpha1.CronOutcomeException, "pod app-0"},
+			"ok-a":   {slot45, fleetv1alpha1.CronOutcomeOK, "pod app-0"},
+			"ok-b":   {slot45, fleetv1alpha1.CronOutcomeOK, "pod app-0"},
+			"slow":   {slot46, fleetv1alpha1.CronOutcomeExceededWallTime, "wall-time limit"},
+			"quick":  {slot46, fleetv1alpha1.CronOutcomeOK, "pod app-0"},
+		}
+		for name, w := range want {
+			h := f.get(t, css[name]).Status.History
+			if len(h) != 1 || !h[0].ScheduledTime.Time.Equal(w.slot) || h[0].Outcome != w.outcome || !strings.Contains(h[0].Message, w.message) {
+				t.Errorf("%s: history %+v, want one %s row at %s mentioning %q", name, h, w.outcome, w.slot, w.message)
+			}
+			if got := f.calls(t, specs[name]); len(got) != 1 {
+				t.Errorf("%s: scheduled() calls %v, want one", name, got)
+			}
+		}
+	})
+
 	// Two dispatchers running passes at the same instants (a stale leader beside a new
 	// one, at its worst: they keep fencing each other): every slot still runs once.
 	t.Run("two dispatchers claiming ahead at once", func(t *testing.T) {
@@ -189,4 +244,24 @@ func testClaimAhead(t *testing.T, f *fleet) {
 			t.Fatalf("scheduled() calls %v, want each slot once: %v", got, want)
 		}
 	})
+}
+
+// pathRecorder is a transport that records the request paths.
+type pathRecorder struct {
+	next  http.RoundTripper
+	mu    sync.Mutex
+	paths []string
+}
+
+func (p *pathRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	p.mu.Lock()
+	p.paths = append(p.paths, req.URL.Path)
+	p.mu.Unlock()
+	return p.next.RoundTrip(req)
+}
+
+func (p *pathRecorder) list() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.paths...)
 }

@@ -642,6 +642,46 @@ func (d *Dispatcher) dispatch(ctx context.Context, cs *fleetv1alpha1.CronSchedul
 // dispatchIn is dispatch as part of wave w (nil: none): the run's history write waits
 // for the wave (see wave).
 func (d *Dispatcher) dispatchIn(ctx context.Context, cs *fleetv1alpha1.CronSchedule, cron string, slot time.Time, w *wave) {
+	runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.WallTime)
+	h := d.startRun(ctx, cs, cron, slot, w, cancel)
+	if h == nil {
+		cancel()
+		return
+	}
+	target := cs.Spec.Target
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		defer cancel()
+		var ev fleetv1alpha1.CronEvent
+		var notReady string
+		switch {
+		case target.WorkerRef != nil:
+			ev, notReady = d.callWorker(runCtx, h.key.Namespace, target.WorkerRef.Name, cron, slot, w)
+		case target.WorkflowRef != nil:
+			ev = d.startWorkflow(runCtx, h.key.Namespace, target, cron, slot)
+		default:
+			ev = fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: "spec.target names neither a workerRef nor a workflowRef"}
+		}
+		d.finishRun(ctx, h, ev, notReady)
+	}()
+}
+
+// runHandle is one run between startRun and finishRun.
+type runHandle struct {
+	key   types.NamespacedName
+	cron  string
+	slot  time.Time
+	start time.Time
+	r     *run
+	known *fleetv1alpha1.CronSchedule // the object as just claimed
+	w     *wave
+}
+
+// startRun registers a run of slot under concurrencyPolicy (cancel stops it when a
+// Replace run takes over). With Forbid and a run still going, it records the slot as
+// skipped and returns nil.
+func (d *Dispatcher) startRun(ctx context.Context, cs *fleetv1alpha1.CronSchedule, cron string, slot time.Time, w *wave, cancel context.CancelFunc) *runHandle {
 	key := client.ObjectKeyFromObject(cs)
 	policy := cs.Spec.ConcurrencyPolicy
 	d.mu.Lock()
@@ -653,58 +693,46 @@ func (d *Dispatcher) dispatchIn(ctx context.Context, cs *fleetv1alpha1.CronSched
 			Cron: cron, ScheduledTime: metav1.NewTime(slot), Outcome: fleetv1alpha1.CronOutcomeSkipped,
 			Message: fmt.Sprintf("the run of slot %s is still going (concurrencyPolicy Forbid)", prev.slot.UTC().Format(time.RFC3339)),
 		}, "", nil)
-		return
+		return nil
 	}
 	if prev != nil && policy == fleetv1alpha1.ConcurrencyReplace {
 		prev.replaced = slot
 		prev.cancel()
 	}
-	runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.WallTime)
 	r := &run{slot: slot, cancel: cancel}
 	d.running[key] = r
 	d.mu.Unlock()
+	start := d.opts.Now()
+	lateness.Observe(start.Sub(slot).Seconds())
+	return &runHandle{key: key, cron: cron, slot: slot, start: start, r: r, known: cs.DeepCopy(), w: w}
+}
 
-	target := cs.Spec.Target
-	known := cs.DeepCopy() // as just claimed
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		defer cancel()
-		start := d.opts.Now()
-		lateness.Observe(start.Sub(slot).Seconds())
-		var ev fleetv1alpha1.CronEvent
-		var notReady string
-		switch {
-		case target.WorkerRef != nil:
-			ev, notReady = d.callWorker(runCtx, key.Namespace, target.WorkerRef.Name, cron, slot, w)
-		case target.WorkflowRef != nil:
-			ev = d.startWorkflow(runCtx, key.Namespace, target, cron, slot)
-		default:
-			ev = fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: "spec.target names neither a workerRef nor a workflowRef"}
-		}
-		w.started()
-		w.wait()
-		d.mu.Lock()
-		if !r.replaced.IsZero() {
-			ev.Outcome = fleetv1alpha1.CronOutcomeException
-			ev.Message = fmt.Sprintf("cancelled: replaced by the run of slot %s (concurrencyPolicy Replace)", r.replaced.UTC().Format(time.RFC3339))
-		}
-		if d.running[key] == r {
-			delete(d.running, key)
-		}
-		d.mu.Unlock()
-		ev.Cron, ev.ScheduledTime = cron, metav1.NewTime(slot)
-		ev.Start = &metav1.Time{Time: start}
-		ev.DurationMs = d.opts.Now().Sub(start).Milliseconds()
-		outcomes.WithLabelValues(key.Namespace, key.Name, string(ev.Outcome)).Inc()
-		d.pass.RLock() // after the current pass's claims
-		defer d.pass.RUnlock()
-		d.record(context.WithoutCancel(ctx), key, ev, notReady, known)
-	}()
+// finishRun records the run's outcome ev (after its wave, see wave) and unregisters it.
+func (d *Dispatcher) finishRun(ctx context.Context, h *runHandle, ev fleetv1alpha1.CronEvent, notReady string) {
+	h.w.started()
+	h.w.wait()
+	d.mu.Lock()
+	if !h.r.replaced.IsZero() {
+		ev.Outcome = fleetv1alpha1.CronOutcomeException
+		ev.Message = fmt.Sprintf("cancelled: replaced by the run of slot %s (concurrencyPolicy Replace)", h.r.replaced.UTC().Format(time.RFC3339))
+	}
+	if d.running[h.key] == h.r {
+		delete(d.running, h.key)
+	}
+	d.mu.Unlock()
+	ev.Cron, ev.ScheduledTime = h.cron, metav1.NewTime(h.slot)
+	ev.Start = &metav1.Time{Time: h.start}
+	ev.DurationMs = d.opts.Now().Sub(h.start).Milliseconds()
+	outcomes.WithLabelValues(h.key.Namespace, h.key.Name, string(ev.Outcome)).Inc()
+	d.pass.RLock() // after the current pass's claims
+	defer d.pass.RUnlock()
+	d.record(context.WithoutCancel(ctx), h.key, ev, notReady, h.known)
 }
 
 // triggerResult is the trigger socket's answer (docs/pod-contract.md).
 type triggerResult struct {
+	// Index is the run's place in a /scheduled-batch request.
+	Index   int    `json:"index"`
 	Outcome string `json:"outcome"`
 	NoRetry bool   `json:"noRetry"`
 	Error   string `json:"error"`
@@ -720,43 +748,63 @@ func (d *Dispatcher) callWorker(ctx context.Context, namespace, worker, cron str
 	} else {
 		ready, err = d.readyPods(ctx, namespace, worker)
 	}
-	var pod *corev1.Pod
-	if len(ready) > 0 {
-		pod = ready[rand.IntN(len(ready))]
-	}
 	if err != nil {
 		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: err.Error()}, ""
 	}
-	if pod == nil {
-		msg := fmt.Sprintf("Worker %q has no ready pod (pods labelled %s=%s,%s=%s)", worker, LabelWorker, worker, LabelComponent, ComponentWorker)
+	if len(ready) == 0 {
+		msg := noReadyPod(worker)
 		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: msg}, msg
 	}
+	return d.callPod(ctx, ready[rand.IntN(len(ready))], cron, slot), ""
+}
+
+func noReadyPod(worker string) string {
+	return fmt.Sprintf("Worker %q has no ready pod (pods labelled %s=%s,%s=%s)", worker, LabelWorker, worker, LabelComponent, ComponentWorker)
+}
+
+// triggerURL is pod's trigger socket endpoint path.
+func (d *Dispatcher) triggerURL(pod *corev1.Pod, path string) string {
+	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(d.opts.TriggerPort)) + path
+}
+
+// callPod POSTs one run to pod's trigger socket (POST /scheduled).
+func (d *Dispatcher) callPod(ctx context.Context, pod *corev1.Pod, cron string, slot time.Time) fleetv1alpha1.CronEvent {
 	body, _ := json.Marshal(map[string]any{"cron": cron, "scheduledTime": slot.UnixMilli()})
-	url := "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(d.opts.TriggerPort)) + "/scheduled"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.triggerURL(pod, "/scheduled"), bytes.NewReader(body))
 	if err != nil {
-		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: err.Error()}, ""
+		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: err.Error()}
 	}
 	req.Header.Set("content-type", "application/json")
 	resp, err := d.opts.HTTPClient.Do(req)
 	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeExceededWallTime,
-				Message: fmt.Sprintf("pod %s: still running after the %s wall-time limit of Cron Triggers (seed 002); request cancelled", pod.Name, d.opts.WallTime)}, ""
-		}
-		if ctx.Err() != nil {
-			return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeException, Message: fmt.Sprintf("pod %s: cancelled: %v", pod.Name, err)}, ""
-		}
-		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: fmt.Sprintf("pod %s: %v", pod.Name, err)}, ""
+		return d.callFailed(ctx, pod.Name, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var res triggerResult
 	if err := json.Unmarshal(raw, &res); err != nil || resp.StatusCode != http.StatusOK || res.Outcome == "" {
 		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable,
-			Message: fmt.Sprintf("pod %s: trigger socket answered %d %s", pod.Name, resp.StatusCode, truncate(string(raw), 200))}, ""
+			Message: fmt.Sprintf("pod %s: trigger socket answered %d %s", pod.Name, resp.StatusCode, truncate(string(raw), 200))}
 	}
-	ev := fleetv1alpha1.CronEvent{NoRetry: res.NoRetry, Message: fmt.Sprintf("pod %s (dispatcher %s)", pod.Name, d.opts.Identity)}
+	return d.eventOf(pod.Name, res)
+}
+
+// callFailed is the event of a trigger call that got no answer: past the wall time,
+// cancelled, or unreachable.
+func (d *Dispatcher) callFailed(ctx context.Context, pod string, err error) fleetv1alpha1.CronEvent {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeExceededWallTime,
+			Message: fmt.Sprintf("pod %s: still running after the %s wall-time limit of Cron Triggers (seed 002); request cancelled", pod, d.opts.WallTime)}
+	}
+	if ctx.Err() != nil {
+		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeException, Message: fmt.Sprintf("pod %s: cancelled: %v", pod, err)}
+	}
+	return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: fmt.Sprintf("pod %s: %v", pod, err)}
+}
+
+// eventOf maps the trigger socket's answer for one run to a history event.
+func (d *Dispatcher) eventOf(pod string, res triggerResult) fleetv1alpha1.CronEvent {
+	ev := fleetv1alpha1.CronEvent{NoRetry: res.NoRetry, Message: fmt.Sprintf("pod %s (dispatcher %s)", pod, d.opts.Identity)}
 	switch res.Outcome {
 	case "ok":
 		ev.Outcome = fleetv1alpha1.CronOutcomeOK
@@ -764,11 +812,14 @@ func (d *Dispatcher) callWorker(ctx context.Context, namespace, worker, cron str
 		ev.Outcome = fleetv1alpha1.CronOutcomeExceededCPU
 	case "exception":
 		ev.Outcome = fleetv1alpha1.CronOutcomeException
+		if res.Error != "" {
+			ev.Message += ": " + truncate(res.Error, 200)
+		}
 	default:
 		ev.Outcome = fleetv1alpha1.CronOutcomeException
 		ev.Message += ": workerd outcome " + res.Outcome
 	}
-	return ev, ""
+	return ev
 }
 
 func truncate(s string, n int) string {

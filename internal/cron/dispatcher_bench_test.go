@@ -234,8 +234,9 @@ func percentile(xs []float64, p float64) float64 {
 	return xs[min(len(xs)-1, int(p*float64(len(xs))))]
 }
 
-// sendRecorder is the dispatcher's transport with a clock: it records when each
-// trigger request was sent, with the slot from its body ({"cron", "scheduledTime"}).
+// sendRecorder is the dispatcher's transport with a clock: it records when each run
+// was sent, with its slot, from the request body ({"cron", "scheduledTime"}, or
+// {"runs": [...]} for a batch).
 type sendRecorder struct {
 	next http.RoundTripper
 	mu   sync.Mutex
@@ -246,8 +247,12 @@ type sentAt struct{ slot, at time.Time }
 
 func (r *sendRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	at := time.Now()
-	var body struct {
+	type run struct {
 		ScheduledTime int64 `json:"scheduledTime"`
+	}
+	var body struct {
+		run
+		Runs []run `json:"runs"` // POST /scheduled-batch
 	}
 	if req.GetBody != nil {
 		if rc, err := req.GetBody(); err == nil {
@@ -255,8 +260,13 @@ func (r *sendRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 			rc.Close()
 		}
 	}
+	if body.Runs == nil {
+		body.Runs = []run{body.run}
+	}
 	r.mu.Lock()
-	r.sent = append(r.sent, sentAt{slot: time.UnixMilli(body.ScheduledTime), at: at})
+	for _, x := range body.Runs {
+		r.sent = append(r.sent, sentAt{slot: time.UnixMilli(x.ScheduledTime), at: at})
+	}
 	r.mu.Unlock()
 	return r.next.RoundTrip(req)
 }

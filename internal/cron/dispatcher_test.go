@@ -41,7 +41,8 @@ type fleet struct {
 	cfg      *rest.Config
 	c        client.Client
 	port     int
-	triggerU string
+	triggerU string // the trigger socket
+	userU    string // the user worker's socket: GET returns its call log
 }
 
 func startFleet(t testing.TB) *fleet {
@@ -71,18 +72,19 @@ func startFleet(t testing.TB) *fleet {
 	if _, err := fmt.Sscanf(addr[strings.LastIndex(addr, ":")+1:], "%d", &port); err != nil {
 		t.Fatal(err)
 	}
+	userAddr := testenv.FreeLoopbackAddr(t)
 	dir, _ := filepath.Abs(filepath.Join("testdata", "worker"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, testenv.WorkerdBinary(t), "serve", "--experimental",
-		filepath.Join(dir, "config.capnp"), "--socket-addr=trigger="+addr)
+		filepath.Join(dir, "config.capnp"), "--socket-addr=trigger="+addr, "--socket-addr=user="+userAddr)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	f := &fleet{env: env, cfg: cfg, c: c, port: port, triggerU: "http://" + addr}
+	f := &fleet{env: env, cfg: cfg, c: c, port: port, triggerU: "http://" + addr, userU: "http://" + userAddr}
 	for i := 0; ; i++ {
-		resp, err := http.Get(f.triggerU + "/calls")
+		resp, err := http.Get(f.userU + "/calls")
 		if err == nil {
 			resp.Body.Close()
 			break
@@ -103,7 +105,7 @@ type call struct {
 
 func (f *fleet) allCalls(t testing.TB) []call {
 	t.Helper()
-	resp, err := http.Get(f.triggerU + "/calls")
+	resp, err := http.Get(f.userU + "/calls")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,5 +19,9 @@
 //     {"outcome":"<outcome>","noRetry":<bool>} whatever the outcome; a malformed
 //     request → 400 {"error":"..."}. GET /cdn-cgi/local/scheduled?cron=&time=[&format=json]
 //     (and the old /cdn-cgi/handler/scheduled): 200 "ok" or 500 "<outcome>", or the JSON
-//     above with format=json. time defaults to now, cron to "".
+//     above with format=json. time defaults to now, cron to "". POST /scheduled-batch
+//     {"runs":[{"cron","scheduledTime"}, ...]} (1..1000) starts every run at once and
+//     streams 200 application/x-ndjson, one {"index","outcome","noRetry"} line per run
+//     as it finishes (docs/pod-contract.md); the cron dispatcher sends one per pod per
+//     slot.
 package shim

@@ -151,6 +151,11 @@ func TestTriggerMalformed(t *testing.T) {
 		{"bad time query", "GET", "/cdn-cgi/local/scheduled?time=soon", "", 400, `{"error":"time must be a number (ms since epoch)"}`},
 		{"unknown path", "GET", "/", "", 404, `{"error":"not found`},
 		{"ok", "POST", "/scheduled", `{"cron":"* * * * *","scheduledTime":0}`, 200, `{"outcome":"ok","noRetry":false}`},
+		{"batch not JSON", "POST", "/scheduled-batch", "x", 400, `{"error":"body is not JSON: `},
+		{"batch without runs", "POST", "/scheduled-batch", `{}`, 400, `{"error":"body must be {\"runs\":[{\"cron\":string,\"scheduledTime\":number}, ...]} with 1 to 1000 runs"}`},
+		{"batch bad run", "POST", "/scheduled-batch", `{"runs":[{"cron":"* * * * *","scheduledTime":0},{"cron":1,"scheduledTime":0}]}`, 400, `{"error":"runs[1].cron must be a string"}`},
+		{"GET /scheduled-batch", "GET", "/scheduled-batch", "", 405, `{"error":"POST /scheduled-batch only"}`},
+		{"batch ok", "POST", "/scheduled-batch", `{"runs":[{"cron":"* * * * *","scheduledTime":0}]}`, 200, `{"index":0,"outcome":"ok","noRetry":false}` + "\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -3,6 +3,9 @@
 // env.TARGET is a service binding to the user's Worker.
 //   POST /scheduled {"cron":"<expr>","scheduledTime":<ms>} -> 200 {"outcome","noRetry"}
 //                                                          -> 400 {"error"} if malformed
+//   POST /scheduled-batch {"runs":[{"cron","scheduledTime"}, ...]} (1..1000 runs, all
+//        started at once) -> 200 application/x-ndjson, one line per run as it finishes:
+//        {"index":<i>,"outcome","noRetry"}; -> 400 {"error"} if malformed
 //   GET /cdn-cgi/local/scheduled?cron=<expr>&time=<ms>[&format=json]
 //       (also /cdn-cgi/handler/scheduled) -> 200 "ok" | 500 "<outcome>" | the JSON above
 function json(status, value) {
@@ -13,34 +16,96 @@ function json(status, value) {
 }
 
 async function run(env, cron, ms) {
-  const result = await env.TARGET.scheduled({ cron, scheduledTime: new Date(ms) });
+  let result;
+  try {
+    result = await env.TARGET.scheduled({ cron, scheduledTime: new Date(ms) });
+  } catch (e) {
+    return { outcome: "exception", noRetry: false, error: String(e && e.message ? e.message : e) };
+  }
   return {
     outcome: result && typeof result.outcome === "string" ? result.outcome : "exception",
     noRetry: !!(result && result.noRetry),
   };
 }
 
+// maxBatch bounds /scheduled-batch (the dispatcher sends at most this many).
+const maxBatch = 1000;
+
+// checkRun returns why r is not a {cron, scheduledTime} run, or "". where names it in
+// the message ("runs[3]"; "" for the whole body).
+function checkRun(r, where) {
+  if (r === null || typeof r !== "object" || Array.isArray(r)) {
+    return `${where || "body"} must be an object {"cron":string,"scheduledTime":number}`;
+  }
+  const at = where ? `${where}.` : "";
+  if (typeof r.cron !== "string") {
+    return `${at}cron must be a string`;
+  }
+  if (typeof r.scheduledTime !== "number" || !Number.isFinite(r.scheduledTime)) {
+    return `${at}scheduledTime must be a number (ms since epoch)`;
+  }
+  return "";
+}
+
+// postBody reads a POST request's JSON body: {body} or {response} (405, 400).
+async function postBody(request, path) {
+  if (request.method !== "POST") {
+    return { response: json(405, { error: `POST ${path} only` }) };
+  }
+  try {
+    return { body: await request.json() };
+  } catch (e) {
+    return { response: json(400, { error: `body is not JSON: ${e.message}` }) };
+  }
+}
+
+// batch starts every run at once and streams one NDJSON line per run as it finishes,
+// so the caller records each outcome (and its own wall-time limit) independently.
+function batch(env, runs) {
+  const { readable, writable } = new TransformStream();
+  const writer = writable.getWriter();
+  const enc = new TextEncoder();
+  let chain = Promise.resolve();
+  const done = runs.map((r, index) =>
+    run(env, r.cron, r.scheduledTime).then((res) => {
+      chain = chain.then(() => writer.write(enc.encode(JSON.stringify({ index, ...res }) + "\n")));
+      return chain;
+    }),
+  );
+  // Not waitUntil: the open response keeps the runs going, and a caller that hangs up
+  // (its wall-time limit) cancels them, as for POST /scheduled.
+  Promise.all(done).then(() => chain).then(() => writer.close()).catch(() => {});
+  return new Response(readable, { headers: { "content-type": "application/x-ndjson" } });
+}
+
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);
+    if (url.pathname === "/scheduled-batch") {
+      const { body, response } = await postBody(request, url.pathname);
+      if (response) {
+        return response;
+      }
+      const runs = body && body.runs;
+      if (!Array.isArray(runs) || runs.length === 0 || runs.length > maxBatch) {
+        return json(400, { error: `body must be {"runs":[{"cron":string,"scheduledTime":number}, ...]} with 1 to ${maxBatch} runs` });
+      }
+      for (let i = 0; i < runs.length; i++) {
+        const why = checkRun(runs[i], `runs[${i}]`);
+        if (why !== "") {
+          return json(400, { error: why });
+        }
+      }
+      return batch(env, runs);
+    }
     if (url.pathname === "/scheduled") {
-      if (request.method !== "POST") {
-        return json(405, { error: "POST /scheduled only" });
+      const { body, response } = await postBody(request, url.pathname);
+      if (response) {
+        return response;
       }
-      let body;
-      try {
-        body = await request.json();
-      } catch (e) {
-        return json(400, { error: `body is not JSON: ${e.message}` });
-      }
-      if (body === null || typeof body !== "object" || Array.isArray(body)) {
-        return json(400, { error: "body must be an object {\"cron\":string,\"scheduledTime\":number}" });
-      }
-      if (typeof body.cron !== "string") {
-        return json(400, { error: "cron must be a string" });
-      }
-      if (typeof body.scheduledTime !== "number" || !Number.isFinite(body.scheduledTime)) {
-        return json(400, { error: "scheduledTime must be a number (ms since epoch)" });
+      const why = checkRun(body, "");
+      if (why !== "") {
+        return json(400, { error: why });
       }
       return json(200, await run(env, body.cron, body.scheduledTime));
     }

@@ -27,7 +27,7 @@ const (
 	DefaultHTTPPort = 8080
 	// HealthPort serves GET /healthz and /readyz (shim health.js).
 	HealthPort = 9090
-	// TriggerPort serves POST /scheduled and /cdn-cgi/local/scheduled (shim trigger.js).
+	// TriggerPort serves POST /scheduled, POST /scheduled-batch and /cdn-cgi/local/scheduled (shim trigger.js).
 	TriggerPort = 9091
 	// SidecarPort is where the sidecar listens; workerd reaches it as external service "sidecar".
 	SidecarPort = 9092

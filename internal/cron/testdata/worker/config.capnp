@@ -1,6 +1,7 @@
-# A trigger-like test fleet for the dispatcher tests: the "trigger" socket serves
-# trigger.js (the protocol of docs/pod-contract.md), which calls the user worker's
-# scheduled() through a service binding; user.js records every call.
+# The dispatcher tests' pod: the "trigger" socket serves the operator's own trigger
+# shim (internal/shim/trigger.js, docs/pod-contract.md), which calls the user worker's
+# scheduled() through a service binding; user.js records every call and answers them
+# on the "user" socket.
 using Workerd = import "/workerd/workerd.capnp";
 
 const config :Workerd.Config = (
@@ -8,11 +9,14 @@ const config :Workerd.Config = (
     (name = "trigger", worker = .trigger),
     (name = "user", worker = .user),
   ],
-  sockets = [(name = "trigger", address = "127.0.0.1:9091", http = (), service = "trigger")],
+  sockets = [
+    (name = "trigger", address = "127.0.0.1:9091", http = (), service = "trigger"),
+    (name = "user", address = "127.0.0.1:9093", http = (), service = "user"),
+  ],
 );
 
 const trigger :Workerd.Worker = (
-  modules = [(name = "trigger.js", esModule = embed "trigger.js")],
+  modules = [(name = "trigger.js", esModule = embed "../../../shim/trigger.js")],
   compatibilityDate = "2025-01-01",
   compatibilityFlags = ["service_binding_extra_handlers"],
   bindings = [(name = "TARGET", service = "user")],

@@ -1,6 +1,7 @@
 // The user's worker: records every scheduled() call (and when it started, for the
 // lateness benchmark); "13 * * * *" calls noRetry() and
-// throws; "17 * * * *" outlives any short wall-time limit.
+// throws, "45 * * * *" throws; "17 * * * *" and "46 * * * *" outlive any short
+// wall-time limit.
 const calls = [];
 
 export default {
@@ -10,7 +11,10 @@ export default {
       controller.noRetry();
       throw new Error("boom from the test worker");
     }
-    if (controller.cron === "17 * * * *") {
+    if (controller.cron === "45 * * * *") {
+      throw new Error("boom in a batch");
+    }
+    if (controller.cron === "17 * * * *" || controller.cron === "46 * * * *") {
       await new Promise((resolve) => setTimeout(resolve, 20000));
     }
   },
