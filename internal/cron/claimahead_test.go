@@ -155,6 +155,26 @@ func testClaimAhead(t *testing.T, f *fleet) {
 		}
 	})
 
+	// Without its record (here: a namespace that does not exist; in a cluster, say,
+	// RBAC) the dispatcher keeps firing, claiming each slot as it comes due.
+	t.Run("record unavailable: slots claimed as they come due", func(t *testing.T) {
+		const expr = "34 * * * *"
+		cs, slot, clock, _ := f.aheadCase(t, "ahead-norecord", expr)
+		d := NewDispatcher(f.c, DispatcherOptions{Now: clock.Now, TriggerPort: f.port, Identity: "test", Namespace: "ahead-norecord",
+			DispatchRecord: types.NamespacedName{Namespace: "no-such-namespace", Name: "cron-dispatch"}})
+		clock.Set(slot.Add(-5 * time.Second))
+		runOnce(t, d)
+		if st := f.get(t, cs).Status.Schedules; len(st) != 0 && st[0].LastScheduleTime != nil {
+			t.Fatalf("status.schedules = %+v: claimed ahead without a record", st)
+		}
+		clock.Set(slot.Add(50 * time.Millisecond))
+		runOnce(t, d)
+		wait(d)
+		if got, want := f.calls(t, expr), rfc(slot); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("scheduled() calls %v, want %v", got, want)
+		}
+	})
+
 	// The runs of one wave for one Worker go in one POST /scheduled-batch to its pod
 	// (the real trigger shim); each is recorded with its own outcome, and a run past
 	// the wall-time limit is recorded as exceededWallTime while the others are ok.

@@ -294,7 +294,9 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (time.Time, error) {
 	if d.claimAheadEnabled() {
 		r, err := d.readRecord(ctx)
 		if err != nil {
-			return time.Time{}, err
+			// Cron must not stop with its record (RBAC, an API error): this pass claims
+			// slots as they come due, and leaves claims in doubt for a later one.
+			d.opts.Log.Error(err, "cron dispatch record unavailable; this pass claims slots as they come due")
 		}
 		rec = r
 	}
@@ -427,7 +429,7 @@ func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule
 			d.dispatch(ctx, cs, e.text, slot)
 		}
 		n := e.sched.Next(now, loc)
-		if d.claimAheadEnabled() && !resumed {
+		if rec != nil && !resumed {
 			var err error
 			if n, err = d.claimAheadOf(ctx, cs, e, rec, loc, now); err != nil {
 				return time.Time{}, err
