@@ -69,8 +69,9 @@ func (d *Dispatcher) dispatchBatch(ctx context.Context, worker types.NamespacedN
 
 // sendBatch sends chunk in one request to url and records each run as its line
 // arrives. All runs share one wall-time limit (they start together): the runs not
-// answered by then are recorded as exceededWallTime and the request is cancelled,
-// which cancels them in workerd. A trigger socket without /scheduled-batch (404: a pod
+// answered by then are recorded as exceededWallTime and the request is cancelled (the
+// dispatcher stops waiting; whether workerd then cancels runs fed into a streamed
+// response is workerd's behaviour, see docs/cron.md). A trigger socket without /scheduled-batch (404: a pod
 // rendered by an older operator) gets the runs one by one through single.
 func (d *Dispatcher) sendBatch(ctx context.Context, podName, url string, chunk []batchRun, w *wave,
 	single func(ctx context.Context, cron string, slot time.Time) fleetv1alpha1.CronEvent) {
@@ -120,8 +121,15 @@ func (d *Dispatcher) sendBatch(ctx context.Context, podName, url string, chunk [
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
+		// One request per run, all at once, each with its own wall time from now.
 		for _, h := range hs {
-			finish(h, single(runCtx, h.cron, h.slot))
+			fin.Add(1)
+			go func() {
+				defer fin.Done()
+				one, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.WallTime)
+				defer cancel()
+				finish(h, single(one, h.cron, h.slot))
+			}()
 		}
 		return
 	}

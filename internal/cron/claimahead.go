@@ -65,6 +65,7 @@ type dispatchRecord map[string]recordEntry
 // reservation is one slot claimed ahead and not yet dispatched.
 type reservation struct {
 	key  types.NamespacedName
+	uid  types.UID // a CronSchedule deleted and recreated under the same name is another
 	cron string
 	slot time.Time
 }
@@ -75,6 +76,7 @@ type ahead struct {
 	id         string // identity in the record; a new one after being fenced
 	term       int
 	registered bool
+	fenced     bool                  // this dispatcher has fenced the others once (its first registration)
 	lease      *coordinationv1.Lease // as last read or written
 	record     dispatchRecord
 	pending    map[reservation]bool
@@ -84,17 +86,17 @@ func (d *Dispatcher) claimAheadEnabled() bool {
 	return d.opts.DispatchRecord.Name != "" && d.opts.ClaimAhead > 0
 }
 
-// pendingHas reports whether this dispatcher holds the claim ahead of (key, cron, slot).
-func (d *Dispatcher) pendingHas(key types.NamespacedName, cron string, slot time.Time) bool {
+// pendingHas reports whether this dispatcher holds the claim ahead of (cs, cron, slot).
+func (d *Dispatcher) pendingHas(cs *fleetv1alpha1.CronSchedule, cron string, slot time.Time) bool {
 	d.ah.mu.Lock()
 	defer d.ah.mu.Unlock()
-	return d.ah.pending[reservation{key, cron, slot.UTC()}]
+	return d.ah.pending[reservation{client.ObjectKeyFromObject(cs), cs.UID, cron, slot.UTC()}]
 }
 
-func (d *Dispatcher) addPending(key types.NamespacedName, cron string, slot time.Time) {
+func (d *Dispatcher) addPending(cs *fleetv1alpha1.CronSchedule, cron string, slot time.Time) {
 	d.ah.mu.Lock()
 	defer d.ah.mu.Unlock()
-	d.ah.pending[reservation{key, cron, slot.UTC()}] = true
+	d.ah.pending[reservation{client.ObjectKeyFromObject(cs), cs.UID, cron, slot.UTC()}] = true
 }
 
 // earliestPending is the earliest slot claimed ahead and not dispatched (zero if none).
@@ -128,9 +130,12 @@ func (d *Dispatcher) inDoubt(rec dispatchRecord, st *fleetv1alpha1.CronScheduleS
 	return ok && e.Fenced && st.LastScheduleTime.Time.After(e.Through)
 }
 
-// readRecord reads the dispatch record (uncached) and, on this dispatcher's first
-// pass, registers it and fences every other entry. It returns the record to judge
-// claims by. Errors: the API server's.
+// readRecord reads the dispatch record (uncached) and registers this dispatcher in it
+// when its entry is missing: on its first pass, where it also fences every other entry
+// (it has just become the leader), and again if the record was deleted or pruned, then
+// keeping its claims. A dispatcher found fenced drops its claims (the fencer dispatches
+// them) and registers under a new identity, fencing no one: only a new leader fences.
+// It returns the record to judge claims by. Errors: the API server's.
 func (d *Dispatcher) readRecord(ctx context.Context) (dispatchRecord, error) {
 	for attempt := 0; ; attempt++ {
 		lease, rec, err := d.getRecord(ctx)
@@ -138,40 +143,41 @@ func (d *Dispatcher) readRecord(ctx context.Context) (dispatchRecord, error) {
 			return nil, err
 		}
 		d.ah.mu.Lock()
-		mine, ok := rec[d.ah.id]
-		if d.ah.registered && (!ok || mine.Fenced) {
-			// Another dispatcher fenced us (or pruned us): what we hold is theirs to
-			// dispatch now. Start over under a new identity.
+		if mine, ok := rec[d.ah.id]; d.ah.registered && ok && mine.Fenced {
 			d.opts.Log.Info("cron dispatcher was fenced by another dispatcher; dropping its claims ahead", "identity", d.ah.id, "dropped", len(d.ah.pending))
 			d.ah.pending = map[reservation]bool{}
-			d.ah.registered = false
 			d.ah.term++
 			d.ah.id = fmt.Sprintf("%s-%d", d.opts.Identity, d.ah.term)
-		}
-		if d.ah.registered {
-			d.ah.lease, d.ah.record = lease, rec
+		} else if ok {
+			d.ah.registered, d.ah.lease, d.ah.record = true, lease, rec
 			d.ah.mu.Unlock()
 			return rec, nil
 		}
-		id := d.ah.id
+		id, fence := d.ah.id, !d.ah.fenced
+		// Our confirmations so far are gone with the entry: count only what is
+		// before every claim we still hold as confirmed.
+		through := d.opts.Now().UTC()
+		for r := range d.ah.pending {
+			if !r.slot.After(through) {
+				through = r.slot.Add(-time.Nanosecond).UTC()
+			}
+		}
 		d.ah.mu.Unlock()
 		next := dispatchRecord{}
 		for k, e := range rec {
-			e.Fenced = true
+			e.Fenced = e.Fenced || fence
 			next[k] = e
 		}
-		next[id] = recordEntry{Through: d.opts.Now().UTC()}
+		next[id] = recordEntry{Through: through}
 		written, err := d.writeRecord(ctx, lease, next, id)
-		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-			if attempt < 5 {
-				continue
-			}
+		if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && attempt < 5 {
+			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("cron: register in dispatch record %s: %w", d.opts.DispatchRecord, err)
 		}
 		d.ah.mu.Lock()
-		d.ah.registered, d.ah.lease, d.ah.record = true, written, next
+		d.ah.registered, d.ah.fenced, d.ah.lease, d.ah.record = true, true, written, next
 		d.ah.mu.Unlock()
 		return next, nil
 	}
@@ -242,9 +248,15 @@ func (d *Dispatcher) confirm(ctx context.Context, slot time.Time) (bool, error) 
 			rec[k] = e
 		}
 		d.ah.mu.Unlock()
-		if e, ok := rec[id]; !ok || e.Fenced {
+		e, ok := rec[id]
+		switch {
+		case !ok:
+			// The record was deleted or pruned: not fenced. Keep the claims; the next
+			// pass registers again under this identity and confirms them then.
+			return false, fmt.Errorf("cron: confirm slot %s: no entry for %s in dispatch record %s (deleted?); retrying after registering again", slot.UTC().Format(time.RFC3339), id, d.opts.DispatchRecord)
+		case e.Fenced:
 			return false, nil
-		} else if !slot.After(e.Through) {
+		case !slot.After(e.Through):
 			return true, nil
 		}
 		rec[id] = recordEntry{Through: slot.UTC()}
@@ -256,6 +268,8 @@ func (d *Dispatcher) confirm(ctx context.Context, slot time.Time) (bool, error) 
 			return true, nil
 		}
 		if !apierrors.IsConflict(err) {
+			// NotFound (the Lease was deleted) too: the next pass's readRecord
+			// registers again and keeps the claims.
 			return false, fmt.Errorf("cron: confirm slot %s in dispatch record %s: %w", slot.UTC().Format(time.RFC3339), d.opts.DispatchRecord, err)
 		}
 		fresh, frec, err := d.getRecord(ctx)
@@ -381,15 +395,18 @@ func (d *Dispatcher) dispatchClaimed(ctx context.Context, r reservation, listed 
 }
 
 // stillDue returns the newest copy of listed and whether the claim r should still be
-// dispatched: not if the CronSchedule is being deleted, is suspended, or no longer
-// lists the expression.
+// dispatched: not if the CronSchedule is another object under the same name, is being
+// deleted, is suspended, no longer lists the expression, or no longer carries our
+// claim (its status lost it, or another dispatcher took it over).
 func (d *Dispatcher) stillDue(listed *fleetv1alpha1.CronSchedule, r reservation) (*fleetv1alpha1.CronSchedule, bool) {
 	cur := d.freshest(listed)
 	has := false
 	for _, s := range cur.Spec.Schedules {
 		has = has || s == r.cron
 	}
-	return cur, cur.DeletionTimestamp == nil && !cur.Spec.Suspend && has
+	st := stateOf(cur, r.cron)
+	ours := st != nil && st.LastScheduleTime != nil && st.LastScheduleTime.Time.Equal(r.slot) && st.ClaimedAheadBy == d.identity()
+	return cur, cur.UID == r.uid && cur.DeletionTimestamp == nil && !cur.Spec.Suspend && has && ours
 }
 
 // waveHold bounds how long a wave holds its runs' history writes.
@@ -455,8 +472,7 @@ func (d *Dispatcher) claimAheadOf(ctx context.Context, cs *fleetv1alpha1.CronSch
 	if n.IsZero() || n.Sub(now) > d.opts.ClaimAhead {
 		return n, nil
 	}
-	key := client.ObjectKeyFromObject(cs)
-	if d.pendingHas(key, e.text, n) {
+	if d.pendingHas(cs, e.text, n) {
 		return e.sched.Next(n, loc), nil
 	}
 	ok, _, err := d.claimSlot(ctx, cs, e, loc, n, d.identity(), rec)
@@ -464,7 +480,7 @@ func (d *Dispatcher) claimAheadOf(ctx context.Context, cs *fleetv1alpha1.CronSch
 		return n, err
 	}
 	if ok {
-		d.addPending(key, e.text, n)
+		d.addPending(cs, e.text, n)
 	}
 	return e.sched.Next(n, loc), nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
@@ -172,6 +173,48 @@ func testClaimAhead(t *testing.T, f *fleet) {
 		wait(d)
 		if got, want := f.calls(t, expr), rfc(slot); strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Fatalf("scheduled() calls %v, want %v", got, want)
+		}
+	})
+
+	// The record deleted between the claim and the slot: the claim stays (the confirm
+	// either fails and the next pass registers again under the same identity, or
+	// recreates the Lease), and the slot runs once.
+	t.Run("record deleted after the claim", func(t *testing.T) {
+		const ns, expr = "ahead-deleted", "35 * * * *"
+		_, slot, clock, a := f.aheadCase(t, ns, expr)
+		clock.Set(slot.Add(-5 * time.Second))
+		runOnce(t, a)
+		if err := f.c.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cron-dispatch"}}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Set(slot.Add(50 * time.Millisecond))
+		_, _ = a.RunOnce(ctx) // the confirm may fail (or, Leases allowing create on update, recreate the record)
+		clock.Set(slot.Add(time.Second))
+		runOnce(t, a)
+		wait(a)
+		if got, want := f.calls(t, expr), rfc(slot); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("scheduled() calls %v, want %v", got, want)
+		}
+	})
+
+	// A CronSchedule deleted and recreated under the same name between its claim and
+	// the slot: the old claim is not dispatched for the new object, which runs once.
+	t.Run("recreated under the same name", func(t *testing.T) {
+		const ns, expr = "ahead-recreated", "36 * * * *"
+		cs, slot, clock, a := f.aheadCase(t, ns, expr)
+		clock.Set(slot.Add(-5 * time.Second))
+		runOnce(t, a)
+		if err := f.c.Delete(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+		f.cronSchedule(t, ns, "c", workerSpec(expr))
+		clock.Set(slot.Add(-3 * time.Second))
+		runOnce(t, a)
+		clock.Set(slot.Add(50 * time.Millisecond))
+		runOnce(t, a)
+		wait(a)
+		if got, want := f.calls(t, expr), rfc(slot); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("scheduled() calls %v, want %v (once)", got, want)
 		}
 	})
 

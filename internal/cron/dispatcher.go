@@ -270,6 +270,11 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 				wait = max(w, 0)
 			}
 		}
+		if err != nil {
+			// A failing pass (say, claims ahead that cannot be confirmed yet) is not
+			// retried in a tight loop.
+			wait = max(wait, d.opts.Resync/2)
+		}
 		timer.Reset(wait)
 	}
 }
@@ -283,9 +288,11 @@ func (d *Dispatcher) Wait() { d.wg.Wait() }
 // claimed over all of them (zero if none). Dispatches run in the background (see
 // Wait); claims are done when RunOnce returns.
 func (d *Dispatcher) RunOnce(ctx context.Context) (time.Time, error) {
-	w, err := d.dispatchDue(ctx, d.opts.Now())
-	if err != nil {
-		return time.Time{}, err
+	w, dueErr := d.dispatchDue(ctx, d.opts.Now())
+	if dueErr != nil {
+		// The claims stay pending and are confirmed on a later pass; the rest of
+		// cron goes on.
+		d.opts.Log.Error(dueErr, "confirm claims ahead")
 	}
 	// The rest of the pass (a list of every CronSchedule, and its writes) waits for the
 	// wave just dispatched, as the wave's history writes do.
@@ -346,7 +353,7 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (time.Time, error) {
 		}()
 	}
 	wg.Wait()
-	return next, errors.Join(errs...)
+	return next, errors.Join(append(errs, dueErr)...)
 }
 
 // expression is one parsed entry of spec.schedules.
@@ -588,6 +595,10 @@ func (d *Dispatcher) dueSlots(cs *fleetv1alpha1.CronSchedule, e expression, loc 
 func (d *Dispatcher) claimSlot(ctx context.Context, cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, slot time.Time, aheadBy string, rec dispatchRecord) (bool, time.Time, error) {
 	for attempt := 0; attempt < 10; attempt++ {
 		st := stateOf(cs, e.text)
+		if st != nil && st.LastScheduleTime != nil && st.LastScheduleTime.Time.Equal(slot) && aheadBy != "" && st.ClaimedAheadBy == aheadBy {
+			// Our own claim ahead, whose write landed though we saw an error.
+			return true, time.Time{}, nil
+		}
 		if st != nil && st.LastScheduleTime != nil && !st.LastScheduleTime.Time.Before(slot) &&
 			!(st.LastScheduleTime.Time.Equal(slot) && d.inDoubt(rec, st)) {
 			return false, time.Time{}, nil

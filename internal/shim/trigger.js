@@ -72,8 +72,9 @@ function batch(env, runs) {
       return chain;
     }),
   );
-  // Not waitUntil: the open response keeps the runs going, and a caller that hangs up
-  // (its wall-time limit) cancels them, as for POST /scheduled.
+  // Not waitUntil: the open response keeps the runs going; a caller that hangs up (its
+  // wall-time limit) stops the stream (whether workerd also cancels the runs is its own
+  // behaviour: docs/cron.md).
   Promise.all(done).then(() => chain).then(() => writer.close()).catch(() => {});
   return new Response(readable, { headers: { "content-type": "application/x-ndjson" } });
 }
@@ -127,6 +128,6 @@ export default {
         ? new Response("ok")
         : new Response(result.outcome, { status: 500 });
     }
-    return json(404, { error: "not found: POST /scheduled or GET /cdn-cgi/local/scheduled" });
+    return json(404, { error: "not found: POST /scheduled, POST /scheduled-batch or GET /cdn-cgi/local/scheduled" });
   },
 };
