@@ -9,8 +9,8 @@ import (
 	"io"
 	"net/http"
 	"sync"
-	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
@@ -60,21 +60,19 @@ func (d *Dispatcher) dispatchBatch(ctx context.Context, worker types.NamespacedN
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
-			d.sendBatch(ctx, pod.Name, d.triggerURL(pod, "/scheduled-batch"), chunk, w, func(ctx context.Context, cron string, slot time.Time) fleetv1alpha1.CronEvent {
-				return d.callPod(ctx, pod, cron, slot)
-			})
+			d.sendBatch(ctx, pod, chunk, w)
 		}()
 	}
 }
 
-// sendBatch sends chunk in one request to url and records each run as its line
+// sendBatch sends chunk in one request to pod and records each run as its line
 // arrives. All runs share one wall-time limit (they start together): the runs not
 // answered by then are recorded as exceededWallTime and the request is cancelled (the
 // dispatcher stops waiting; whether workerd then cancels runs fed into a streamed
 // response is workerd's behaviour, see docs/cron.md). A trigger socket without /scheduled-batch (404: a pod
-// rendered by an older operator) gets the runs one by one through single.
-func (d *Dispatcher) sendBatch(ctx context.Context, podName, url string, chunk []batchRun, w *wave,
-	single func(ctx context.Context, cron string, slot time.Time) fleetv1alpha1.CronEvent) {
+// rendered by an older operator) gets the runs one by one on POST /scheduled.
+func (d *Dispatcher) sendBatch(ctx context.Context, pod *corev1.Pod, chunk []batchRun, w *wave) {
+	podName := pod.Name
 	runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.WallTime)
 	defer cancel()
 	type wireRun struct {
@@ -104,7 +102,7 @@ func (d *Dispatcher) sendBatch(ctx context.Context, podName, url string, chunk [
 	defer fin.Wait()
 
 	body, _ := json.Marshal(map[string]any{"runs": wire})
-	req, err := http.NewRequestWithContext(runCtx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(runCtx, http.MethodPost, d.triggerURL(pod, "/scheduled-batch"), bytes.NewReader(body))
 	if err != nil {
 		for _, h := range hs {
 			finish(h, fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: err.Error()})
@@ -128,7 +126,7 @@ func (d *Dispatcher) sendBatch(ctx context.Context, podName, url string, chunk [
 				defer fin.Done()
 				one, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.WallTime)
 				defer cancel()
-				finish(h, single(one, h.cron, h.slot))
+				finish(h, d.callPod(one, pod, h.cron, h.slot))
 			}()
 		}
 		return

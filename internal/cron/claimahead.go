@@ -431,8 +431,12 @@ type wavePods struct {
 	err   error
 }
 
-// readyPods lists the Worker's ready pods once for the whole wave.
+// readyPods lists the Worker's ready pods once for the whole wave (every time for a
+// nil wave).
 func (w *wave) readyPods(ctx context.Context, d *Dispatcher, namespace, worker string) ([]*corev1.Pod, error) {
+	if w == nil {
+		return d.readyPods(ctx, namespace, worker)
+	}
 	v, _ := w.pods.LoadOrStore(namespace+"/"+worker, &wavePods{})
 	p := v.(*wavePods)
 	p.once.Do(func() { p.ready, p.err = d.readyPods(ctx, namespace, worker) })

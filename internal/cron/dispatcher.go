@@ -754,13 +754,7 @@ type triggerResult struct {
 // callWorker POSTs the slot to one ready pod's trigger socket. notReady is a message
 // when the Worker has no ready pod.
 func (d *Dispatcher) callWorker(ctx context.Context, namespace, worker, cron string, slot time.Time, w *wave) (fleetv1alpha1.CronEvent, string) {
-	var ready []*corev1.Pod
-	var err error
-	if w != nil {
-		ready, err = w.readyPods(ctx, d, namespace, worker)
-	} else {
-		ready, err = d.readyPods(ctx, namespace, worker)
-	}
+	ready, err := w.readyPods(ctx, d, namespace, worker)
 	if err != nil {
 		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: err.Error()}, ""
 	}

@@ -213,6 +213,22 @@ func rfc(ts ...time.Time) []string {
 	return out
 }
 
+// runTogether runs one pass of each dispatcher at the same time.
+func runTogether(t *testing.T, ds ...*Dispatcher) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, d := range ds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := d.RunOnce(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 func (f *fleet) dispatcher(clock *fakeClock, wall time.Duration) *Dispatcher {
 	return NewDispatcher(f.c, DispatcherOptions{Now: clock.Now, TriggerPort: f.port, WallTime: wall, Identity: "test"})
 }
@@ -358,17 +374,7 @@ func TestDispatcher(t *testing.T) {
 			slot := t0.Add(time.Duration(i) * time.Minute)
 			slots = append(slots, slot)
 			clock.Set(slot)
-			var wg sync.WaitGroup
-			for _, d := range []*Dispatcher{d1, d2} {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if _, err := d.RunOnce(ctx); err != nil {
-						t.Error(err)
-					}
-				}()
-			}
-			wg.Wait()
+			runTogether(t, d1, d2)
 			d1.Wait()
 			d2.Wait()
 		}
