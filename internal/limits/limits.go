@@ -174,6 +174,22 @@ type Limit struct {
 	How string
 	// History notes earlier documented values and conflicts decided.
 	History string
+	// API is the spec field this limit caps when the field's CRD schema has a
+	// maximum; nil when there is none. A custom ceiling above API.Max could never be
+	// used (the API server rejects larger values before admission), so LoadCustom
+	// refuses it.
+	API *APIField
+}
+
+// APIField is a spec field bounded by its CRD schema (a kubebuilder Maximum marker in
+// api/v1alpha1; TestAPIFieldsMatchCRDs checks the two agree).
+type APIField struct {
+	// Kind is the custom resource's kind, e.g. "Worker".
+	Kind string
+	// Path is the field's path in the object, e.g. "spec.limits.cpuMs".
+	Path string
+	// Max is the field's schema maximum, in the limit's unit.
+	Max int64
 }
 
 // Cite returns the text an error message carries for this limit under profile p:
@@ -201,14 +217,16 @@ var table = []Limit{
 	{Name: CPUMs, Description: "Maximum CPU time per invocation (HTTP request, DO request, workflow step); spec.limits.cpuMs may not exceed it.", Unit: Milliseconds,
 		Values: per(10, 300000, 300000), Source: Seed000, Provenance: Documented, Enforcement: Admission,
 		How:     "admission caps spec.limits.cpuMs; at run time the pod's CPU limit bounds CPU, workerd has no per-request CPU limit",
-		History: "Free cannot set cpu_ms on Cloudflare (error 100328); the operator admits values up to 10 on Free. Paid maximum 300000 since 2025-03-25 (was 30000); seed 002 agrees."},
+		History: "Free cannot set cpu_ms on Cloudflare (error 100328); the operator admits values up to 10 on Free. Paid maximum 300000 since 2025-03-25 (was 30000); seed 002 agrees.",
+		API:     &APIField{Kind: "Worker", Path: "spec.limits.cpuMs", Max: 300000}},
 	{Name: CPUMsDefault, Description: "CPU time per invocation when spec.limits.cpuMs is unset (the defaulter writes it).", Unit: Milliseconds,
 		Values: per(10, 30000, 30000), Source: Seed000, Provenance: Documented, Enforcement: Admission,
 		How: "the defaulting webhook adds spec.limits.cpuMs with this value"},
 	{Name: Subrequests, Description: "Maximum subrequests per invocation; spec.limits.subrequests may not exceed it.", Unit: Count,
 		Values: per(50, 10000000, 10000000), Source: Seed000, Provenance: Documented, Enforcement: Admission,
 		How:     "admission caps spec.limits.subrequests; counting at run time is not enforced (workerd's newSubrequest() is a no-op)",
-		History: "Free: 50 external and 1,000 to Cloudflare services; the operator cannot tell them apart and uses 50. Paid 1,000 until early 2026, then default 10,000 / max 10,000,000 (wrangler 4.62.0)."},
+		History: "Free: 50 external and 1,000 to Cloudflare services; the operator cannot tell them apart and uses 50. Paid 1,000 until early 2026, then default 10,000 / max 10,000,000 (wrangler 4.62.0).",
+		API:     &APIField{Kind: "Worker", Path: "spec.limits.subrequests", Max: 10000000}},
 	{Name: SubrequestsDefault, Description: "Subrequests per invocation when spec.limits.subrequests is unset.", Unit: Count,
 		Values: per(50, 10000, 10000), Source: Seed000, Provenance: Documented, Enforcement: Admission,
 		How: "the defaulting webhook adds spec.limits.subrequests with this value"},
@@ -218,7 +236,8 @@ var table = []Limit{
 	{Name: MemoryMiB, Description: "Memory per isolate (JS heap + Wasm); spec.limits.memoryMiB may not exceed it.", Unit: MiB,
 		Values: per(128, 128, 4096), Source: Seed002, Provenance: Documented, Enforcement: Pod,
 		How:     "admission caps spec.limits.memoryMiB; the pod sets V8 --max-old-space-size and the container memory limit from it",
-		History: "Cloudflare documents 128 MB; the operator reads it as 128 MiB. Above 128 needs the custom profile (ceiling 4096, the CRD maximum)."},
+		History: "Cloudflare documents 128 MB; the operator reads it as 128 MiB. Above 128 needs the custom profile (ceiling 4096, the CRD maximum).",
+		API:     &APIField{Kind: "Worker", Path: "spec.limits.memoryMiB", Max: 4096}},
 	{Name: MemoryMiBDefault, Description: "Memory per isolate when spec.limits.memoryMiB is unset.", Unit: MiB,
 		Values: same(128), Source: Seed002, Provenance: Documented, Enforcement: Pod,
 		How: "the defaulting webhook adds spec.limits.memoryMiB; the pod enforces it as above"},
@@ -266,7 +285,8 @@ var table = []Limit{
 	{Name: WorkflowSteps, Description: "Maximum steps per workflow instance (sleeps do not count); spec.limits.steps may not exceed it.", Unit: Count,
 		Values: per(1024, 25000, 25000), Source: Seed000, Provenance: Documented, Enforcement: Admission,
 		How:     "admission caps spec.limits.steps; the sidecar's engine fails an instance at its limit",
-		History: "1,024 on all plans from 2025-01-15 until 2026-03-03; since then Paid default 10,000, up to 25,000."},
+		History: "1,024 on all plans from 2025-01-15 until 2026-03-03; since then Paid default 10,000, up to 25,000.",
+		API:     &APIField{Kind: "Workflow", Path: "spec.limits.steps", Max: 25000}},
 	{Name: WorkflowStepsDefault, Description: "Steps per instance when spec.limits.steps is unset.", Unit: Count,
 		Values: per(1024, 10000, 10000), Source: Seed000, Provenance: Documented, Enforcement: Sidecar,
 		How: "the defaulting webhook adds spec.limits.steps; the sidecar enforces it"},
@@ -314,16 +334,20 @@ var table = []Limit{
 		History: "The local engine (workers-sdk) uses 1000 ms; the docs say 10000 ms and win."},
 	{Name: ChannelsPerObject, Description: "Durable channels per Durable Object instance.", Unit: Count,
 		Values: same(64), Source: Seed001, Provenance: Measured, Enforcement: Sidecar,
-		How: "admission caps spec.channels.maxChannels; the channels runtime refuses the 65th"},
+		How: "admission caps spec.channels.maxChannels; the channels runtime refuses the 65th",
+		API: &APIField{Kind: "DurableObjectNamespace", Path: "spec.channels.maxChannels", Max: 64}},
 	{Name: SubscribersPerChannel, Description: "Subscribers per durable channel.", Unit: Count,
 		Values: same(256), Source: Seed001, Provenance: Measured, Enforcement: Sidecar,
-		How: "admission caps spec.channels.maxSubscribers; subscribe throws a catchable error at the limit"},
+		How: "admission caps spec.channels.maxSubscribers; subscribe throws a catchable error at the limit",
+		API: &APIField{Kind: "DurableObjectNamespace", Path: "spec.channels.maxSubscribers", Max: 256}},
 	{Name: ChannelMessageBytes, Description: "Size of one channel message (UTF-8 bytes).", Unit: Bytes,
 		Values: same(64 * kib), Source: Seed001, Provenance: Measured, Enforcement: Sidecar,
-		How: "admission caps spec.channels.maxMessageBytes; publish rejects larger messages"},
+		How: "admission caps spec.channels.maxMessageBytes; publish rejects larger messages",
+		API: &APIField{Kind: "DurableObjectNamespace", Path: "spec.channels.maxMessageBytes", Max: 65536}},
 	{Name: ChannelBacklogBytes, Description: "Unread backlog per subscriber; over it the subscriber is disconnected.", Unit: Bytes,
 		Values: same(1 * mib), Source: Seed001, Provenance: Measured, Enforcement: Sidecar,
-		How: "admission caps spec.channels.maxBacklogBytes; the runtime disconnects the subscriber"},
+		How: "admission caps spec.channels.maxBacklogBytes; the runtime disconnects the subscriber",
+		API: &APIField{Kind: "DurableObjectNamespace", Path: "spec.channels.maxBacklogBytes", Max: 1048576}},
 	{Name: DOChunkBytes, Description: "Storage and wire quantum (CHUNK_SIZE).", Unit: Bytes,
 		Values: same(64 * kib), Source: Seed003, Provenance: Measured, Enforcement: NotEnforced,
 		How: "not enforced: a sizing constant for application code"},
@@ -468,7 +492,8 @@ func (t *Table) CustomCeilings() map[Name]int64 {
 //	memory_mib: 512
 //
 // Names not given keep the documented custom ceiling. Errors: malformed document,
-// unknown limit name, value < 0.
+// unknown limit name, value < 0, value above the most the API accepts for the field
+// the limit caps (Limit.API: the CRD schema's maximum, which no profile can raise).
 func LoadCustom(data []byte) (*Table, error) {
 	var raw map[string]json.Number
 	js, err := yaml.YAMLToJSON(data)
@@ -496,6 +521,9 @@ func LoadCustom(data []byte) (*Table, error) {
 		}
 		if v < 0 {
 			return nil, fmt.Errorf("limits: custom ceilings: %s: %d is negative", k, v)
+		}
+		if api := table[byName[Name(k)]].API; api != nil && v > api.Max {
+			return nil, fmt.Errorf("limits: custom ceilings: %s: %d is above %d, the most the API accepts for %s %s (its CRD schema maximum): a %s above %d is rejected by the API server whatever the profile", k, v, api.Max, api.Kind, api.Path, api.Path, api.Max)
 		}
 		t.custom[Name(k)] = v
 	}

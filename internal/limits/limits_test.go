@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
@@ -127,6 +130,13 @@ func TestLoadCustom(t *testing.T) {
 		{"unknown name", "cpu: 1\n", "", 0, `unknown limit "cpu"`},
 		{"negative", "cpu_ms: -1\n", "", 0, "negative"},
 		{"not an integer", "cpu_ms: 1.5\n", "", 0, "not an integer"},
+		// The API maximum (Limit.API.Max) is the highest usable ceiling: at it is
+		// accepted, one above names the field, the maximum and where it comes from.
+		{"ceiling at the API maximum", "cpu_ms: 300000\n", limits.CPUMs, 300000, ""},
+		{"ceiling above the API maximum", "cpu_ms: 300001\n", "", 0,
+			"cpu_ms: 300001 is above 300000, the most the API accepts for Worker spec.limits.cpuMs (its CRD schema maximum)"},
+		{"channel ceiling above the API maximum", "channels_per_object: 65\n", "", 0,
+			"channels_per_object: 65 is above 64, the most the API accepts for DurableObjectNamespace spec.channels.maxChannels"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -179,5 +189,66 @@ func TestLimitsDocIsCurrent(t *testing.T) {
 		if !bytes.Contains(got, []byte("| `"+string(l.Name)+"` |")) {
 			t.Errorf("docs/limits.md lacks %s", l.Name)
 		}
+	}
+}
+
+// TestAPIFieldsMatchCRDs checks each limit's API field against the generated CRDs of
+// config/crd/bases: the field exists and its schema maximum is Limit.API.Max, and no
+// profile's value is above it (a value the API server would reject before admission).
+func TestAPIFieldsMatchCRDs(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs in config/crd/bases: %v", err)
+	}
+	schemas := map[string]*apiextensionsv1.JSONSchemaProps{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(b, &crd); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, v := range crd.Spec.Versions {
+			if v.Storage {
+				schemas[crd.Spec.Names.Kind] = v.Schema.OpenAPIV3Schema
+			}
+		}
+	}
+	n := 0
+	for _, l := range limits.All() {
+		if l.API == nil {
+			continue
+		}
+		n++
+		t.Run(string(l.Name), func(t *testing.T) {
+			s := schemas[l.API.Kind]
+			if s == nil {
+				t.Fatalf("no CRD of kind %q", l.API.Kind)
+			}
+			for _, part := range strings.Split(l.API.Path, ".") {
+				p, ok := s.Properties[part]
+				if !ok {
+					t.Fatalf("%s %s: no field %q in the CRD schema", l.API.Kind, l.API.Path, part)
+				}
+				s = &p
+			}
+			if s.Maximum == nil || int64(*s.Maximum) != l.API.Max {
+				t.Errorf("%s %s: CRD maximum %v, table API.Max %d", l.API.Kind, l.API.Path, s.Maximum, l.API.Max)
+			}
+			for p, v := range l.Values {
+				if v > l.API.Max {
+					t.Errorf("profile %s value %d is above the API maximum %d", p, v, l.API.Max)
+				}
+			}
+		})
+	}
+	if n == 0 {
+		t.Fatal("no limit names an API field")
 	}
 }

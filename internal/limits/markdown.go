@@ -29,6 +29,9 @@ func Markdown() []byte {
 		if l.Pattern != "" {
 			what += " Pattern `" + l.Pattern + "`."
 		}
+		if l.API != nil {
+			what += fmt.Sprintf(" API maximum: %s (%s `%s`, the CRD schema); a custom ceiling above it is refused.", num(l.API.Max), l.API.Kind, l.API.Path)
+		}
 		if l.History != "" {
 			what += " History: " + l.History
 		}
