@@ -63,18 +63,21 @@ type ChannelsSpec struct {
 	// maxChannels per object instance, 1 to 64 (seed 001).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64
+	// +kubebuilder:validation:XValidation:rule="self <= 64",message="must be at most 64 (the API maximum, for every profile; limit channels_per_object; source: 001_985dc923bea8d3ea.txt)"
 	// +optional
 	MaxChannels *int32 `json:"maxChannels,omitempty"`
 
 	// maxSubscribers per channel, 1 to 256 (seed 001).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=256
+	// +kubebuilder:validation:XValidation:rule="self <= 256",message="must be at most 256 (the API maximum, for every profile; limit subscribers_per_channel; source: 001_985dc923bea8d3ea.txt)"
 	// +optional
 	MaxSubscribers *int32 `json:"maxSubscribers,omitempty"`
 
 	// maxMessageBytes per message, 1 to 65536 bytes (64 KiB, seed 001).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65536
+	// +kubebuilder:validation:XValidation:rule="self <= 65536",message="must be at most 65536 (the API maximum, for every profile; limit channel_message_bytes; source: 001_985dc923bea8d3ea.txt)"
 	// +optional
 	MaxMessageBytes *int32 `json:"maxMessageBytes,omitempty"`
 
@@ -82,6 +85,7 @@ type ChannelsSpec struct {
 	// the subscriber is disconnected.
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=1048576
+	// +kubebuilder:validation:XValidation:rule="self <= 1048576",message="must be at most 1048576 (the API maximum, for every profile; limit channel_backlog_bytes; source: 001_985dc923bea8d3ea.txt)"
 	// +optional
 	MaxBacklogBytes *int32 `json:"maxBacklogBytes,omitempty"`
 }

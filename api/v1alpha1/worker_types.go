@@ -267,6 +267,7 @@ type WorkerLimits struct {
 	// (limits.cpu_ms; seed 000 and 002). Enforced by the pod's CPU limit, not per request.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=300000
+	// +kubebuilder:validation:XValidation:rule="self <= 300000",message="must be at most 300000 (the API maximum, for every profile; limit cpu_ms; source: 000_6729543119e24b55.txt)"
 	// +optional
 	CPUMs *int64 `json:"cpuMs,omitempty"`
 
@@ -275,6 +276,7 @@ type WorkerLimits struct {
 	// 10000000 (limits.subrequests; seed 000).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000000
+	// +kubebuilder:validation:XValidation:rule="self <= 10000000",message="must be at most 10000000 (the API maximum, for every profile; limit subrequests; source: 000_6729543119e24b55.txt)"
 	// +optional
 	Subrequests *int64 `json:"subrequests,omitempty"`
 
@@ -283,6 +285,7 @@ type WorkerLimits struct {
 	// the workerd container's memory limit. Above 128 needs the custom profile.
 	// +kubebuilder:validation:Minimum=16
 	// +kubebuilder:validation:Maximum=4096
+	// +kubebuilder:validation:XValidation:rule="self <= 4096",message="must be at most 4096 (the API maximum, for every profile; limit memory_mib; source: 002_eda56ce4b9803877.txt)"
 	// +optional
 	MemoryMiB *int32 `json:"memoryMiB,omitempty"`
 }

@@ -69,6 +69,7 @@ type WorkflowLimits struct {
 	// (seed 000; sleeps do not count). The Free profile allows at most 1024.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=25000
+	// +kubebuilder:validation:XValidation:rule="self <= 25000",message="must be at most 25000 (the API maximum, for every profile; limit workflow_steps; source: 000_6729543119e24b55.txt)"
 	// +optional
 	Steps *int32 `json:"steps,omitempty"`
 }
@@ -80,6 +81,7 @@ type WorkflowConcurrency struct {
 	// oldest first.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:validation:XValidation:rule="self <= 10000",message="must be at most 10000 (the API maximum, for every profile; limit workflow_running_instances; source: 000_6729543119e24b55.txt)"
 	// +optional
 	Limit *int32 `json:"limit,omitempty"`
 }
@@ -113,6 +115,7 @@ type StepRetries struct {
 	// limit is the number of retries after the first attempt, 0 to 10000.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:validation:XValidation:rule="self <= 10000",message="must be at most 10000 (the API maximum, for every profile; limit workflow_retries_per_step; source: https://developers.cloudflare.com/workflows/reference/limits/)"
 	// +optional
 	Limit *int32 `json:"limit,omitempty"`
 	// delay before the first retry, e.g. "10 seconds".

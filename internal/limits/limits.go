@@ -188,8 +188,33 @@ type APIField struct {
 	Kind string
 	// Path is the field's path in the object, e.g. "spec.limits.cpuMs".
 	Path string
-	// Max is the field's schema maximum, in the limit's unit.
+	// Max is the field's schema maximum, in the limit's unit (Items: its maxItems).
 	Max int64
+	// Items says Max bounds the length of a list field rather than its value.
+	Items bool
+}
+
+// Rule is the CEL rule (x-kubernetes-validations) the field's kubebuilder XValidation
+// marker carries next to its Maximum marker, "self <= 300000", or "" for a list
+// (Items): the API server skips CEL rules once a list is over its maxItems, so a rule
+// could never add its message there.
+func (f *APIField) Rule() string {
+	if f.Items {
+		return ""
+	}
+	return fmt.Sprintf("self <= %d", f.Max)
+}
+
+// APIMessage is the message of the field's CEL rule (see Rule): the API server's
+// rejection of a value above the schema maximum, before any admission webhook runs,
+// names the limit and its source like the webhook's rejections do, e.g.
+// `must be at most 300000 (the API maximum, for every profile; limit cpu_ms; source: 000_6729543119e24b55.txt)`.
+// The error's field path and value come from the API server. "" when Rule is "".
+func (l Limit) APIMessage() string {
+	if l.API == nil || l.API.Rule() == "" {
+		return ""
+	}
+	return fmt.Sprintf("must be at most %d (the API maximum, for every profile; limit %s; source: %s)", l.API.Max, l.Name, l.Source)
 }
 
 // Cite returns the text an error message carries for this limit under profile p:
@@ -253,7 +278,8 @@ var table = []Limit{
 		How: "not enforced: workerd does not queue outbound connections"},
 	{Name: EnvVars, Description: "Environment variables (text, json and secretKeyRef bindings) per Worker.", Unit: Count,
 		Values: per(64, 128, 128), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Admission,
-		How: "admission counts spec.bindings with text, json or secretKeyRef (Cloudflare errors 10054/10055)"},
+		How: "admission counts spec.bindings with text, json or secretKeyRef (Cloudflare errors 10054/10055)",
+		API: &APIField{Kind: "Worker", Path: "spec.bindings", Max: 128, Items: true}},
 	{Name: EnvVarBytes, Description: "Size of one environment variable's value.", Unit: Bytes,
 		Values: same(5 * kib), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Admission,
 		How:     "admission checks text and json values (UTF-8 bytes); Secret values are checked by the controller",
@@ -293,7 +319,8 @@ var table = []Limit{
 	{Name: WorkflowRunningInstances, Description: "Concurrently running instances (waiting instances do not count); spec.concurrency.limit may not exceed it.", Unit: Count,
 		Values: per(100, 10000, 10000), Source: Seed000, Provenance: Documented, Enforcement: Sidecar,
 		How:     "admission caps spec.concurrency.limit; the sidecar queues instances above it",
-		History: "Seed 000 says 10,000 (Paid, since 2025-10-28) and wins; the docs raised it to 50,000 on 2026-04-15. Free 100 (workflows limits page)."},
+		History: "Seed 000 says 10,000 (Paid, since 2025-10-28) and wins; the docs raised it to 50,000 on 2026-04-15. Free 100 (workflows limits page).",
+		API:     &APIField{Kind: "Workflow", Path: "spec.concurrency.limit", Max: 10000}},
 	{Name: WorkflowStepResultBytes, Description: "Size of a step's non-stream result.", Unit: Bytes,
 		Values: same(1 * mib), Source: DocWorkflowsLimits, Provenance: Documented, Enforcement: Sidecar,
 		How: "the sidecar's engine rejects larger results (\"output is too large. Maximum allowed size is 1MiB.\")"},
@@ -306,7 +333,8 @@ var table = []Limit{
 	{Name: WorkflowRetriesPerStep, Description: "Retries of one step (retries.limit).", Unit: Count,
 		Values: same(10000), Source: DocWorkflowsLimits, Provenance: Documented, Enforcement: Admission,
 		How:     "the CRD schema and admission for spec.defaults.retries.limit; the sidecar for per-step configs",
-		History: "The 2025 docs allowed Infinity."},
+		History: "The 2025 docs allowed Infinity.",
+		API:     &APIField{Kind: "Workflow", Path: "spec.defaults.retries.limit", Max: 10000}},
 	{Name: WorkflowStepNameChars, Description: "Length of a step name.", Unit: Characters,
 		Values: same(256), Source: DocWorkflowsAPI, Provenance: Documented, Enforcement: Sidecar,
 		How: "the sidecar's engine rejects longer names"},

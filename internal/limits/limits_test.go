@@ -193,8 +193,10 @@ func TestLimitsDocIsCurrent(t *testing.T) {
 }
 
 // TestAPIFieldsMatchCRDs checks each limit's API field against the generated CRDs of
-// config/crd/bases: the field exists and its schema maximum is Limit.API.Max, and no
-// profile's value is above it (a value the API server would reject before admission).
+// config/crd/bases: the field exists, its schema maximum (or maxItems) is
+// Limit.API.Max, it carries the CEL rule whose message cites the limit and its source
+// (Limit.APIMessage), and no profile's value is above it (a value the API server would
+// reject before admission).
 func TestAPIFieldsMatchCRDs(t *testing.T) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -238,8 +240,25 @@ func TestAPIFieldsMatchCRDs(t *testing.T) {
 				}
 				s = &p
 			}
-			if s.Maximum == nil || int64(*s.Maximum) != l.API.Max {
-				t.Errorf("%s %s: CRD maximum %v, table API.Max %d", l.API.Kind, l.API.Path, s.Maximum, l.API.Max)
+			max := s.Maximum
+			if l.API.Items {
+				if s.MaxItems != nil {
+					f := float64(*s.MaxItems)
+					max = &f
+				}
+			}
+			if max == nil || int64(*max) != l.API.Max {
+				t.Errorf("%s %s: CRD maximum %v, table API.Max %d", l.API.Kind, l.API.Path, max, l.API.Max)
+			}
+			// The schema's own rejection carries no limit or source; the CEL rule's
+			// message does, and it is the table's text.
+			found := l.API.Rule() == ""
+			for _, r := range s.XValidations {
+				found = found || (r.Rule == l.API.Rule() && r.Message == l.APIMessage())
+			}
+			if !found {
+				t.Errorf("%s %s: no x-kubernetes-validations rule %q with message %q; put this marker on the field in api/v1alpha1:\n// +kubebuilder:validation:XValidation:rule=%q,message=%q",
+					l.API.Kind, l.API.Path, l.API.Rule(), l.APIMessage(), l.API.Rule(), l.APIMessage())
 			}
 			for p, v := range l.Values {
 				if v > l.API.Max {

@@ -30,7 +30,11 @@ func Markdown() []byte {
 			what += " Pattern `" + l.Pattern + "`."
 		}
 		if l.API != nil {
-			what += fmt.Sprintf(" API maximum: %s (%s `%s`, the CRD schema); a custom ceiling above it is refused.", num(l.API.Max), l.API.Kind, l.API.Path)
+			items := ""
+			if l.API.Items {
+				items = " items"
+			}
+			what += fmt.Sprintf(" API maximum: %s%s (%s `%s`, the CRD schema, for every profile); a custom ceiling above it is refused.", num(l.API.Max), items, l.API.Kind, l.API.Path)
 		}
 		if l.History != "" {
 			what += " History: " + l.History

@@ -88,18 +88,11 @@ func newCron(name string, mut func(*v1alpha1.CronScheduleSpec)) *v1alpha1.CronSc
 	return o
 }
 
-// crdMax is the CRD schema's maximum of each admission-checked field: values above it
-// are rejected by the API server's schema validation before the validating webhook.
-var crdMax = map[limits.Name]int64{
-	limits.CPUMs: 300000, limits.Subrequests: 10000000, limits.MemoryMiB: 4096, limits.EnvVars: 128,
-	limits.WorkflowSteps: 25000, limits.WorkflowRunningInstances: 10000,
-	limits.ChannelsPerObject: 64, limits.SubscribersPerChannel: 256, limits.ChannelMessageBytes: 65536, limits.ChannelBacklogBytes: 1048576,
-}
-
 // limitCases returns the just-inside and just-outside cases of limit n for every
 // profile: inside is admitted (with the ≥ 90 % warning), outside is rejected with the
-// field path, the limit name and its source — or, above the CRD's maximum, by the
-// schema with the field path.
+// field path, the limit name and its source — by the webhook, or above the CRD's
+// maximum (Limit.API) by the API server's schema validation, whose CEL rule's message
+// cites the limit and source too.
 func limitCases(tbl *limits.Table, n limits.Name, path string, build func(name string, p limits.Profile, v int64) client.Object) []admitCase {
 	var out []admitCase
 	for _, p := range limits.Profiles {
@@ -113,11 +106,13 @@ func limitCases(tbl *limits.Table, n limits.Name, path string, build func(name s
 			inside.wantWarn, inside.wantNoWarn = nil, path
 		}
 		out = append(out, inside)
-		if max, ok := crdMax[n]; ok && v+1 > max {
+		if doc, _ := limits.Lookup(n); doc.API != nil && v+1 > doc.API.Max {
+			// The schema's rule cites the documented source (no custom suffix); a list
+			// over its maxItems gets the API server's own "Too many" error only.
 			out = append(out, admitCase{
 				name:    base + "-outside-schema",
 				obj:     build(base+"-out", p, v+1),
-				wantErr: []string{path, fmt.Sprint(v + 1)},
+				wantErr: []string{path, fmt.Sprint(v + 1), doc.APIMessage()},
 			})
 			continue
 		}

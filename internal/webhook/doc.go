@@ -14,6 +14,16 @@
 //	spec.limits.cpuMs: Invalid value: 300001: must be at most 300000 ms
 //	(profile "paid"; limit cpu_ms; source: 000_6729543119e24b55.txt)
 //
+// A value above the CRD schema's maximum never reaches the webhook: the API server
+// rejects it first. Those fields also carry a CEL rule whose message is the limit
+// table's (limits.Limit.APIMessage), so that rejection names the limit and source too:
+//
+//	spec.limits.cpuMs: Invalid value: 300001: must be at most 300000 (the API
+//	maximum, for every profile; limit cpu_ms; source: 000_6729543119e24b55.txt)
+//
+// The one exception is spec.bindings over its 128 items: the API server skips CEL
+// rules on a list over its maxItems, so only its "Too many: 129" error is shown.
+//
 // References to objects that do not exist yet (Workers, DurableObjectNamespaces,
 // Workflows, Secrets, ConfigMaps) are admitted with a warning, since GitOps applies in
 // any order; values at 90 % or more of a limit are admitted with a warning (except the
