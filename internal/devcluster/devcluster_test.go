@@ -14,8 +14,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -383,49 +385,142 @@ func TestUnknownImage(t *testing.T) {
 	})
 }
 
-// TestSameNameReplacement: deleting a StatefulSet pod whose native sidecar takes a few
-// seconds to stop makes the StatefulSet create the replacement (same name, new UID)
-// while the old pod's processes are still stopping; the replacement must run once the
-// old one is gone instead of staying Pending.
+// TestSameNameReplacement deletes both pods of a 2-replica StatefulSet at once, several
+// rounds, and waits for both replacements (same names, new UIDs) to be Ready. The rows
+// vary how the old pod stops, which decides whether virtual-kubelet hands the provider
+// the replacement while the old pod's processes are still stopping:
+//   - a native sidecar that takes a few seconds after SIGTERM (old run gone well before
+//     virtual-kubelet removes the pod object, at the end of the grace period);
+//   - a main container that ignores SIGTERM (killed at the grace deadline) and a sidecar
+//     that then takes 2 s more: virtual-kubelet deletes the pod object at the grace
+//     deadline, so the StatefulSet creates the replacement while the old run still
+//     holds the name. Before the fix the replacement stayed Pending for good:
+//     virtual-kubelet's GetPod found the old run under the name, compared it (no UID in
+//     the comparison) equal to the replacement and never called CreatePod;
+//   - a forced delete (grace 0): the pod object is gone at once, the old processes run
+//     on until the provider is told; same outcome before the fix;
+//   - deleting again while the replacements start (before they are Ready).
 func TestSameNameReplacement(t *testing.T) {
-	ctx := context.Background()
-	cli := cluster.Client()
-	ns := "default"
 	always := corev1.ContainerRestartPolicyAlways
-	grace := int64(10)
-	labels := map[string]string{"app": "same"}
-	tmpl := shPod("", corev1.RestartPolicyAlways, "trap 'exit 0' TERM; echo main; while true; do sleep 0.1; done")
-	tmpl.Spec.InitContainers = []corev1.Container{{Name: "slow-sidecar", Image: shImage, RestartPolicy: &always,
-		Args: []string{"-c", "trap 'sleep 3; exit 0' TERM; while true; do sleep 0.1; done"}}}
-	tmpl.Spec.TerminationGracePeriodSeconds = &grace
-	one := int32(1)
-	_, err := cli.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "same"},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: &one, ServiceName: "same", Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	type row struct {
+		name          string
+		mainScript    string
+		sidecarScript string
+		grace         int64
+		deleteGrace   *int64 // DeleteOptions.GracePeriodSeconds; nil: the pod's
+		duringStartup bool   // delete the replacements again before they are Ready
 	}
-	t.Cleanup(func() { _ = cli.AppsV1().StatefulSets(ns).Delete(context.Background(), "same", metav1.DeleteOptions{}) })
-	var first *corev1.Pod
-	eventually(t, "first pod Ready", func() (bool, string) {
-		first, err = cli.CoreV1().Pods(ns).Get(ctx, "same-0", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return podReady(first), fmt.Sprintf("%+v", first.Status)
-	})
-	if err := cli.CoreV1().Pods(ns).Delete(ctx, "same-0", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	zero := int64(0)
+	rows := []row{
+		{name: "slow-sidecar", grace: 10,
+			mainScript:    "trap 'exit 0' TERM; while true; do sleep 0.1; done",
+			sidecarScript: "trap 'sleep 3; exit 0' TERM; while true; do sleep 0.1; done"},
+		{name: "outlives-grace", grace: 2,
+			mainScript:    "trap '' TERM; while true; do sleep 0.1; done",
+			sidecarScript: "trap 'sleep 5; exit 0' TERM; while true; do sleep 0.1; done"},
+		{name: "force-delete", grace: 10, deleteGrace: &zero,
+			mainScript:    "trap 'exit 0' TERM; while true; do sleep 0.1; done",
+			sidecarScript: "trap 'exit 0' TERM; while true; do sleep 0.1; done"},
+		{name: "during-startup", grace: 2, duringStartup: true,
+			mainScript:    "trap '' TERM; sleep 1; while true; do sleep 0.1; done",
+			sidecarScript: "trap 'sleep 5; exit 0' TERM; while true; do sleep 0.1; done"},
 	}
-	eventually(t, "the replacement Ready with a new UID", func() (bool, string) {
-		p, err := cli.CoreV1().Pods(ns).Get(ctx, "same-0", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return p.UID != first.UID && podReady(p), fmt.Sprintf("%s %s %+v", p.UID, p.Status.Phase, p.Status.Conditions)
-	})
+	const rounds = 3
+	for _, tc := range rows {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			cli := cluster.Client()
+			ns := "default"
+			name := "same-" + tc.name
+			labels := map[string]string{"app": name}
+			tmpl := shPod("", corev1.RestartPolicyAlways, tc.mainScript)
+			tmpl.Spec.InitContainers = []corev1.Container{{Name: "sidecar", Image: shImage, RestartPolicy: &always,
+				Args: []string{"-c", tc.sidecarScript}}}
+			tmpl.Spec.TerminationGracePeriodSeconds = &tc.grace
+			// As the operator's Worker and shard pods: no service account token. With
+			// one, every pod gets a volume mount with a random name (kube-api-access-…),
+			// so a replacement never compares equal to the pod it replaces and
+			// virtual-kubelet calls UpdatePod; without one it is identical but for its UID.
+			tmpl.Spec.AutomountServiceAccountToken = new(bool)
+			two := int32(2)
+			_, err := cli.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: appsv1.StatefulSetSpec{
+					Replicas: &two, ServiceName: name, Selector: &metav1.LabelSelector{MatchLabels: labels},
+					PodManagementPolicy: appsv1.ParallelPodManagement,
+					Template:            corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec},
+				},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cli.AppsV1().StatefulSets(ns).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+			pods := []string{name + "-0", name + "-1"}
+			// state reports the pod, its events and the provider's run for the name.
+			state := func(pod string) string {
+				p, err := cli.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+				if err != nil {
+					return fmt.Sprintf("%s: %v; provider: %s", pod, err, cluster.PodRunInfo(ns, pod))
+				}
+				return fmt.Sprintf("%s uid %s phase %s conditions %+v; provider: %s", pod, p.UID, p.Status.Phase, p.Status.Conditions, cluster.PodRunInfo(ns, pod))
+			}
+			uids := map[string]types.UID{}
+			waitReplaced := func(what string) {
+				t.Helper()
+				for _, pod := range pods {
+					eventually(t, pod+" "+what, func() (bool, string) {
+						p, err := cli.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+						if err != nil {
+							return false, state(pod)
+						}
+						if p.UID == uids[pod] || !podReady(p) {
+							return false, state(pod)
+						}
+						uids[pod] = p.UID
+						return true, ""
+					})
+				}
+			}
+			del := func(pod string, uid types.UID) {
+				t.Helper()
+				err := cli.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: tc.deleteGrace, Preconditions: &metav1.Preconditions{UID: &uid}})
+				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+					t.Fatal(err)
+				}
+			}
+			waitReplaced("Ready")
+			for round := 0; round < rounds; round++ {
+				for _, pod := range pods {
+					del(pod, uids[pod])
+				}
+				if tc.duringStartup {
+					// Delete each replacement as soon as it exists, before it is Ready.
+					for _, pod := range pods {
+						var uid types.UID
+						eventually(t, pod+" recreated", func() (bool, string) {
+							p, err := cli.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+							if err != nil || p.UID == uids[pod] {
+								return false, state(pod)
+							}
+							uid = p.UID
+							return true, ""
+						})
+						del(pod, uid)
+						uids[pod+"/starting"] = uid
+					}
+					for _, pod := range pods {
+						// The one deleted while starting must be replaced too.
+						eventually(t, pod+" replaced again", func() (bool, string) {
+							p, err := cli.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+							if err != nil || p.UID == uids[pod+"/starting"] || p.UID == uids[pod] {
+								return false, state(pod)
+							}
+							return true, ""
+						})
+					}
+				}
+				waitReplaced(fmt.Sprintf("replaced (new UID) and Ready, round %d", round+1))
+			}
+		})
+	}
 }

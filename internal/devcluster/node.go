@@ -65,6 +65,7 @@ func (c *Cluster) startNode(ctx context.Context) error {
 	c.provider = newProvider(c)
 	mux := http.NewServeMux()
 	n, err := nodeutil.NewNode(NodeName, func(cfg nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
+		c.provider.apiPods = cfg.Pods
 		nd := cfg.Node
 		nd.Labels["kubernetes.io/os"] = "linux"
 		nd.Labels["node.kubernetes.io/instance-type"] = "devcluster"

@@ -535,9 +535,17 @@ func (r *podRun) snapshot() *corev1.Pod {
 // pubMu, so the last status sent is the newest one: virtual-kubelet keeps the last it
 // was given, and two goroutines (a readiness probe and the container runner) publishing
 // at once could otherwise leave an older snapshot, e.g. a ready container shown not ready.
+//
+// A run that has released its name sends nothing more: virtual-kubelet keys statuses by
+// namespace/name, so a late status of the old run (a container's exit noticed after
+// terminate) would be taken as the status of the replacement that now has the name.
 func (r *podRun) publish() {
 	r.pubMu.Lock()
-	r.p.send(r.snapshot())
+	select {
+	case <-r.released:
+	default:
+		r.p.send(r.snapshot())
+	}
 	r.pubMu.Unlock()
 	r.p.c.net.podChanged()
 }

@@ -291,15 +291,17 @@ func TestShardPodsReplaced(t *testing.T) {
 			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: sampleNS, Name: name}, p); err != nil {
 				return err
 			}
+			// The local cluster's view of the name (its run's UID, phase, whether it
+			// is stopping) goes into the message, so a failure explains itself.
 			if string(p.UID) == uid {
-				return fmt.Errorf("%s not replaced yet", name)
+				return fmt.Errorf("%s not replaced yet; local cluster: %s", name, cluster.PodRunInfo(sampleNS, name))
 			}
 			ready := false
 			for _, c := range p.Status.Conditions {
 				ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
 			}
 			if !ready {
-				return fmt.Errorf("%s (%s) is %s, not Ready", name, p.UID, p.Status.Phase)
+				return fmt.Errorf("%s (%s) is %s, not Ready (conditions %+v); local cluster: %s", name, p.UID, p.Status.Phase, p.Status.Conditions, cluster.PodRunInfo(sampleNS, name))
 			}
 		}
 		body, err := get(url + "/rooms/" + room + "/messages")
