@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -235,9 +236,19 @@ func (h *addOnly[T]) Handle(ctx context.Context, req admission.Request) admissio
 		return admission.Allowed("")
 	}
 	ctx = admission.NewContextWithRequest(ctx, req)
+	// The API server calls mutating webhooks before it validates the object against
+	// the CRD schema. An object without a spec object, or one the Go types cannot
+	// hold (a string where an integer belongs, a number beyond int32), is left
+	// unchanged for that validation, whose error names the field and the rule: a
+	// Go decoding error names neither, and a patch under an absent /spec cannot be
+	// applied (the API server answers 500). The schema rejects every such object,
+	// and the validating webhook still decodes whatever it lets through.
+	if !specIsObject(req.Object.Raw) {
+		return admission.Allowed("spec is not an object; left to the API server's schema validation")
+	}
 	obj := h.newT()
 	if err := h.decoder.DecodeRaw(req.Object, obj); err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
+		return admission.Allowed("not decodable into the Go types (" + err.Error() + "); left to the API server's schema validation")
 	}
 	before, err := json.Marshal(obj)
 	if err != nil {
@@ -258,6 +269,19 @@ func (h *addOnly[T]) Handle(ctx context.Context, req admission.Request) admissio
 		return admission.Allowed("")
 	}
 	return admission.Patched("defaulted", ops...)
+}
+
+// specIsObject reports whether the JSON object raw has a "spec" member that is a JSON
+// object.
+func specIsObject(raw []byte) bool {
+	var top struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return false
+	}
+	b := bytes.TrimSpace(top.Spec)
+	return len(b) > 0 && b[0] == '{'
 }
 
 // AddOnlyPatch returns the JSON patch from before to after, which must consist of
