@@ -97,7 +97,6 @@ func limitCases(tbl *limits.Table, n limits.Name, path string, build func(name s
 	var out []admitCase
 	for _, p := range limits.Profiles {
 		v := tbl.Get(p, n)
-		l, _ := tbl.Limit(n)
 		base := strings.ToLower(strings.ReplaceAll(string(n), "_", "-")) + "-" + string(p)
 		inside := admitCase{name: base + "-inside", obj: build(base+"-in", p, v),
 			wantWarn: []string{path, "of the limit " + fmt.Sprint(v), "limit " + string(n)}}
@@ -119,10 +118,22 @@ func limitCases(tbl *limits.Table, n limits.Name, path string, build func(name s
 		out = append(out, admitCase{
 			name:    base + "-outside",
 			obj:     build(base+"-out", p, v+1),
-			wantErr: []string{path + ": Invalid value: " + fmt.Sprint(v+1), fmt.Sprintf("must be at most %d", v), fmt.Sprintf("profile %q", p), "limit " + string(n), "source: " + l.Source},
+			wantErr: []string{path + ": Invalid value: " + fmt.Sprint(v+1), fmt.Sprintf("must be at most %d", v), fmt.Sprintf("profile %q", p), "limit " + string(n), "source: " + citedSource(tbl, p, n) + ")"},
 		})
 	}
 	return out
+}
+
+// citedSource is the source a rejection under profile p must cite for limit n: the
+// documented source, with the note that the operator set a custom ceiling only under
+// the custom profile (an operator's ceiling changes no other profile's value).
+func citedSource(tbl *limits.Table, p limits.Profile, n limits.Name) string {
+	if p == limits.Custom {
+		l, _ := tbl.Limit(n)
+		return l.Source
+	}
+	l, _ := limits.Lookup(n)
+	return l.Source
 }
 
 func textBindings(n int64) []v1alpha1.Binding {
@@ -228,7 +239,6 @@ func cases(tbl *limits.Table) []admitCase {
 	})...)
 	for _, p := range limits.Profiles {
 		max := tbl.Get(p, limits.WorkflowRetentionMs)
-		l, _ := tbl.Limit(limits.WorkflowRetentionMs)
 		in, out := FormatDuration(max), fmt.Sprint(max+1)
 		cs = append(cs,
 			admitCase{name: "workflow-retention-" + string(p) + "-inside", obj: newWorkflow("ret-in-"+string(p), p, func(s *v1alpha1.WorkflowSpec) {
@@ -236,7 +246,7 @@ func cases(tbl *limits.Table) []admitCase {
 			})},
 			admitCase{name: "workflow-retention-" + string(p) + "-outside", obj: newWorkflow("ret-out-"+string(p), p, func(s *v1alpha1.WorkflowSpec) {
 				s.Retention = &v1alpha1.WorkflowRetention{Error: out}
-			}), wantErr: []string{"spec.retention.error: Invalid value: \"" + out + "\"", "must be at most " + in, fmt.Sprintf("profile %q", p), "limit workflow_retention_ms", "source: " + l.Source}},
+			}), wantErr: []string{"spec.retention.error: Invalid value: \"" + out + "\"", "must be at most " + in, fmt.Sprintf("profile %q", p), "limit workflow_retention_ms", "source: " + citedSource(tbl, p, limits.WorkflowRetentionMs) + ")"}},
 		)
 	}
 	sleepMax := tbl.Get(limits.Paid, limits.WorkflowSleepMs)
@@ -256,6 +266,11 @@ func cases(tbl *limits.Table) []admitCase {
 		admitCase{name: "workflow-cron-length-outside-schema", obj: newWorkflow("cron-len-out", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
 			s.Schedules = []string{cronOfLength(tbl.Get(limits.Paid, limits.CronExpressionChar) + 1)}
 		}), wantErr: []string{"spec.schedules[0]", "256"}},
+		admitCase{name: "workflow-retention-zero", obj: newWorkflow("ret-zero", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
+			s.Retention = &v1alpha1.WorkflowRetention{Success: "0 days"}
+		}), wantErr: []string{"spec.retention.success: Invalid value: \"0 days\"", "must be greater than 0", "finished instance", "source: " + limits.DocWorkflowsLimits}},
+		// On Free the step default is also the maximum: no "near the limit" warning.
+		admitCase{name: "workflow-free-defaults-no-warning", obj: newWorkflow("wf-free-dflt", limits.Free, nil), wantNoWarn: "spec.limits.steps"},
 		admitCase{name: "workflow-timeout-max", obj: newWorkflow("timeout-max", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
 			s.Defaults = &v1alpha1.StepDefaults{Timeout: FormatDuration(sleepMax)}
 		})},

@@ -42,11 +42,20 @@ func (c *check) warn(format string, args ...any) {
 	c.warns = append(c.warns, fmt.Sprintf(format, args...))
 }
 
-// limit returns limit n as the table sees it (custom ceilings applied).
+// limit returns limit n as the table sees it (custom ceilings applied). Under the
+// free and paid profiles its Source is the documented one: Table.Limit notes "custom
+// ceiling set by the operator" whenever the operator set one, but that ceiling
+// changes only the custom profile's value, so a free or paid rejection citing it
+// would blame the operator for Cloudflare's number.
 func (c *check) limit(n limits.Name) limits.Limit {
 	l, ok := c.t.Limit(n)
 	if !ok {
 		panic("webhook: unknown limit " + string(n))
+	}
+	if c.p != limits.Custom {
+		if doc, ok := limits.Lookup(n); ok {
+			l.Source = doc.Source
+		}
 	}
 	return l
 }
@@ -73,6 +82,7 @@ func atMost(c *check, path *field.Path, v int64, n limits.Name) *field.Error {
 // holding the value they write (the limit itself when they write the maximum).
 var defaultedBy = map[limits.Name]limits.Name{
 	limits.CPUMs: limits.CPUMsDefault, limits.Subrequests: limits.SubrequestsDefault, limits.MemoryMiB: limits.MemoryMiBDefault,
+	limits.WorkflowSteps:     limits.WorkflowStepsDefault,
 	limits.ChannelsPerObject: limits.ChannelsPerObject, limits.SubscribersPerChannel: limits.SubscribersPerChannel,
 	limits.ChannelMessageBytes: limits.ChannelMessageBytes, limits.ChannelBacklogBytes: limits.ChannelBacklogBytes,
 }
@@ -159,7 +169,9 @@ func FormatDuration(ms int64) string {
 }
 
 // validateDuration checks a duration field: well-formed, and within [min, limit n].
-func (c *check) validateDuration(path *field.Path, s string, allowZero bool, n limits.Name) *field.Error {
+// zero is nil when 0 is allowed, else why it is not and the source, e.g. "a step
+// attempt with timeout 0 can never succeed; source: ...".
+func (c *check) validateDuration(path *field.Path, s string, zero *string, n limits.Name) *field.Error {
 	if s == "" {
 		return nil
 	}
@@ -167,8 +179,8 @@ func (c *check) validateDuration(path *field.Path, s string, allowZero bool, n l
 	if err != nil {
 		return field.Invalid(path, s, err.Error()+" (source: "+limits.DocWorkflowsAPI+")")
 	}
-	if ms == 0 && !allowZero {
-		return field.Invalid(path, s, "must be greater than 0 (a step attempt with timeout 0 can never succeed; source: "+limits.DocWorkflowsAPI+")")
+	if ms == 0 && zero != nil {
+		return field.Invalid(path, s, "must be greater than 0 ("+*zero+")")
 	}
 	l := c.limit(n)
 	max := c.t.Get(c.p, n)

@@ -28,7 +28,10 @@
 // Workflows, Secrets, ConfigMaps) are admitted with a warning, since GitOps applies in
 // any order; values at 90 % or more of a limit are admitted with a warning (except the
 // value the defaulter writes: memoryMiB 128 is both the default and the paid maximum,
-// and a warning on every object that sets nothing helps nobody). These
+// workflow steps 1,024 both the default and the maximum on Free, and a warning on
+// every object that sets nothing helps nobody). A rejection under the free or paid
+// profile cites the documented source; "custom ceiling set by the operator" is
+// cited only under the custom profile, the one such a ceiling changes. These
 // reference checks read the manager's cache (typed Workers, DurableObjectNamespaces and
 // ConfigMaps, which the controllers watch anyway; metadata-only Secrets and Workflows,
 // so no Secret data is cached), and a miss is confirmed with the uncached API reader,

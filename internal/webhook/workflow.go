@@ -100,19 +100,19 @@ func validateWorkflowSpec(c *check, spec *field.Path, s *v1alpha1.WorkflowSpec) 
 		c.add(c.atMost(spec.Child("concurrency", "limit"), int64(*s.Concurrency.Limit), limits.WorkflowRunningInstances))
 	}
 	if s.Retention != nil {
-		c.add(c.validateDuration(spec.Child("retention", "success"), s.Retention.Success, false, limits.WorkflowRetentionMs))
-		c.add(c.validateDuration(spec.Child("retention", "error"), s.Retention.Error, false, limits.WorkflowRetentionMs))
+		c.add(c.validateDuration(spec.Child("retention", "success"), s.Retention.Success, &zeroRetention, limits.WorkflowRetentionMs))
+		c.add(c.validateDuration(spec.Child("retention", "error"), s.Retention.Error, &zeroRetention, limits.WorkflowRetentionMs))
 	}
 	if s.Defaults != nil {
 		dp := spec.Child("defaults")
-		c.add(c.validateDuration(dp.Child("timeout"), s.Defaults.Timeout, false, limits.WorkflowSleepMs))
+		c.add(c.validateDuration(dp.Child("timeout"), s.Defaults.Timeout, &zeroTimeout, limits.WorkflowSleepMs))
 		if r := s.Defaults.Retries; r != nil {
 			rp := dp.Child("retries")
 			if r.Limit != nil {
 				c.add(validateMin(rp.Child("limit"), int64(*r.Limit), 0))
 				c.add(c.atMost(rp.Child("limit"), int64(*r.Limit), limits.WorkflowRetriesPerStep))
 			}
-			c.add(c.validateDuration(rp.Child("delay"), r.Delay, true, limits.WorkflowSleepMs))
+			c.add(c.validateDuration(rp.Child("delay"), r.Delay, nil, limits.WorkflowSleepMs)) // delay 0 retries at once
 			c.add(validateBackoff(rp.Child("backoff"), r.Backoff))
 		}
 	}
@@ -120,6 +120,12 @@ func validateWorkflowSpec(c *check, spec *field.Path, s *v1alpha1.WorkflowSpec) 
 		c.add(validateCron(c, spec.Child("schedules").Index(i), expr))
 	}
 }
+
+// Why a zero duration is rejected, per field (validateDuration).
+var (
+	zeroTimeout   = "a step attempt with timeout 0 can never succeed; source: " + limits.DocWorkflowsAPI
+	zeroRetention = "a finished instance kept for 0 would be deleted before its status or output could be read; source: " + limits.DocWorkflowsLimits
+)
 
 func validateMin(path *field.Path, v, min int64) *field.Error {
 	if v < min {
