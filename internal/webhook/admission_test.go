@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -222,6 +223,31 @@ func cases(tbl *limits.Table) []admitCase {
 		admitCase{name: "experimental-flag-paid", obj: newWorker("exp-paid", limits.Paid, func(s *v1alpha1.WorkerSpec) { s.CompatibilityFlags = []string{"rtti_api"} }),
 			wantErr: []string{"spec.compatibilityFlags[0]: Forbidden", `profile "paid"`}},
 		admitCase{name: "experimental-flag-custom", obj: newWorker("exp-custom", limits.Custom, func(s *v1alpha1.WorkerSpec) { s.CompatibilityFlags = []string{"rtti_api"} })},
+		// Flags workerd refuses at start-up (it exits 1: the pods could never run).
+		admitCase{name: "compat-flag-unknown", obj: newWorker("flag-unknown", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.CompatibilityFlags = []string{"nodejs_compat", "definitely_not_a_flag"}
+		}),
+			wantErr: []string{"spec.compatibilityFlags[1]: Invalid value: \"definitely_not_a_flag\"", "not a compatibility flag of workerd " + PinnedWorkerdVersion, "No such compatibility flag"}},
+		admitCase{name: "compat-flags-contradictory", obj: newWorker("flag-contra", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.CompatibilityFlags = []string{contradictory.flags[0], contradictory.flags[1]}
+		}), wantErr: []string{"spec.compatibilityFlags[1]: Invalid value: \"" + contradictory.flags[1] + "\"", "contradicts spec.compatibilityFlags[0]", "mutually contradictory"}},
+		admitCase{name: "compat-flag-already-default", obj: newWorker("flag-dflt", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.CompatibilityDate = dated.date
+			s.CompatibilityFlags = []string{dated.enable}
+		}), wantErr: []string{"spec.compatibilityFlags[0]: Invalid value: \"" + dated.enable + "\"", "became the default as of " + dated.date}},
+		admitCase{name: "compat-flag-before-its-date", obj: newWorker("flag-early", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.CompatibilityDate = dayBefore(dated.date)
+			s.CompatibilityFlags = []string{dated.enable}
+		})},
+		// Experimental in an older workerd, not in the pinned one (TestCompatFlagsMatchWorkerd).
+		admitCase{name: "compat-flag-no-longer-experimental-paid", obj: newWorker("flag-v8", limits.Paid, func(s *v1alpha1.WorkerSpec) { s.CompatibilityFlags = []string{"enable_nodejs_v8_module"} })},
+		admitCase{name: "compat-flag-newly-experimental-paid", obj: newWorker("flag-timers", limits.Paid, func(s *v1alpha1.WorkerSpec) { s.CompatibilityFlags = []string{"precise_timers"} }),
+			wantErr: []string{"spec.compatibilityFlags[0]: Forbidden", `"precise_timers" is an experimental workerd compatibility flag`, `profile "paid"`}},
+		admitCase{name: "compat-flag-other-workerd-warns", obj: newWorker("flag-other-rt", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.CompatibilityDate = "2026-06-01"
+			s.Runtime = &v1alpha1.RuntimeSpec{Version: "1.20260601.0"}
+			s.CompatibilityFlags = []string{"definitely_not_a_flag"}
+		}), wantWarn: []string{"spec.compatibilityFlags", "not checked", "workerd 1.20260601.0"}},
 		admitCase{name: "service-binding-missing-warns", obj: newWorker("svc-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.Bindings = []v1alpha1.Binding{{Name: "API", Service: &v1alpha1.ServiceBinding{Name: "api-not-yet"}}}
 		}), wantWarn: []string{"spec.bindings[0].service.name", "Worker wh/api-not-yet does not exist yet"}},
@@ -361,6 +387,25 @@ func cronOfLength(n int64) string {
 		minutes = "0" + minutes // "010"
 	}
 	return minutes + " * * * *"
+}
+
+// contradictory is a field of the pinned workerd set by two flags; dated one with an
+// enable flag that became the default on a date (neither experimental).
+var contradictory, dated = func() (contra, dat compatField) {
+	for _, f := range pinnedCompatFields {
+		if contra.field == "" && len(f.flags) == 2 && f.experimental == "" && !strings.Contains(f.field, "python") {
+			contra = f
+		}
+		if dat.field == "" && f.enable != "" && f.date != "" && !f.allDates && f.experimental == "" && f.date > "2024-01-01" {
+			dat = f
+		}
+	}
+	return contra, dat
+}()
+
+func dayBefore(date string) string {
+	d, _ := time.Parse(time.DateOnly, date)
+	return d.AddDate(0, 0, -1).Format(time.DateOnly)
 }
 
 func dayAfter(date string) string {

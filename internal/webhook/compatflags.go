@@ -1,56 +1,95 @@
 package webhook
 
-// ExperimentalFlagsSource is where the list of experimental compatibility flags comes
-// from: the fields annotated $experimental in workerd's compatibility-date.capnp.
-const ExperimentalFlagsSource = "https://github.com/cloudflare/workerd/blob/00c25c5a0aebc4b56897c8c093e04765e4e90278/src/workerd/io/compatibility-date.capnp"
+import (
+	"fmt"
+	"time"
 
-// experimentalFlags are the enable-flag names of the $experimental fields of workerd's
-// compatibility-date.capnp (ExperimentalFlagsSource). workerd refuses them unless run
-// with --experimental, and Cloudflare refuses them outside its own test accounts; the
-// operator admits them only under the custom profile.
-var experimentalFlags = map[string]bool{
-	"durable_object_rename":                  true,
-	"experimental":                           true,
-	"durable_object_get_existing":            true,
-	"service_binding_extra_handlers":         true,
-	"rtti_api":                               true,
-	"webgpu":                                 true,
-	"unsafe_module":                          true,
-	"js_rpc":                                 true,
-	"new_module_registry":                    true,
-	"kv_direct_binding":                      true,
-	"increase_websocket_message_size":        true,
-	"python_workers_development":             true,
-	"replica_routing":                        true,
-	"enable_d1_with_sessions_api":            true,
-	"tail_worker_user_spans":                 true,
-	"memory_cache_delete":                    true,
-	"python_workers_durable_objects":         true,
-	"streaming_tail_worker":                  true,
-	"enable_web_file_system":                 true,
-	"enable_abortsignal_rpc":                 true,
-	"connect_pass_through":                   true,
-	"unsupported_process_actual_platform":    true,
-	"python_dedicated_snapshot":              true,
-	"typescript_strip_types":                 true,
-	"allow_insecure_inefficient_logged_eval": true,
-	"enhanced_error_serialization":           true,
-	"enable_email_sending_queuing":           true,
-	"enable_nodejs_perf_hooks_module":        true,
-	"enable_nodejs_domain_module":            true,
-	"enable_nodejs_v8_module":                true,
-	"enable_nodejs_tty_module":               true,
-	"enable_nodejs_punycode_module":          true,
-	"enable_nodejs_cluster_module":           true,
-	"enable_nodejs_child_process_module":     true,
-	"enable_nodejs_worker_threads_module":    true,
-	"enable_nodejs_stream_wrap_module":       true,
-	"enable_nodejs_wasi_module":              true,
-	"enable_nodejs_dgram_module":             true,
-	"enable_nodejs_inspector_module":         true,
-	"enable_nodejs_trace_events_module":      true,
-	"enable_workerd_debug_module":            true,
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/workerd-operator/workerd-operator/internal/limits"
+)
+
+// CompatFlagsSource is where the compatibility flags the webhook knows come from: the
+// CompatibilityFlags schema (src/workerd/io/compatibility-date.capnp) compiled into
+// the pinned workerd, whose start-up checks they reproduce (compileCompatibilityFlags:
+// "No such compatibility flag", "mutually contradictory", "became the default",
+// "is experimental").
+const CompatFlagsSource = "the compatibility-date.capnp compiled into workerd " + PinnedWorkerdVersion
+
+// ExperimentalFlagsSource is kept for callers of the earlier name.
+const ExperimentalFlagsSource = CompatFlagsSource
+
+// compatField is one field of workerd's CompatibilityFlags struct.
+type compatField struct {
+	field        string   // the capnp field name
+	flags        []string // the flags that set it (enable and/or disable flag)
+	enable       string   // the enable flag, when it has an enable date or is on for all dates
+	date         string   // YYYY-MM-DD from which the enable flag is the default ("" none)
+	experimental string   // the enable flag when the field is $experimental
+	allDates     bool     // $compatEnableAllDates: the enable flag is the default for every date
 }
 
-// IsExperimentalFlag reports whether compatibility flag f is experimental in workerd.
-func IsExperimentalFlag(f string) bool { return experimentalFlags[f] }
+// pinnedFlags indexes pinnedCompatFields by flag name.
+var pinnedFlags = func() map[string]*compatField {
+	m := map[string]*compatField{}
+	for i := range pinnedCompatFields {
+		for _, f := range pinnedCompatFields[i].flags {
+			m[f] = &pinnedCompatFields[i]
+		}
+	}
+	return m
+}()
+
+// IsExperimentalFlag reports whether compatibility flag f is experimental in the
+// pinned workerd (it needs --experimental; the operator admits it only under the
+// custom profile).
+func IsExperimentalFlag(f string) bool {
+	c, ok := pinnedFlags[f]
+	return ok && c.experimental == f
+}
+
+// validateCompatibilityFlags checks a Worker's flags as workerd checks them at
+// start-up, where each failure makes workerd exit 1 (the pods could never run):
+// unknown flags, two flags of one field, and an enable flag that is already the
+// default at the compatibilityDate. Experimental flags are refused outside the
+// custom profile. The table describes the pinned workerd only: for another
+// workerd (spec.runtime.version, or an operator started with another version)
+// only the experimental rule applies, with a warning that the rest was not checked.
+func validateCompatibilityFlags(c *check, path *field.Path, flags []string, date, version string) {
+	for i, f := range flags {
+		if IsExperimentalFlag(f) && c.p != limits.Custom {
+			c.add(field.Forbidden(path.Index(i), fmt.Sprintf("%q is an experimental workerd compatibility flag; it is allowed only with the custom profile (profile %q; source: %s)", f, c.p, CompatFlagsSource)))
+		}
+	}
+	if len(flags) == 0 {
+		return
+	}
+	if version != PinnedWorkerdVersion {
+		c.warn("%s: not checked against workerd %s (the operator knows the flags of workerd %s only); workerd refuses unknown, contradictory and already-default flags at start-up", path, version, PinnedWorkerdVersion)
+		return
+	}
+	d, dateErr := time.Parse(time.DateOnly, date)
+	seen := map[string]int{} // capnp field → index of its first flag
+	for i, f := range flags {
+		fp := path.Index(i)
+		cf, ok := pinnedFlags[f]
+		if !ok {
+			c.add(field.Invalid(fp, f, fmt.Sprintf("is not a compatibility flag of workerd %s, which would refuse to start (\"No such compatibility flag\"; source: %s)", version, CompatFlagsSource)))
+			continue
+		}
+		if j, dup := seen[cf.field]; dup && flags[j] != f {
+			c.add(field.Invalid(fp, f, fmt.Sprintf("contradicts spec.compatibilityFlags[%d] %q: both set workerd's %s, and workerd refuses to start (\"Compatibility flags are mutually contradictory\"; source: %s)", j, flags[j], cf.field, CompatFlagsSource)))
+			continue
+		}
+		seen[cf.field] = i
+		if f != cf.enable {
+			continue
+		}
+		switch {
+		case cf.allDates:
+			c.add(field.Invalid(fp, f, fmt.Sprintf("is the default for every compatibility date, and workerd refuses to start when it is given (\"does not need to be specified anymore\"); remove it (source: %s)", CompatFlagsSource)))
+		case cf.date != "" && dateErr == nil && date >= cf.date && !d.IsZero():
+			c.add(field.Invalid(fp, f, fmt.Sprintf("became the default as of %s, on or before spec.compatibilityDate %s, and workerd refuses to start when it is given (\"does not need to be specified anymore\"); remove it (source: %s)", cf.date, date, CompatFlagsSource)))
+		}
+	}
+}

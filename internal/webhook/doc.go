@@ -6,7 +6,11 @@
 // Validation covers what the CRDs' OpenAPI/CEL rules cannot: limit-profile ceilings
 // read from internal/limits, script size of inline and configMap sources, environment
 // variable count and size, JSON validity, compatibility date against the workerd the
-// Worker runs, experimental compatibility flags, workflow step-config rules, Cloudflare
+// Worker runs, compatibility flags as the pinned workerd checks them at start-up
+// (unknown, two flags of one field, an enable flag already the default at the
+// compatibilityDate: each makes workerd exit 1; experimental flags only under the
+// custom profile; table compatflags_pinned.go, checked against the binary by
+// TestCompatFlagsMatchWorkerd), workflow step-config rules, Cloudflare
 // cron expressions (internal/cron.Validate), time zones, and the immutability of a
 // DurableObjectNamespace's shards until resharding exists. Every rejection names the
 // field, the value, the limit, the profile and the source, e.g.

@@ -111,9 +111,7 @@ func validateWorkerSpec(c *check, spec *field.Path, s *v1alpha1.WorkerSpec, work
 		version = s.Runtime.Version
 	}
 	c.add(validateCompatibilityDate(spec.Child("compatibilityDate"), s.CompatibilityDate, version))
-	for i, f := range s.CompatibilityFlags {
-		c.add(validateCompatibilityFlag(spec.Child("compatibilityFlags").Index(i), f, c.p))
-	}
+	validateCompatibilityFlags(c, spec.Child("compatibilityFlags"), s.CompatibilityFlags, s.CompatibilityDate, version)
 	if s.Limits != nil {
 		lp := spec.Child("limits")
 		if s.Limits.CPUMs != nil {
@@ -150,15 +148,6 @@ func validateCompatibilityDate(path *field.Path, date, workerdVersion string) *f
 	if d.After(n) {
 		return field.Invalid(path, date, fmt.Sprintf("must not be after %s, the newest compatibility date workerd %s supports "+
 			"(limit: workerd supportedCompatibilityDate; source: the workerd version %s, whose middle field is that date)", newest, workerdVersion, workerdVersion))
-	}
-	return nil
-}
-
-// validateCompatibilityFlag rejects experimental workerd flags outside the custom
-// profile.
-func validateCompatibilityFlag(path *field.Path, flag string, p limits.Profile) *field.Error {
-	if IsExperimentalFlag(flag) && p != limits.Custom {
-		return field.Forbidden(path, fmt.Sprintf("%q is an experimental workerd compatibility flag; it is allowed only with the custom profile (profile %q; source: %s)", flag, p, ExperimentalFlagsSource))
 	}
 	return nil
 }
