@@ -29,6 +29,14 @@ type compatField struct {
 	allDates     bool     // $compatEnableAllDates: the enable flag is the default for every date
 }
 
+// How compatflags_pinned.go was made, and how to redo it when WORKERD_VERSION moves:
+// the words that follow "workerd/io/compatibility-date.capnp:CompatibilityFlags" in
+// the workerd binary are the schema's field names, each followed by its flag names
+// and enable date; a flag's kind (experimental, on for all dates, the enable flag of
+// its date) is workerd's own answer to a config that uses it. After a bump,
+// TestCompatFlagsMatchWorkerd names every entry workerd disagrees with and every
+// schema word that workerd accepts but the table lacks.
+
 // pinnedFlags indexes pinnedCompatFields by flag name.
 var pinnedFlags = func() map[string]*compatField {
 	m := map[string]*compatField{}

