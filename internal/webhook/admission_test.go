@@ -207,7 +207,9 @@ func cases(tbl *limits.Table) []admitCase {
 		}), wantErr: []string{"spec.source.inline.modules[1].contentBase64", "must be standard base64"}},
 	)
 	// Compatibility date and flags.
-	newest, _ := NewestCompatibilityDate(PinnedWorkerdVersion)
+	// The newest date the pinned binary supports (TestCompatFlagsMatchWorkerd asks it),
+	// a week past the date in its version.
+	newest := PinnedSupportedCompatibilityDate
 	cs = append(cs,
 		admitCase{name: "compat-date-newest", obj: newWorker("date-in", limits.Paid, func(s *v1alpha1.WorkerSpec) { s.CompatibilityDate = newest })},
 		admitCase{name: "compat-date-after-newest", obj: newWorker("date-out", limits.Paid, func(s *v1alpha1.WorkerSpec) { s.CompatibilityDate = dayAfter(newest) }),

@@ -25,7 +25,8 @@ import (
 //   - every enable flag dated up to the newest admitted date: refused at its date ("became the default as of"),
 //     accepted the day before;
 //   - both flags of a field together: "mutually contradictory";
-//   - a name not in the table: "No such compatibility flag".
+//   - a name not in the table: "No such compatibility flag";
+//   - PinnedSupportedCompatibilityDate is accepted, the day after it refused.
 //
 // Flags of Python Workers are left out: a Python flag makes workerd fetch the Pyodide
 // bundle from the Internet, and tests talk only to loopback.
@@ -65,7 +66,10 @@ func TestCompatFlagsMatchWorkerd(t *testing.T) {
 			qs = append(qs, question{"2000-01-01", f.flags, "Compatibility flags are mutually contradictory"})
 		}
 	}
-	qs = append(qs, question{"2000-01-01", []string{"definitely_not_a_flag"}, "No such compatibility flag: definitely_not_a_flag"})
+	qs = append(qs, question{"2000-01-01", []string{"definitely_not_a_flag"}, "No such compatibility flag: definitely_not_a_flag"},
+		// The newest compatibility date the binary supports.
+		question{PinnedSupportedCompatibilityDate, nil, ""},
+		question{dayAfter(PinnedSupportedCompatibilityDate), nil, fmt.Sprintf("the newest date supported by this server binary is %q", PinnedSupportedCompatibilityDate)})
 	// Completeness: every lowercase word of the binary's CompatibilityFlags schema that
 	// the table lacks must be unknown to workerd (capnp field names such as obsolete3),
 	// so a flag a newer pinned workerd adds fails here instead of being refused at

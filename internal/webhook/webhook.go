@@ -43,8 +43,9 @@ type Options struct {
 	// DefaultProfile applies to Workers without spec.limits.profile; "" means paid.
 	DefaultProfile limits.Profile
 	// WorkerdVersion is the operator's pinned workerd, "1.YYYYMMDD.N"; "" means
-	// PinnedWorkerdVersion. A Worker's compatibilityDate may not be after its date
-	// (or after the date of spec.runtime.version when that is set).
+	// PinnedWorkerdVersion. A Worker's compatibilityDate may not be after the newest
+	// date it supports (SupportedCompatibilityDate; that of spec.runtime.version when
+	// set).
 	WorkerdVersion string
 	// ScriptSizeRules is ScriptSizeRules2026 (default, "") or ScriptSizeRules2024.
 	ScriptSizeRules string
@@ -75,6 +76,22 @@ func (o Options) withDefaults() Options {
 		o.ScriptSizeRules = ScriptSizeRules2026
 	}
 	return o
+}
+
+// PinnedSupportedCompatibilityDate is the newest compatibility date the pinned
+// workerd binary accepts ("the newest date supported by this server binary is ...";
+// TestCompatFlagsMatchWorkerd asks it). It is a week past the date in the version.
+const PinnedSupportedCompatibilityDate = "2026-11-24"
+
+// SupportedCompatibilityDate returns the newest compatibility date workerd version v
+// accepts: PinnedSupportedCompatibilityDate for PinnedWorkerdVersion, else the date in
+// the version (NewestCompatibilityDate, which may be a few days short).
+// Errors: as NewestCompatibilityDate.
+func SupportedCompatibilityDate(v string) (string, error) {
+	if v == PinnedWorkerdVersion {
+		return PinnedSupportedCompatibilityDate, nil
+	}
+	return NewestCompatibilityDate(v)
 }
 
 var workerdVersionRE = regexp.MustCompile(`^[0-9]+\.([0-9]{4})([0-9]{2})([0-9]{2})\.[0-9]+$`)

@@ -140,14 +140,18 @@ func validateCompatibilityDate(path *field.Path, date, workerdVersion string) *f
 	if err != nil {
 		return field.Invalid(path, date, "must be a calendar date YYYY-MM-DD")
 	}
-	newest, err := NewestCompatibilityDate(workerdVersion)
+	newest, err := SupportedCompatibilityDate(workerdVersion)
 	if err != nil {
 		return field.Invalid(field.NewPath("spec", "runtime", "version"), workerdVersion, err.Error())
+	}
+	source := fmt.Sprintf("the workerd version %s, whose middle field is that date", workerdVersion)
+	if workerdVersion == PinnedWorkerdVersion {
+		source = fmt.Sprintf("workerd %s itself: \"the newest date supported by this server binary\"", workerdVersion)
 	}
 	n, _ := time.Parse(time.DateOnly, newest)
 	if d.After(n) {
 		return field.Invalid(path, date, fmt.Sprintf("must not be after %s, the newest compatibility date workerd %s supports "+
-			"(limit: workerd supportedCompatibilityDate; source: the workerd version %s, whose middle field is that date)", newest, workerdVersion, workerdVersion))
+			"(limit: workerd supportedCompatibilityDate; source: %s)", newest, workerdVersion, source))
 	}
 	return nil
 }
