@@ -120,6 +120,7 @@ func (p *provider) replace(ctx context.Context, old *podRun, pod *corev1.Pod) er
 			return err
 		}
 	}
+	fmt.Fprintf(p.c.cfg.Log, "devcluster: pod %s/%s (uid %s) replaces the run of uid %s (terminating: %t); it starts once that run has stopped\n", pod.Namespace, pod.Name, pod.UID, oldPod.UID, terminating)
 	pod = pod.DeepCopy()
 	go func() {
 		select {
