@@ -16,7 +16,8 @@ import (
 const DefaultChannelsBinding = "CHANNELS"
 
 // DurableObjectNamespaceDefaulter defaults spec.shards (1) and, when spec.channels is
-// present, its binding ("CHANNELS") and max* fields (the profile's channel limits).
+// present, its binding ("CHANNELS") and max* fields (the channel limits of the
+// Worker's profile; left unset while that Worker does not exist).
 type DurableObjectNamespaceDefaulter struct{ w *Webhooks }
 
 // DurableObjectNamespaceValidator validates a DurableObjectNamespace.
@@ -53,7 +54,13 @@ func (d *DurableObjectNamespaceDefaulter) Default(ctx context.Context, o *v1alph
 	if ch.MaxChannels != nil && ch.MaxSubscribers != nil && ch.MaxMessageBytes != nil && ch.MaxBacklogBytes != nil {
 		return nil
 	}
-	p, _, _ := d.w.workerProfile(ctx, o.Namespace, s.WorkerRef.Name)
+	// Only under the profile of an existing Worker (see WorkflowDefaulter): a custom
+	// Worker's lower ceilings would otherwise reject, and the sidecar refuse, the
+	// default profile's values written before it arrived.
+	p, found, err := d.w.workerProfile(ctx, o.Namespace, s.WorkerRef.Name)
+	if !found || err != nil {
+		return nil
+	}
 	t := d.w.opts.Limits
 	set := func(f **int32, n limits.Name) {
 		if *f == nil {

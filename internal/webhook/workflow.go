@@ -13,7 +13,8 @@ import (
 )
 
 // WorkflowDefaulter defaults a Workflow: spec.limits.steps (the profile of the Worker
-// it runs in: 1,024 on Free, 10,000 otherwise) and spec.defaults (Cloudflare's default
+// it runs in: 1,024 on Free, 10,000 otherwise; left unset while that Worker does not
+// exist) and spec.defaults (Cloudflare's default
 // step config: retries {limit 5, delay "10 seconds", backoff exponential}, timeout
 // "10 minutes"), field by field, never changing a value that is set.
 type WorkflowDefaulter struct{ w *Webhooks }
@@ -40,8 +41,13 @@ func (d *WorkflowDefaulter) Default(ctx context.Context, wf *v1alpha1.Workflow) 
 		s.Limits = &v1alpha1.WorkflowLimits{}
 	}
 	if s.Limits.Steps == nil {
-		p, _, _ := d.w.workerProfile(ctx, wf.Namespace, s.WorkerRef.Name)
-		s.Limits.Steps = ptr(int32(defaultValue(t, p, limits.WorkflowStepsDefault, limits.WorkflowSteps)))
+		// Only under the profile of an existing Worker: written from the default
+		// profile, the value would stay when the Worker arrives with a lower ceiling
+		// (GitOps applies in any order). Unset, the matchCondition sends every update
+		// here until the Worker exists; meanwhile the engine uses its own default.
+		if p, found, err := d.w.workerProfile(ctx, wf.Namespace, s.WorkerRef.Name); found && err == nil {
+			s.Limits.Steps = ptr(int32(defaultValue(t, p, limits.WorkflowStepsDefault, limits.WorkflowSteps)))
+		}
 	}
 	if s.Defaults == nil {
 		s.Defaults = &v1alpha1.StepDefaults{}
