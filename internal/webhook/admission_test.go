@@ -225,6 +225,17 @@ func cases(tbl *limits.Table) []admitCase {
 		admitCase{name: "experimental-flag-paid", obj: newWorker("exp-paid", limits.Paid, func(s *v1alpha1.WorkerSpec) { s.CompatibilityFlags = []string{"rtti_api"} }),
 			wantErr: []string{"spec.compatibilityFlags[0]: Forbidden", `profile "paid"`}},
 		admitCase{name: "experimental-flag-custom", obj: newWorker("exp-custom", limits.Custom, func(s *v1alpha1.WorkerSpec) { s.CompatibilityFlags = []string{"rtti_api"} })},
+		// A profile change keeps the old profile's defaults (the defaulter adds only what
+		// is missing): the validator says so, and how to get the new profile's.
+		admitCase{name: "profile-free-to-paid-keeps-defaults-warns", obj: newWorker("prof-f2p", limits.Free, nil),
+			update: func(o client.Object) { o.(*v1alpha1.Worker).Spec.Limits.Profile = v1alpha1.ProfilePaid },
+			wantWarn: []string{"spec.limits.cpuMs", fmt.Sprintf("%d is the default of profile \"free\"", tbl.Get(limits.Free, limits.CPUMsDefault)),
+				fmt.Sprintf("profile \"paid\" defaults it to %d", tbl.Get(limits.Paid, limits.CPUMsDefault)), "remove spec.limits.cpuMs"}},
+		admitCase{name: "profile-paid-to-free-defaults-rejected-with-hint", obj: newWorker("prof-p2f", limits.Paid, nil),
+			update:  func(o client.Object) { o.(*v1alpha1.Worker).Spec.Limits.Profile = v1alpha1.ProfileFree },
+			wantErr: []string{"spec.limits.subrequests: Invalid value: " + fmt.Sprint(tbl.Get(limits.Paid, limits.SubrequestsDefault)), `profile "free"`},
+			wantWarn: []string{"spec.limits.subrequests", fmt.Sprintf("%d is the default of profile \"paid\"", tbl.Get(limits.Paid, limits.SubrequestsDefault)),
+				fmt.Sprintf("profile \"free\" defaults it to %d", tbl.Get(limits.Free, limits.SubrequestsDefault))}},
 		// Flags workerd refuses at start-up (it exits 1: the pods could never run).
 		admitCase{name: "compat-flag-unknown", obj: newWorker("flag-unknown", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.CompatibilityFlags = []string{"nodejs_compat", "definitely_not_a_flag"}

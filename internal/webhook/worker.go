@@ -69,9 +69,49 @@ func (v *WorkerValidator) ValidateCreate(ctx context.Context, wk *v1alpha1.Worke
 	return v.w.ValidateWorker(ctx, wk)
 }
 
-// ValidateUpdate implements admission.Validator.
-func (v *WorkerValidator) ValidateUpdate(ctx context.Context, _, wk *v1alpha1.Worker) (admission.Warnings, error) {
-	return v.w.ValidateWorker(ctx, wk)
+// ValidateUpdate implements admission.Validator. Besides ValidateWorker's checks, a
+// profile change warns about limits that keep the old profile's default (see
+// profileChangeWarnings).
+func (v *WorkerValidator) ValidateUpdate(ctx context.Context, old, wk *v1alpha1.Worker) (admission.Warnings, error) {
+	warns, err := v.w.ValidateWorker(ctx, wk)
+	return append(v.w.profileChangeWarnings(old, wk), warns...), err
+}
+
+// profileChangeWarnings warns, when an update changes the limit profile, about each of
+// spec.limits.cpuMs, subrequests and memoryMiB that is unchanged and equal to the old
+// profile's default: the defaulter wrote it (or the user wrote that value), and it
+// only adds what is missing, so the new profile's default does not replace it. A
+// Worker moved from free to paid would keep 10 ms of CPU; one moved from paid to
+// free is rejected for values it never set. The warning names the new default and
+// how to get it (remove the field; with server-side apply, drop it from the manifest).
+func (w *Webhooks) profileChangeWarnings(old, cur *v1alpha1.Worker) admission.Warnings {
+	op, np := w.profileOf(old.Spec.Limits), w.profileOf(cur.Spec.Limits)
+	if op == np || old.Spec.Limits == nil || cur.Spec.Limits == nil {
+		return nil
+	}
+	t := w.opts.Limits
+	var out admission.Warnings
+	one := func(name string, was, is *int64, def, max limits.Name) {
+		if was == nil || is == nil || *was != *is {
+			return
+		}
+		od, nd := defaultValue(t, op, def, max), defaultValue(t, np, def, max)
+		if *is == od && od != nd {
+			l, _ := limits.Lookup(def)
+			out = append(out, fmt.Sprintf("spec.limits.%s: %d is the default of profile %q, kept because defaulting only adds missing fields; profile %q defaults it to %d: remove spec.limits.%s to get that default (limit %s; source: %s)",
+				name, *is, op, np, nd, name, def, l.Source))
+		}
+	}
+	i64 := func(v *int32) *int64 {
+		if v == nil {
+			return nil
+		}
+		return ptr(int64(*v))
+	}
+	one("cpuMs", old.Spec.Limits.CPUMs, cur.Spec.Limits.CPUMs, limits.CPUMsDefault, limits.CPUMs)
+	one("subrequests", old.Spec.Limits.Subrequests, cur.Spec.Limits.Subrequests, limits.SubrequestsDefault, limits.Subrequests)
+	one("memoryMiB", i64(old.Spec.Limits.MemoryMiB), i64(cur.Spec.Limits.MemoryMiB), limits.MemoryMiBDefault, limits.MemoryMiB)
+	return out
 }
 
 // ValidateDelete implements admission.Validator; deletes are always allowed.
