@@ -40,10 +40,12 @@ type WorkerSpec struct {
 	// +required
 	CompatibilityDate string `json:"compatibilityDate"`
 
-	// compatibilityFlags are workerd compatibility flags, e.g. "nodejs_compat". At most 64.
+	// compatibilityFlags are workerd compatibility flags, e.g. "nodejs_compat" (lowercase
+	// letters, digits, "_" and "-": a few workerd flags have hyphens, e.g.
+	// "fixup-transform-stream-backpressure"). At most 64.
 	// Experimental flags are rejected unless the limit profile allows them.
 	// +kubebuilder:validation:MaxItems=64
-	// +kubebuilder:validation:items:Pattern=`^[a-z0-9_]+$`
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9_-]+$`
 	// +kubebuilder:validation:items:MaxLength=128
 	// +listType=set
 	// +optional

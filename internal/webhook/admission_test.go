@@ -252,6 +252,11 @@ func cases(tbl *limits.Table) []admitCase {
 			s.CompatibilityDate = dayBefore(dated.date)
 			s.CompatibilityFlags = []string{dated.enable}
 		})},
+		// A few workerd flags have a hyphen in their name: the CRD's pattern admits them.
+		admitCase{name: "compat-flag-with-hyphen", obj: newWorker("flag-hyphen", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.CompatibilityDate = hyphenatedDate
+			s.CompatibilityFlags = []string{hyphenated}
+		})},
 		// Experimental in an older workerd, not in the pinned one (TestCompatFlagsMatchWorkerd).
 		admitCase{name: "compat-flag-no-longer-experimental-paid", obj: newWorker("flag-v8", limits.Paid, func(s *v1alpha1.WorkerSpec) { s.CompatibilityFlags = []string{"enable_nodejs_v8_module"} })},
 		admitCase{name: "compat-flag-newly-experimental-paid", obj: newWorker("flag-timers", limits.Paid, func(s *v1alpha1.WorkerSpec) { s.CompatibilityFlags = []string{"precise_timers"} }),
@@ -401,6 +406,26 @@ func cronOfLength(n int64) string {
 	}
 	return minutes + " * * * *"
 }
+
+// hyphenated is a flag of the pinned workerd with a hyphen in its name and the date
+// at which setting it is valid: an enable flag before its date, another flag at any
+// date (the CRD's flag pattern must admit it).
+var hyphenated, hyphenatedDate = func() (string, string) {
+	for _, f := range pinnedCompatFields {
+		for _, fl := range f.flags {
+			if !strings.Contains(fl, "-") || f.experimental == fl || f.allDates {
+				continue
+			}
+			if fl == f.enable && f.date != "" {
+				return fl, dayBefore(f.date)
+			}
+			if fl != f.enable && f.date != "" {
+				return fl, f.date
+			}
+		}
+	}
+	return "", ""
+}()
 
 // contradictory is a field of the pinned workerd set by two flags; dated one with an
 // enable flag that became the default on a date (neither experimental).
