@@ -94,6 +94,7 @@ const (
 	ScriptSizeBytes       Name = "script_size_bytes"
 	ScriptSize2024Bytes   Name = "script_size_2024_uncompressed_bytes"
 	ScriptSize2024GzBytes Name = "script_size_2024_gzip_bytes"
+	InlineSourceBytes     Name = "inline_source_bytes"
 
 	// Cron Triggers.
 	CronCPUMsUnder1h   Name = "cron_cpu_ms_interval_under_1h"
@@ -149,6 +150,7 @@ const (
 	DocWorkflowsAPI    = "https://developers.cloudflare.com/workflows/build/workers-api/"
 	DocCronTriggers    = "https://developers.cloudflare.com/workers/configuration/cron-triggers/"
 	DocDOLimits        = "https://developers.cloudflare.com/durable-objects/platform/limits/"
+	DocEtcdLimits      = "https://etcd.io/docs/v3.5/dev-guide/limit/"
 )
 
 // Limit is one row of the table.
@@ -296,6 +298,10 @@ var table = []Limit{
 		Values: per(3*mib, 10*mib, 10*mib), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Admission,
 		How:     "admission gzips the modules (default level) and compares, only with script-size rules 2024",
 		History: "Free 1 MB until about 2024-11 (cloudflare-docs PR #18400), then 3 MB; Paid 10 MB. Removed in May 2026 (generation 2)."},
+	{Name: InlineSourceBytes, Description: "Size of spec.source.inline as the Worker object stores it (the modules' content and contentBase64 text): the whole object must fit etcd's request limit, so a larger bundle goes in spec.source.image (a ConfigMap holds at most 1 MiB too).", Unit: Bytes,
+		Values: same(1 * mib), Source: DocEtcdLimits, Provenance: Documented, Enforcement: Admission,
+		How:     "admission sums the inline modules' content and contentBase64 strings; without the check a larger Worker is refused by etcd after admission with 'rpc error: code = ResourceExhausted', which names no field",
+		History: "etcd's default request limit (--max-request-bytes) is 1.5 MiB; 1 MiB leaves the rest for the Worker's other fields and metadata. Measured against the envtest etcd: a 2 MiB inline source fails at etcd, a 4 MiB one at the API server's 3 MiB request-body limit. Client-side kubectl apply also copies the object into an annotation limited to 256 KiB: use kubectl apply --server-side for larger inline sources."},
 	{Name: CronCPUMsUnder1h, Description: "CPU time per Cron Trigger invocation when the schedule fires more often than hourly.", Unit: Milliseconds,
 		Values: per(10, 30000, 30000), Source: Seed002, Provenance: Documented, Enforcement: Pod,
 		How: "the pod's CPU limit; there is no per-invocation CPU accounting in workerd"},

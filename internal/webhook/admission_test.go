@@ -199,6 +199,18 @@ func cases(tbl *limits.Table) []admitCase {
 		admitCase{name: "script-size-configmap-custom-outside", obj: newWorker("size-cm-out", limits.Custom, func(s *v1alpha1.WorkerSpec) {
 			s.Source = v1alpha1.WorkerSource{ConfigMap: &v1alpha1.ConfigMapSource{Name: "big-bundle", Main: "worker.js"}}
 		}), wantErr: []string{"spec.source.configMap.name: Invalid value: " + fmt.Sprint(size+1), "limit script_size_bytes"}},
+	)
+	// Inline source size as stored (it must fit etcd): the same on every profile; paid's
+	// script size (64 MiB) is far above it, so only this limit speaks.
+	inline := tbl.Get(limits.Paid, limits.InlineSourceBytes)
+	inlineL, _ := limits.Lookup(limits.InlineSourceBytes)
+	cs = append(cs,
+		admitCase{name: "inline-source-paid-inside", obj: newWorker("inline-in", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Source.Inline.Modules = []v1alpha1.Module{module(strings.Repeat("/", int(inline)-8)), {Name: "b.bin", Type: v1alpha1.ModuleData, ContentBase64: ptr("AAAAAAA=")}}
+		}), wantWarn: []string{"spec.source.inline.modules", "limit inline_source_bytes"}},
+		admitCase{name: "inline-source-paid-outside", obj: newWorker("inline-out", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Source.Inline.Modules = []v1alpha1.Module{module(strings.Repeat("/", int(inline)-7)), {Name: "b.bin", Type: v1alpha1.ModuleData, ContentBase64: ptr("AAAAAAA=")}}
+		}), wantErr: []string{"spec.source.inline.modules: Invalid value: " + fmt.Sprint(inline+1), fmt.Sprintf("must be at most %d", inline), "limit inline_source_bytes", "source: " + inlineL.Source, "spec.source.image"}},
 		admitCase{name: "configmap-missing-warns", obj: newWorker("cm-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.Source = v1alpha1.WorkerSource{ConfigMap: &v1alpha1.ConfigMapSource{Name: "not-yet", Main: "worker.js"}}
 		}), wantWarn: []string{"spec.source.configMap.name", "ConfigMap wh/not-yet does not exist yet"}},

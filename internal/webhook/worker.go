@@ -226,14 +226,18 @@ func truncate(s string) string {
 	return s
 }
 
-// validateInlineSource checks the modules' base64 and their total size.
+// validateInlineSource checks the modules' base64, their total size, and the size
+// they take in the object (limits.InlineSourceBytes: it must fit etcd).
 func validateInlineSource(c *check, rules string, mp *field.Path, src *v1alpha1.InlineSource) {
 	var modules [][]byte
+	stored := int64(0)
 	for i, m := range src.Modules {
 		switch {
 		case m.Content != nil:
+			stored += int64(len(*m.Content))
 			modules = append(modules, []byte(*m.Content))
 		case m.ContentBase64 != nil:
+			stored += int64(len(*m.ContentBase64))
 			b, err := base64.StdEncoding.DecodeString(*m.ContentBase64)
 			if err != nil {
 				c.add(field.Invalid(mp.Index(i).Child("contentBase64"), truncate(*m.ContentBase64), "must be standard base64: "+err.Error()))
@@ -241,6 +245,10 @@ func validateInlineSource(c *check, rules string, mp *field.Path, src *v1alpha1.
 			}
 			modules = append(modules, b)
 		}
+	}
+	if err := c.tooMany(mp, stored, limits.InlineSourceBytes, "the inline modules' size in the object (content and contentBase64 text)"); err != nil {
+		err.Detail += "; put a larger bundle in spec.source.image"
+		c.add(err)
 	}
 	validateScriptSize(c, rules, mp, modules)
 }
