@@ -741,6 +741,37 @@ func TestSameAsInstallBundle(t *testing.T) {
 	}
 }
 
+// TestWebhooksSkipKubeSystem: every webhook of the chart (and so of the install
+// bundle, TestSameAsInstallBundle) carries a namespace selector that keeps it off
+// kube-system, so an operator outage with failurePolicy Fail never touches the
+// system namespace (issue 4: "a selector that keeps the webhook off kube-system").
+// The API server honours the selector: internal/webhook's envtest suite uses the
+// same selector for its "without webhooks" namespace.
+func TestWebhooksSkipKubeSystem(t *testing.T) {
+	objs := render(t, nil)
+	n := 0
+	for _, k := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+		for _, w := range kinds(objs, k) {
+			for _, wh := range w.Object["webhooks"].([]any) {
+				m := wh.(map[string]any)
+				n++
+				exprs, _, _ := unstructured.NestedSlice(m, "namespaceSelector", "matchExpressions")
+				ok := false
+				for _, e := range exprs {
+					e := e.(map[string]any)
+					ok = ok || (e["key"] == "kubernetes.io/metadata.name" && e["operator"] == "NotIn" && slices.Contains(e["values"].([]any), any("kube-system")))
+				}
+				if !ok {
+					t.Errorf("%s webhook %v: namespaceSelector %v does not exclude kube-system", k, m["name"], m["namespaceSelector"])
+				}
+			}
+		}
+	}
+	if n != 8 {
+		t.Errorf("%d webhooks rendered, want 8 (a defaulter and a validator per kind)", n)
+	}
+}
+
 func container(u *unstructured.Unstructured) map[string]any {
 	cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 	return cs[0].(map[string]any)
