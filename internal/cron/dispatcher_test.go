@@ -3,12 +3,13 @@ package cron
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,11 +36,12 @@ func (c *fakeClock) Set(t time.Time) { c.ns.Store(t.UnixNano()) }
 func (c *fakeClock) Now() time.Time  { return time.Unix(0, c.ns.Load()) }
 
 // fleet is a real kube-apiserver (envtest) plus a real workerd serving the test
-// worker's trigger socket on 127.0.0.1.
+// worker's trigger socket on a loopback address (testenv.FreeLoopbackAddr).
 type fleet struct {
 	env      *envtest.Environment
 	cfg      *rest.Config
 	c        client.Client
+	host     string // the trigger socket's address: the test pods' IP
 	port     int
 	triggerU string // the trigger socket
 	userU    string // the user worker's socket: GET returns its call log
@@ -68,8 +70,12 @@ func startFleet(t testing.TB) *fleet {
 	}
 
 	addr := testenv.FreeLoopbackAddr(t)
-	var port int
-	if _, err := fmt.Sscanf(addr[strings.LastIndex(addr, ":")+1:], "%d", &port); err != nil {
+	host, portS, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(portS)
+	if err != nil {
 		t.Fatal(err)
 	}
 	userAddr := testenv.FreeLoopbackAddr(t)
@@ -82,7 +88,7 @@ func startFleet(t testing.TB) *fleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	f := &fleet{env: env, cfg: cfg, c: c, port: port, triggerU: "http://" + addr, userU: "http://" + userAddr}
+	f := &fleet{env: env, cfg: cfg, c: c, host: host, port: port, triggerU: "http://" + addr, userU: "http://" + userAddr}
 	for i := 0; ; i++ {
 		resp, err := http.Get(f.userU + "/calls")
 		if err == nil {
@@ -130,7 +136,7 @@ func (f *fleet) calls(t *testing.T, cron string) []string {
 	return out
 }
 
-// namespace creates a namespace holding one ready pod of Worker "app" at 127.0.0.1
+// namespace creates a namespace holding one ready pod of Worker "app" at f.host
 // (no kubelet in envtest: the test sets the pod's status itself).
 func (f *fleet) namespace(t testing.TB, name string) {
 	t.Helper()
@@ -147,7 +153,7 @@ func (f *fleet) namespace(t testing.TB, name string) {
 		t.Fatal(err)
 	}
 	pod.Status = corev1.PodStatus{
-		Phase: corev1.PodRunning, PodIP: "127.0.0.1", PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}},
+		Phase: corev1.PodRunning, PodIP: f.host, PodIPs: []corev1.PodIP{{IP: f.host}},
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 	}
 	if err := f.c.Status().Update(ctx, pod); err != nil {

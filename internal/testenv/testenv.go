@@ -3,13 +3,14 @@ package testenv
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/workerd-operator/workerd-operator/internal/loopback"
 )
 
 // Pinned versions; hack/ scripts and the Makefile use the same defaults.
@@ -138,15 +139,17 @@ func runScript(path string, args ...string) (string, error) {
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-// FreeLoopbackAddr returns "127.0.0.1:<port>" for a port that was free a moment ago.
+// FreeLoopbackAddr returns a loopback address and port that were free a moment ago:
+// loopback.FreeAddr, a random address in 127.128.0.0/9, so that the ports the rest of
+// the machine's tests bind or connect from on 127.0.0.1 never take it before the
+// process given it binds (a workerd socket failed with "Address already in use" in CI).
 func FreeLoopbackAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := loopback.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // cachedWorkerd finds the workerd that hack/install-workerd.sh installed under

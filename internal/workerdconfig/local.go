@@ -7,13 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/workerd-operator/workerd-operator/internal/loopback"
 )
 
 // WriteFiles writes files under dir (creating directories), e.g. Output.Files and
@@ -98,15 +99,10 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// FreeLoopbackAddr returns "127.0.0.1:<port>" for a port that was free a moment ago.
-func FreeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+// FreeLoopbackAddr returns a loopback address and port that were free a moment ago
+// (loopback.FreeAddr: a random address in 127.128.0.0/9, so that no other process's
+// 127.0.0.1 port can take it before the caller binds it).
+func FreeLoopbackAddr() (string, error) { return loopback.FreeAddr() }
 
 // StartLocal runs `workerd serve --experimental <Dir>/config.capnp` with every socket
 // on 127.0.0.1 port 0 and --control-fd, and returns once workerd has reported a listen
