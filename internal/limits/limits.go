@@ -176,6 +176,9 @@ type Limit struct {
 	How string
 	// History notes earlier documented values and conflicts decided.
 	History string
+	// OperatorCeiling is true when Values[Custom] is the operator's ceiling rather than
+	// the documented one (Table.Limit sets it; SourceFor says so under custom).
+	OperatorCeiling bool
 	// API is the spec field this limit caps when the field's CRD schema has a
 	// maximum; nil when there is none. A custom ceiling above API.Max could never be
 	// used (the API server rejects larger values before admission), so LoadCustom
@@ -220,9 +223,19 @@ func (l Limit) APIMessage() string {
 }
 
 // Cite returns the text an error message carries for this limit under profile p:
-// `profile "paid"; limit cpu_ms; source: 000_6729543119e24b55.txt`.
+// `profile "paid"; limit cpu_ms; source: 000_6729543119e24b55.txt` (SourceFor(p)).
 func (l Limit) Cite(p Profile) string {
-	return fmt.Sprintf("profile %q; limit %s; source: %s", p, l.Name, l.Source)
+	return fmt.Sprintf("profile %q; limit %s; source: %s", p, l.Name, l.SourceFor(p))
+}
+
+// SourceFor returns where the value under profile p comes from: Source, noted as the
+// operator's own under the custom profile when the operator set that ceiling (it
+// changes no other profile's value).
+func (l Limit) SourceFor(p Profile) string {
+	if p == Custom && l.OperatorCeiling {
+		return l.Source + " (custom ceiling set by the operator)"
+	}
+	return l.Source
 }
 
 const (
@@ -463,8 +476,9 @@ var defaultTable = &Table{custom: map[Name]int64{}}
 // Default returns the table with the documented custom ceilings.
 func Default() *Table { return defaultTable }
 
-// Limit returns limit n as this table sees it (Values[Custom] is the operator's
-// ceiling). ok is false for an unknown name.
+// Limit returns limit n as this table sees it: Values[Custom] is the operator's
+// ceiling and OperatorCeiling is set when the operator set one (cite it with
+// Cite/SourceFor). ok is false for an unknown name.
 func (t *Table) Limit(n Name) (Limit, bool) {
 	l, ok := Lookup(n)
 	if !ok {
@@ -472,7 +486,7 @@ func (t *Table) Limit(n Name) (Limit, bool) {
 	}
 	if v, set := t.custom[n]; set {
 		l.Values = map[Profile]int64{Free: l.Values[Free], Paid: l.Values[Paid], Custom: v}
-		l.Source += " (custom ceiling set by the operator)"
+		l.OperatorCeiling = true
 	}
 	return l, true
 }

@@ -272,3 +272,32 @@ func TestAPIFieldsMatchCRDs(t *testing.T) {
 		t.Fatal("no limit names an API field")
 	}
 }
+
+// TestCiteCustomCeiling: an operator's custom ceiling is cited as the operator's only
+// under the custom profile, and only for the limits it set; free and paid cite the
+// documented source.
+func TestCiteCustomCeiling(t *testing.T) {
+	tb, err := limits.LoadCustom([]byte("cpu_ms: 60000\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const note = "(custom ceiling set by the operator)"
+	cases := []struct {
+		n        limits.Name
+		p        limits.Profile
+		wantNote bool
+	}{
+		{limits.CPUMs, limits.Custom, true},
+		{limits.CPUMs, limits.Paid, false},
+		{limits.CPUMs, limits.Free, false},
+		{limits.Subrequests, limits.Custom, false},
+	}
+	for _, c := range cases {
+		l, _ := tb.Limit(c.n)
+		doc, _ := limits.Lookup(c.n)
+		got := l.Cite(c.p)
+		if strings.Contains(got, note) != c.wantNote || !strings.Contains(got, "source: "+doc.Source) {
+			t.Errorf("%s under %s: %q (want the note: %t)", c.n, c.p, got, c.wantNote)
+		}
+	}
+}

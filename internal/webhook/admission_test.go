@@ -129,11 +129,10 @@ func limitCases(tbl *limits.Table, n limits.Name, path string, build func(name s
 // documented source, with the note that the operator set a custom ceiling only under
 // the custom profile (an operator's ceiling changes no other profile's value).
 func citedSource(tbl *limits.Table, p limits.Profile, n limits.Name) string {
-	if p == limits.Custom {
-		l, _ := tbl.Limit(n)
-		return l.Source
-	}
 	l, _ := limits.Lookup(n)
+	if _, set := tbl.CustomCeilings()[n]; set && p == limits.Custom {
+		return l.Source + " (custom ceiling set by the operator)"
+	}
 	return l.Source
 }
 

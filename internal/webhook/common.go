@@ -42,20 +42,12 @@ func (c *check) warn(format string, args ...any) {
 	c.warns = append(c.warns, fmt.Sprintf(format, args...))
 }
 
-// limit returns limit n as the table sees it (custom ceilings applied). Under the
-// free and paid profiles its Source is the documented one: Table.Limit notes "custom
-// ceiling set by the operator" whenever the operator set one, but that ceiling
-// changes only the custom profile's value, so a free or paid rejection citing it
-// would blame the operator for Cloudflare's number.
+// limit returns limit n as the table sees it (custom ceilings applied; l.Cite(c.p)
+// cites the operator's ceiling only under the custom profile).
 func (c *check) limit(n limits.Name) limits.Limit {
 	l, ok := c.t.Limit(n)
 	if !ok {
 		panic("webhook: unknown limit " + string(n))
-	}
-	if c.p != limits.Custom {
-		if doc, ok := limits.Lookup(n); ok {
-			l.Source = doc.Source
-		}
 	}
 	return l
 }
