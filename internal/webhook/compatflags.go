@@ -16,9 +16,6 @@ import (
 // "is experimental").
 const CompatFlagsSource = "the compatibility-date.capnp compiled into workerd " + PinnedWorkerdVersion
 
-// ExperimentalFlagsSource is kept for callers of the earlier name.
-const ExperimentalFlagsSource = CompatFlagsSource
-
 // compatField is one field of workerd's CompatibilityFlags struct.
 type compatField struct {
 	field        string   // the capnp field name
@@ -76,7 +73,7 @@ func validateCompatibilityFlags(c *check, path *field.Path, flags []string, date
 		c.warn("%s: not checked against workerd %s (the operator knows the flags of workerd %s only); workerd refuses unknown, contradictory and already-default flags at start-up", path, version, PinnedWorkerdVersion)
 		return
 	}
-	d, dateErr := time.Parse(time.DateOnly, date)
+	_, dateErr := time.Parse(time.DateOnly, date)
 	seen := map[string]int{} // capnp field → index of its first flag
 	for i, f := range flags {
 		fp := path.Index(i)
@@ -96,7 +93,7 @@ func validateCompatibilityFlags(c *check, path *field.Path, flags []string, date
 		switch {
 		case cf.allDates:
 			c.add(field.Invalid(fp, f, fmt.Sprintf("is the default for every compatibility date, and workerd refuses to start when it is given (\"does not need to be specified anymore\"); remove it (source: %s)", CompatFlagsSource)))
-		case cf.date != "" && dateErr == nil && date >= cf.date && !d.IsZero():
+		case cf.date != "" && dateErr == nil && date >= cf.date:
 			c.add(field.Invalid(fp, f, fmt.Sprintf("became the default as of %s, on or before spec.compatibilityDate %s, and workerd refuses to start when it is given (\"does not need to be specified anymore\"); remove it (source: %s)", cf.date, date, CompatFlagsSource)))
 		}
 	}

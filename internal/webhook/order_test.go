@@ -28,14 +28,15 @@ func TestDefaultsBeforeTheirWorker(t *testing.T) {
 		unset   func(client.Object) bool // the profile-dependent defaults are absent
 		change  func(client.Object)      // a spec change
 		got     func(client.Object) int64
-		want    limits.Name // the limit whose value got must be, under profile
+		def     limits.Name // the default limit whose value got must be, under profile,
+		max     limits.Name // lowered to this ceiling (defaultValue)
 	}{
 		{"workflow", limits.Free,
 			newWorkflow("early-wf", limits.Free, func(s *v1alpha1.WorkflowSpec) { s.WorkerRef.Name = "late-free" }),
 			func(o client.Object) bool { l := o.(*v1alpha1.Workflow).Spec.Limits; return l == nil || l.Steps == nil },
 			func(o client.Object) { o.(*v1alpha1.Workflow).Spec.ClassName = "Flow2" },
 			func(o client.Object) int64 { return int64(*o.(*v1alpha1.Workflow).Spec.Limits.Steps) },
-			limits.WorkflowStepsDefault},
+			limits.WorkflowStepsDefault, limits.WorkflowSteps},
 		{"durable-object-namespace", limits.Custom,
 			newDON("early-don", limits.Custom, func(s *v1alpha1.DurableObjectNamespaceSpec) {
 				s.WorkerRef.Name = "late-custom"
@@ -48,7 +49,7 @@ func TestDefaultsBeforeTheirWorker(t *testing.T) {
 			func(o client.Object) int64 {
 				return int64(*o.(*v1alpha1.DurableObjectNamespace).Spec.Channels.MaxChannels)
 			},
-			limits.ChannelsPerObject},
+			limits.ChannelsPerObject, limits.ChannelsPerObject},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if err := s.c.Create(ctx, c.obj); err != nil {
@@ -65,10 +66,7 @@ func TestDefaultsBeforeTheirWorker(t *testing.T) {
 			if err := s.c.Update(ctx, c.obj); err != nil {
 				t.Fatalf("spec update after the Worker exists: %v", err)
 			}
-			want := defaultValue(s.table, c.profile, c.want, c.want)
-			if c.want == limits.WorkflowStepsDefault {
-				want = defaultValue(s.table, c.profile, limits.WorkflowStepsDefault, limits.WorkflowSteps)
-			}
+			want := defaultValue(s.table, c.profile, c.def, c.max)
 			if got := c.got(c.obj); got != want {
 				t.Errorf("after the update: %d, want %d (profile %q of Worker %s)", got, want, c.profile, worker)
 			}

@@ -20,12 +20,10 @@ func TestOddShapes(t *testing.T) {
 	s := startSuite(t)
 	ctx := context.Background()
 	src := `"source":{"inline":{"modules":[{"name":"w.js","type":"ESModule","content":"export default {}"}]}}`
-	worker := func(name, spec string) string {
-		return `{"apiVersion":"fleet.workerd-operator.io/v1alpha1","kind":"Worker","metadata":{"name":"` + name + `","namespace":"wh"}` + spec + `}`
-	}
 	obj := func(kind, name, spec string) string {
 		return `{"apiVersion":"fleet.workerd-operator.io/v1alpha1","kind":"` + kind + `","metadata":{"name":"` + name + `","namespace":"wh"}` + spec + `}`
 	}
+	worker := func(name, spec string) string { return obj("Worker", name, spec) }
 	for _, c := range []struct {
 		name    string
 		obj     string

@@ -83,7 +83,8 @@ func (v *WorkerValidator) ValidateUpdate(ctx context.Context, old, wk *v1alpha1.
 // only adds what is missing, so the new profile's default does not replace it. A
 // Worker moved from free to paid would keep 10 ms of CPU; one moved from paid to
 // free is rejected for values it never set. The warning names the new default and
-// how to get it (remove the field; with server-side apply, drop it from the manifest).
+// how to get it (remove the field: re-applying a manifest does not, since the field
+// was never in it; docs/admission.md).
 func (w *Webhooks) profileChangeWarnings(old, cur *v1alpha1.Worker) admission.Warnings {
 	op, np := w.profileOf(old.Spec.Limits), w.profileOf(cur.Spec.Limits)
 	if op == np || old.Spec.Limits == nil || cur.Spec.Limits == nil {
