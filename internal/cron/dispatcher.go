@@ -529,13 +529,17 @@ func stateOf(cs *fleetv1alpha1.CronSchedule, text string) *fleetv1alpha1.CronSch
 
 // dueSlots lists the slots of e to dispatch at now, oldest first, and how many older
 // missed slots fall outside the catch-up window (and the newest of those). Slots are
-// strictly after the last claimed slot (or the object's creation) and at or before
+// strictly after the last claimed slot (or the object's creation second) and at or before
 // now; without startingDeadlineSeconds only the newest is due, with it every slot no
 // older than that many seconds (computed from the real schedule, never estimated).
 // inDoubt: the last claimed slot was claimed ahead by a fenced dispatcher that never
 // dispatched it, so it counts as not claimed.
 func (d *Dispatcher) dueSlots(cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, now time.Time, resumed, inDoubt bool) ([]time.Time, int, time.Time) {
-	from := cs.CreationTimestamp.Time.Add(-time.Nanosecond)
+	// Strictly after creation, as Kubernetes' CronJob controller counts: the timestamp
+	// is truncated to the second, so a slot equal to it may be up to 1 s before the
+	// object existed (created at 12:00:00.4, the 12:00 slot was recorded as a missed
+	// slot it never had).
+	from := cs.CreationTimestamp.Time
 	if st := stateOf(cs, e.text); st != nil && st.LastScheduleTime != nil {
 		from = st.LastScheduleTime.Time
 		if inDoubt {
