@@ -4,7 +4,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/workerd-operator .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/workerd-operator ./cmd/workerd-operator
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/workerd-operator /workerd-operator

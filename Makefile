@@ -54,6 +54,7 @@ fmt: ## go fmt.
 .PHONY: vet
 vet: ## go vet.
 	go vet ./...
+	go vet -tags dev ./cmd/...
 
 .PHONY: tools
 tools: ## Build or reuse the control-plane binaries and install the pinned workerd.
@@ -77,15 +78,16 @@ verify: manifests generate docs fmt vet ## Regenerate everything and fail on any
 
 .PHONY: build
 build: ## Build the binary into bin/.
-	CGO_ENABLED=0 go build -trimpath -o $(BIN) .
+	CGO_ENABLED=0 go build -trimpath -o $(BIN) ./cmd/workerd-operator
 
 .PHONY: run
 run: manifests generate ## Run the manager against the current kubeconfig.
-	go run . manager
+	go run ./cmd/workerd-operator manager
 
 .PHONY: dev
 dev: tools build build-installer ## The whole fleet on one machine: local cluster, operator, samples (see README).
-	WORKERD_OPERATOR_BIN=$(CURDIR)/$(BIN) $(BIN) dev --install dist/install.yaml --manifests config/samples
+	CGO_ENABLED=0 go build -trimpath -tags dev -o bin/workerd-operator-dev ./cmd/workerd-operator
+	WORKERD_OPERATOR_BIN=$(CURDIR)/$(BIN) bin/workerd-operator-dev dev --install dist/install.yaml --manifests config/samples
 
 .PHONY: docker-build
 docker-build: ## Build the operator and workerd images (needs a Docker engine).

@@ -10,14 +10,14 @@ import (
 	"os"
 
 	"github.com/workerd-operator/workerd-operator/internal/installer"
-	"github.com/workerd-operator/workerd-operator/internal/testenv"
+	"github.com/workerd-operator/workerd-operator/internal/toolchain"
 )
 
 func main() {
 	img := flag.String("img", installer.DefaultOperatorImage, "operator image (manager and sidecar)")
 	workerdImg := flag.String("workerd-img", installer.DefaultWorkerdImage, "workerd image")
 	flag.Parse()
-	root, err := testenv.RepoRoot()
+	root, err := toolchain.RepoRoot()
 	if err == nil {
 		var out []byte
 		if out, err = installer.Build(root, *img, *workerdImg); err == nil {

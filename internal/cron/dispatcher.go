@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
 // Defaults of DispatcherOptions, with their sources.
@@ -35,8 +36,6 @@ const (
 	// DefaultWallTime is the wall-time limit of one scheduled() run: 15 minutes for Cron
 	// Triggers (seed 002; cloudflare-semantics.md §4.2).
 	DefaultWallTime = 15 * time.Minute
-	// DefaultTriggerPort is the pod's trigger socket (docs/pod-contract.md).
-	DefaultTriggerPort = 9091
 	// DefaultResync is the longest the dispatcher sleeps without looking at the
 	// CronSchedules again (new and changed objects are noticed within it).
 	DefaultResync = 2 * time.Second
@@ -46,17 +45,10 @@ const (
 	DefaultParallelism = 32
 )
 
-// Pod labels of docs/pod-contract.md (the same strings as controllers/labels.go).
-const (
-	LabelWorker     = "fleet.workerd-operator.io/worker"
-	LabelComponent  = "fleet.workerd-operator.io/component"
-	ComponentWorker = "worker"
-)
-
 // WorkflowStarter creates one Workflow instance per firing of a CronSchedule whose
 // target is a workflowRef, with event.schedule set to the cron expression (and
 // event.timestamp to scheduledTime).
-// The manager passes controllers.WorkflowStarter (the engine API of the Workflow's
+// The manager passes controller.WorkflowStarter (the engine API of the Workflow's
 // engine pod); without one, workflow targets are recorded as unreachable.
 type WorkflowStarter interface {
 	// StartScheduled creates the instance and returns its id. params is the
@@ -195,7 +187,7 @@ func NewDispatcher(c client.Client, opts DispatcherOptions) *Dispatcher {
 		opts.HTTPClient = &http.Client{Transport: triggerTransport()}
 	}
 	if opts.TriggerPort == 0 {
-		opts.TriggerPort = DefaultTriggerPort
+		opts.TriggerPort = podcontract.TriggerPort
 	}
 	if opts.WallTime == 0 {
 		opts.WallTime = DefaultWallTime
@@ -770,7 +762,7 @@ func (d *Dispatcher) callWorker(ctx context.Context, namespace, worker, cron str
 }
 
 func noReadyPod(worker string) string {
-	return fmt.Sprintf("Worker %q has no ready pod (pods labelled %s=%s,%s=%s)", worker, LabelWorker, worker, LabelComponent, ComponentWorker)
+	return fmt.Sprintf("Worker %q has no ready pod (pods labelled %s=%s,%s=%s)", worker, podcontract.LabelWorker, worker, podcontract.LabelComponent, podcontract.ComponentWorker)
 }
 
 // triggerURL is pod's trigger socket endpoint path.
@@ -844,7 +836,7 @@ func truncate(s string, n int) string {
 func (d *Dispatcher) readyPods(ctx context.Context, namespace, worker string) ([]*corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := d.c.List(ctx, &pods, client.InNamespace(namespace),
-		client.MatchingLabels{LabelWorker: worker, LabelComponent: ComponentWorker}); err != nil {
+		client.MatchingLabels{podcontract.LabelWorker: worker, podcontract.LabelComponent: podcontract.ComponentWorker}); err != nil {
 		return nil, fmt.Errorf("list pods of Worker %q: %w", worker, err)
 	}
 	var ready []*corev1.Pod

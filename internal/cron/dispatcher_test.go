@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -146,7 +147,7 @@ func (f *fleet) namespace(t testing.TB, name string) {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "app-0", Namespace: name, Labels: map[string]string{
-			LabelWorker: "app", LabelComponent: ComponentWorker}},
+			podcontract.LabelWorker: "app", podcontract.LabelComponent: podcontract.ComponentWorker}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "workerd", Image: "workerd"}}},
 	}
 	if err := f.c.Create(ctx, pod); err != nil {

@@ -100,7 +100,7 @@ var (
 )
 
 // OperatorBinary returns the project's own binary: WORKERD_OPERATOR_BIN if set, else
-// `go build` of the repository root into <cache>/bin/workerd-operator (rebuilt once per
+// `go build ./cmd/workerd-operator` into <cache>/bin/workerd-operator (rebuilt once per
 // process, so a test run uses the current source).
 func OperatorBinary() (string, error) {
 	operatorOnce.Do(func() {
@@ -114,7 +114,7 @@ func OperatorBinary() (string, error) {
 			return
 		}
 		out := filepath.Join(testenv.CacheDir(), "bin", "workerd-operator")
-		cmd := exec.Command("go", "build", "-o", out, ".")
+		cmd := exec.Command("go", "build", "-o", out, "./cmd/workerd-operator")
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
 			operatorErr = fmt.Errorf("go build of the operator binary: %v\n%s", err, b)

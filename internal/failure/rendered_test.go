@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
-	"github.com/workerd-operator/workerd-operator/internal/workerdconfig"
 )
 
 // podIPArg matches the "$(POD_IP):<port>" of the pod's workerd args, which the kubelet
@@ -69,15 +70,15 @@ spec:
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var m workerdconfig.Manifests
-			if err := workerdconfig.DecodeManifests(strings.NewReader(tc.yaml), tc.name, &m); err != nil {
+			var m render.Manifests
+			if err := render.DecodeManifests(strings.NewReader(tc.yaml), tc.name, &m); err != nil {
 				t.Fatal(err)
 			}
 			if len(m.Workers) != 1 {
 				t.Fatalf("%d Workers decoded", len(m.Workers))
 			}
 			w := m.Workers[0]
-			out, err := workerdconfig.Render(workerdconfig.Input{Worker: w})
+			out, err := render.Render(render.Input{Worker: w})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,15 +90,15 @@ spec:
 			// expanded to loopback addresses on free ports.
 			var args []string
 			httpAddr := ""
-			for _, a := range workerdconfig.Args(w) {
+			for _, a := range render.Args(w) {
 				switch {
 				case a == "serve":
 					continue
-				case strings.HasSuffix(a, "/"+workerdconfig.ConfigFile):
+				case strings.HasSuffix(a, "/"+podcontract.ConfigFile):
 					continue // startWorkerd passes config.capnp in its directory
 				case podIPArg.MatchString(a):
 					addr := testenv.FreeLoopbackAddr(t)
-					if strings.HasPrefix(a, "--socket-addr="+workerdconfig.HTTPSocket+"=") {
+					if strings.HasPrefix(a, "--socket-addr="+podcontract.HTTPSocket+"=") {
 						httpAddr = addr
 					}
 					a = podIPArg.ReplaceAllString(a, addr)

@@ -10,12 +10,14 @@ import (
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
 // Default images; the manager's --workerd-image default and the images in config/.
 const (
-	DefaultOperatorImage = "ghcr.io/workerd-operator/workerd-operator:dev"
-	DefaultWorkerdImage  = "ghcr.io/workerd-operator/workerd:1.20261117.1"
+	DefaultOperatorImage = podcontract.DefaultOperatorImage
+	DefaultWorkerdImage  = podcontract.DefaultWorkerdImage
 )
 
 // Build returns the install bundle as multi-document YAML, built from

@@ -13,9 +13,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/shim"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
-	"github.com/workerd-operator/workerd-operator/internal/workerdconfig"
 )
 
 func TestNames(t *testing.T) {
@@ -35,7 +36,7 @@ func TestNames(t *testing.T) {
 
 // start renders a minimal Worker and runs it in the pinned workerd, with the
 // "sidecar" external service pointing at sidecarAddr.
-func start(t *testing.T, sidecarAddr string) *workerdconfig.Local {
+func start(t *testing.T, sidecarAddr string) *render.Local {
 	t.Helper()
 	w := &v1alpha1.Worker{
 		ObjectMeta: metav1.ObjectMeta{Name: "app"},
@@ -47,18 +48,18 @@ func start(t *testing.T, sidecarAddr string) *workerdconfig.Local {
 			}}}},
 		},
 	}
-	out, err := workerdconfig.Render(workerdconfig.Input{Worker: w})
+	out, err := render.Render(render.Input{Worker: w})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := workerdconfig.WriteFiles(dir, out.Files); err != nil {
+	if err := render.WriteFiles(dir, out.Files); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l, err := workerdconfig.StartLocal(ctx, workerdconfig.LocalOptions{
+	l, err := render.StartLocal(ctx, render.LocalOptions{
 		Binary: testenv.WorkerdBinary(t), Dir: dir,
-		Externals: map[string]string{workerdconfig.SidecarService: sidecarAddr},
+		Externals: map[string]string{podcontract.SidecarService: sidecarAddr},
 	})
 	if err != nil {
 		cancel()
@@ -107,7 +108,7 @@ func TestHealthReadiness(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 
 	l := start(t, ln.Addr().String())
-	base := "http://" + l.Addrs[workerdconfig.HealthSocket]
+	base := "http://" + l.Addrs[podcontract.HealthSocket]
 	cases := []struct {
 		name       string
 		sidecar    int
@@ -138,7 +139,7 @@ func TestHealthReadiness(t *testing.T) {
 // and a JSON error, per docs/pod-contract.md.
 func TestTriggerMalformed(t *testing.T) {
 	l := start(t, "127.0.0.1:1")
-	base := "http://" + l.Addrs[workerdconfig.TriggerSocket]
+	base := "http://" + l.Addrs[podcontract.TriggerSocket]
 	cases := []struct {
 		name, method, path, body string
 		wantStatus               int

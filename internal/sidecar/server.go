@@ -15,21 +15,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
 )
-
-// DefaultDataDir is the sidecar's store (docs/pod-contract.md "Files").
-const DefaultDataDir = "/var/lib/workerd-operator"
-
-// DefaultPort is the sidecar's port on the pod IP (docs/pod-contract.md).
-const DefaultPort = 9092
 
 // Options configure a Server. Other sub-APIs extend the server with Server.Handle (or by
 // adding fields here together with their wiring in New).
 type Options struct {
 	// Addr is the listen address, "host:port" (the pod IP and 9092 in a pod).
 	Addr string
-	// DataDir is the state directory (DefaultDataDir); it is created when missing.
+	// DataDir is the state directory (podcontract.SidecarDataDir); it is created when missing.
 	DataDir string
 	// ChannelLimits are the durable-channel limits (channels.DefaultLimits() when zero).
 	ChannelLimits channels.Limits
@@ -58,7 +53,7 @@ type Server struct {
 // (which records its boot id there).
 func New(o Options) (*Server, error) {
 	if o.DataDir == "" {
-		o.DataDir = DefaultDataDir
+		o.DataDir = podcontract.SidecarDataDir
 	}
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("sidecar: --data-dir %s: %w", o.DataDir, err)

@@ -5,24 +5,13 @@ import (
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/scheme"
 )
 
-// Scheme returns a scheme with the Kubernetes built-in kinds and the four kinds of
-// fleet.workerd-operator.io/v1alpha1.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := fleetv1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
+// Scheme returns scheme.New(): the built-in kinds and the project's kinds.
+func Scheme() *runtime.Scheme { return scheme.New() }
 
 // NewEnvironment returns an envtest environment on a real kube-apiserver and etcd
 // (built from Go modules by hack/build-control-plane.sh, first use only) with the

@@ -1,52 +1,20 @@
 package testenv
 
 import (
-	"bytes"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/workerd-operator/workerd-operator/internal/loopback"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/toolchain"
 )
 
 // Pinned versions; hack/ scripts and the Makefile use the same defaults.
 const (
-	WorkerdVersion    = "1.20261117.1"
-	KubernetesVersion = "1.37.2"
+	WorkerdVersion    = podcontract.WorkerdVersion
+	KubernetesVersion = podcontract.KubernetesVersion
 )
-
-// RepoRoot returns the directory holding the project's go.mod.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(b, []byte("module github.com/workerd-operator/workerd-operator\n")) {
-			if _, err := os.Stat(filepath.Join(dir, "hack", "install-workerd.sh")); err == nil {
-				return dir, nil
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("testenv: no workerd-operator go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
-// CacheDir is the per-machine cache (WORKERD_OPERATOR_CACHE, else ~/.cache/workerd-operator).
-func CacheDir() string {
-	if d := os.Getenv("WORKERD_OPERATOR_CACHE"); d != "" {
-		return d
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "workerd-operator")
-}
 
 // SharedDir returns the shared sources of truth: WORKERD_OPERATOR_SHARED, else
 // ../shared next to the repository (where CI has it too).
@@ -55,7 +23,7 @@ func SharedDir(t testing.TB) string {
 	if d := os.Getenv("WORKERD_OPERATOR_SHARED"); d != "" {
 		return d
 	}
-	root, err := RepoRoot()
+	root, err := toolchain.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,70 +41,29 @@ func SharedFile(t testing.TB, elem ...string) string {
 	return filepath.Join(append([]string{SharedDir(t)}, elem...)...)
 }
 
-var (
-	workerdOnce sync.Once
-	workerdPath string
-	workerdErr  error
-)
-
 // WorkerdBinary returns the pinned workerd binary (WORKERD_BIN, else installed into the
 // cache by hack/install-workerd.sh on first use).
 func WorkerdBinary(t testing.TB) string {
 	t.Helper()
-	p, err := Workerd()
+	p, err := toolchain.Workerd()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-// Workerd is WorkerdBinary for callers without a testing.TB (benchmarks' main, tools).
-func Workerd() (string, error) {
-	workerdOnce.Do(func() {
-		if p := os.Getenv("WORKERD_BIN"); p != "" {
-			workerdPath = p
-			return
-		}
-		root, err := RepoRoot()
-		if err != nil {
-			// Outside the repository (the binary run from elsewhere): use the one
-			// workerd the install script put in the per-machine cache.
-			workerdPath, workerdErr = cachedWorkerd(err)
-			return
-		}
-		out, err := runScript(filepath.Join(root, "hack", "install-workerd.sh"))
-		if err != nil {
-			workerdErr = err
-			return
-		}
-		workerdPath = out
-	})
-	return workerdPath, workerdErr
-}
+// Workerd is toolchain.Workerd.
+func Workerd() (string, error) { return toolchain.Workerd() }
 
-// ControlPlaneDir returns the directory holding etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler and kubectl, building the named binaries
-// first if they are missing (hack/build-control-plane.sh).
+// RepoRoot is toolchain.RepoRoot.
+func RepoRoot() (string, error) { return toolchain.RepoRoot() }
+
+// CacheDir is toolchain.CacheDir.
+func CacheDir() string { return toolchain.CacheDir() }
+
+// ControlPlaneDir is toolchain.ControlPlaneDir.
 func ControlPlaneDir(binaries ...string) (string, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	if _, err := runScript(filepath.Join(root, "hack", "build-control-plane.sh"), binaries...); err != nil {
-		return "", err
-	}
-	return filepath.Join(CacheDir(), "k8s", "v"+KubernetesVersion), nil
-}
-
-func runScript(path string, args ...string) (string, error) {
-	cmd := exec.Command("bash", append([]string{path}, args...)...)
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("testenv: %s: %w", filepath.Base(path), err)
-	}
-	return strings.TrimSpace(stdout.String()), nil
+	return toolchain.ControlPlaneDir(binaries...)
 }
 
 // FreeLoopbackAddr returns a loopback address and port that were free a moment ago:
@@ -150,20 +77,4 @@ func FreeLoopbackAddr(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return a
-}
-
-// cachedWorkerd finds the workerd that hack/install-workerd.sh installed under
-// $WORKERD_OPERATOR_CACHE (default ~/.cache/workerd-operator)/workerd/<version>. It
-// fails when there is none or more than one (then WORKERD_BIN must choose), wrapping
-// why the repository could not be used.
-func cachedWorkerd(why error) (string, error) {
-	cache := CacheDir()
-	found, _ := filepath.Glob(filepath.Join(cache, "workerd", "*", "node_modules", "@cloudflare", "workerd-linux-64", "bin", "workerd"))
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
-		return "", fmt.Errorf("%w; and no workerd in %s (run make tools in the repository, or set WORKERD_BIN)", why, filepath.Join(cache, "workerd"))
-	}
-	return "", fmt.Errorf("%w; and several workerd builds in %s: set WORKERD_BIN to one of %v", why, filepath.Join(cache, "workerd"), found)
 }

@@ -22,12 +22,13 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
 // PinnedWorkerdVersion is the workerd the operator runs when a Worker names none
 // (hack/install-workerd.sh, Makefile WORKERD_VERSION). Its middle field is the newest
 // compatibility date it supports.
-const PinnedWorkerdVersion = "1.20261117.1"
+const PinnedWorkerdVersion = podcontract.WorkerdVersion
 
 // Script-size rule generations (limits.ScriptSizeBytes vs limits.ScriptSize2024*).
 const (

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
-	"github.com/workerd-operator/workerd-operator/controllers"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -70,7 +70,7 @@ func workerPods(t *testing.T, name string) []corev1.Pod {
 	t.Helper()
 	pods := &corev1.PodList{}
 	if err := k8sClient.List(context.Background(), pods, client.InNamespace(sampleNS),
-		client.MatchingLabels{controllers.LabelWorker: name, controllers.LabelComponent: controllers.ComponentWorker}); err != nil {
+		client.MatchingLabels{podcontract.LabelWorker: name, podcontract.LabelComponent: podcontract.ComponentWorker}); err != nil {
 		t.Fatal(err)
 	}
 	var live []corev1.Pod
@@ -321,7 +321,7 @@ func TestRolloutWithoutFailedRequests(t *testing.T) {
 	eventually(t, 2*time.Minute, "old pods gone", func() error {
 		pods := &corev1.PodList{}
 		if err := k8sClient.List(context.Background(), pods, client.InNamespace(sampleNS),
-			client.MatchingLabels{controllers.LabelWorker: "rolling"}); err != nil {
+			client.MatchingLabels{podcontract.LabelWorker: "rolling"}); err != nil {
 			return err
 		}
 		if n := len(pods.Items); n != 2 {

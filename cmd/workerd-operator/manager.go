@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/workerd-operator/workerd-operator/internal/controller"
+	"github.com/workerd-operator/workerd-operator/internal/cron"
+	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/scheme"
+	"github.com/workerd-operator/workerd-operator/internal/webhook"
+)
+
+// managerFlags are the manager's command-line settings.
+type managerFlags struct {
+	metricsAddr    string
+	probeAddr      string
+	leaderElect    bool
+	leaderElectNS  string
+	cronClaimAhead time.Duration
+	leaseDuration  time.Duration
+	renewDeadline  time.Duration
+	retryPeriod    time.Duration
+	webhookPort    int
+	webhookHost    string
+	webhookCertDir string
+	webhookSecret  string
+	webhookService string
+	enableWebhooks bool
+	defaultProfile string
+	customLimits   string
+	development    bool
+	opts           controller.Options
+}
+
+func newManagerCommand() *cobra.Command {
+	f := &managerFlags{opts: controller.DefaultOptions()}
+	cmd := &cobra.Command{
+		Use:   "manager",
+		Short: "Run the controllers, the admission webhooks and the cron dispatcher",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runManager(f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (HTTPS, authenticated); 0 disables it")
+	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader (run several replicas safely)")
+	fl.StringVar(&f.leaderElectNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease (default: $POD_NAMESPACE, else the in-cluster namespace)")
+	fl.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before taking over (bounds how late a cron slot runs after the leader dies)")
+	fl.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up leadership; less than the lease duration")
+	fl.DurationVar(&f.cronClaimAhead, "cron-claim-ahead", cron.DefaultClaimAhead, "how long before a slot the cron dispatcher claims it (a write per CronSchedule), so that at the slot only one write is left before the dispatches; negative: claim as slots come due")
+	fl.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "interval between leader election attempts")
+	fl.IntVar(&f.webhookPort, "webhook-port", 9443, "port of the admission webhook server")
+	fl.StringVar(&f.webhookHost, "webhook-bind-host", "", "address the webhook server binds (default all)")
+	fl.StringVar(&f.webhookCertDir, "webhook-cert-dir", "", "directory holding tls.crt and tls.key of the webhook server")
+	fl.StringVar(&f.webhookSecret, "webhook-cert-secret", "", "manage the webhook certificate in this Secret of the manager's namespace (self-signed CA, rotated, injected into the webhook configurations); empty: certificates are provided (e.g. cert-manager)")
+	fl.StringVar(&f.webhookService, "webhook-service", "webhook-service", "name of the webhook Service (the certificate's DNS name)")
+	fl.StringVar(&f.defaultProfile, "default-limit-profile", "paid", "limit profile of Workers that set none: free, paid or custom")
+	fl.StringVar(&f.customLimits, "custom-limits", "", "YAML file of the custom profile's ceilings (docs/limits.md)")
+	fl.BoolVar(&f.enableWebhooks, "enable-webhooks", true, "serve the admission webhooks")
+	fl.BoolVar(&f.development, "zap-devel", false, "human-readable development logging")
+	fl.StringVar(&f.opts.WorkerdImage, "workerd-image", f.opts.WorkerdImage, "image of the pinned workerd (workerd "+podcontract.WorkerdVersion+")")
+	fl.StringVar(&f.opts.WorkerdImageRepository, "workerd-image-repository", f.opts.WorkerdImageRepository, "repository of workerd images, for spec.runtime.version")
+	fl.StringVar(&f.opts.OperatorImage, "operator-image", envOr("OPERATOR_IMAGE", f.opts.OperatorImage), "image of this operator, run as the pods' sidecar")
+	fl.StringVar(&f.opts.ClusterDomain, "cluster-domain", f.opts.ClusterDomain, "cluster DNS domain of in-cluster addresses")
+	fl.Int64Var(&f.opts.PreStopSeconds, "prestop-seconds", f.opts.PreStopSeconds, "preStop sleep of workerd containers, in seconds")
+	fl.Int64Var(&f.opts.DrainSeconds, "drain-seconds", f.opts.DrainSeconds, "time workerd may drain in-flight requests after SIGTERM, in seconds")
+	return cmd
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func runManager(f *managerFlags) error {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(f.development), zap.Level(zapcore.InfoLevel)))
+	setupLog := ctrl.Log.WithName("setup")
+	disableHTTP2 := func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme: scheme.New(),
+		Metrics: metricsserver.Options{
+			BindAddress:   f.metricsAddr,
+			SecureServing: true,
+			TLSOpts:       []func(*tls.Config){disableHTTP2},
+		},
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
+			Host:    f.webhookHost,
+			Port:    f.webhookPort,
+			CertDir: f.webhookCertDir,
+			TLSOpts: []func(*tls.Config){disableHTTP2},
+		}),
+		HealthProbeBindAddress:  f.probeAddr,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        "workerd-operator.fleet.workerd-operator.io",
+		LeaderElectionNamespace: f.leaderElectNS,
+		LeaseDuration:           &f.leaseDuration,
+		RenewDeadline:           &f.renewDeadline,
+		RetryPeriod:             &f.retryPeriod,
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	if err := controller.SetupAll(mgr, f.opts); err != nil {
+		return err
+	}
+	// The cron dispatcher runs on the leader only; every slot is still claimed in the
+	// CronSchedule's status before dispatch (ahead of the slot, confirmed in a dispatch
+	// record Lease next to the leader-election one), so a stale leader cannot fire it
+	// twice and a dead one loses no slot it claimed ahead (docs/cron.md).
+	recordNS := f.leaderElectNS
+	if recordNS == "" {
+		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+			recordNS = strings.TrimSpace(string(b))
+		}
+	}
+	var record types.NamespacedName
+	if recordNS != "" {
+		record = types.NamespacedName{Namespace: recordNS, Name: cronDispatchRecord}
+	} else {
+		setupLog.Info("no operator namespace (--leader-election-namespace, $POD_NAMESPACE or in-cluster): cron slots are claimed as they come due, not ahead")
+	}
+	if err := mgr.Add(cron.NewDispatcher(mgr.GetClient(), cron.DispatcherOptions{
+		DispatchRecord: record,
+		ClaimAhead:     f.cronClaimAhead,
+		APIReader:      mgr.GetAPIReader(),
+		Recorder:       mgr.GetEventRecorder("cron-dispatcher"),
+		Log:            ctrl.Log.WithName("cron-dispatcher"),
+		Workflows:      &controller.WorkflowStarter{Client: mgr.GetClient()},
+	})); err != nil {
+		return err
+	}
+	if f.enableWebhooks {
+		if err := setupWebhooks(mgr, f); err != nil {
+			return err
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	setupLog.Info("starting manager", "workerdImage", f.opts.WorkerdImage, "operatorImage", f.opts.OperatorImage)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// setupWebhooks registers the admission webhooks. With --webhook-cert-secret the
+// manager manages its own serving certificate (open-policy-agent/cert-controller): a
+// self-signed CA in that Secret, rotated, with the CA bundle injected into the two
+// webhook configurations; the webhooks are registered once the certificate is in place.
+func setupWebhooks(mgr ctrl.Manager, f *managerFlags) error {
+	tbl := limits.Default()
+	if f.customLimits != "" {
+		var err error
+		if tbl, err = limits.LoadCustomFile(f.customLimits); err != nil {
+			return err
+		}
+	}
+	opts := webhook.Options{Limits: tbl, DefaultProfile: limits.Profile(f.defaultProfile), WorkerdVersion: podcontract.WorkerdVersion}
+	if f.webhookSecret == "" {
+		return webhook.SetupWebhooks(mgr, opts)
+	}
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		return fmt.Errorf("--webhook-cert-secret needs POD_NAMESPACE (downward API metadata.namespace)")
+	}
+	ready := make(chan struct{})
+	if err := rotator.AddRotator(mgr, &rotator.CertRotator{
+		SecretKey: types.NamespacedName{Namespace: ns, Name: f.webhookSecret},
+		// Not mgr.GetWebhookServer(): that registers the server, which would start before
+		// the rotator has written the certificate and fail on the missing files.
+		CertDir:        f.webhookCertDir,
+		CAName:         "workerd-operator-ca",
+		CAOrganization: "workerd-operator",
+		DNSName:        fmt.Sprintf("%s.%s.svc", f.webhookService, ns),
+		ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.%s", f.webhookService, ns, f.opts.ClusterDomain)},
+		IsReady:        ready,
+		Webhooks: []rotator.WebhookInfo{
+			{Name: "workerd-operator-mutating-webhook-configuration", Type: rotator.Mutating},
+			{Name: "workerd-operator-validating-webhook-configuration", Type: rotator.Validating},
+		},
+		RequireLeaderElection: false,
+	}); err != nil {
+		return fmt.Errorf("webhook certificates: %w", err)
+	}
+	// cert-controller waits for the certificate files to appear in CertDir, as a Secret
+	// volume would provide them; the kubelet refreshes such volumes only after up to a
+	// minute or two (and the local cluster not at all), so the manager copies the
+	// Secret's files into its own emptyDir itself, and again after each rotation. Every
+	// replica serves the webhooks, so every replica copies them, not only the leader: a
+	// new replica of a rolling update is not the leader while the old one holds the
+	// lease, and would otherwise never become Ready (the rollout would wait forever).
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+		return syncCertFiles(ctx, mgr.GetAPIReader(), types.NamespacedName{Namespace: ns, Name: f.webhookSecret}, f.webhookCertDir)
+	})); err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() {
+		<-ready
+		errc <- webhook.SetupWebhooks(mgr, opts)
+	}()
+	// The readiness check fails until the webhooks serve with a valid certificate.
+	return mgr.AddReadyzCheck("webhooks", func(_ *http.Request) error {
+		select {
+		case err := <-errc:
+			errc <- err
+			return err
+		default:
+			return fmt.Errorf("waiting for the webhook certificate")
+		}
+	})
+}
+
+// syncCertFiles writes tls.crt and tls.key of the Secret into dir whenever they differ,
+// atomically (temporary file + rename), until ctx ends.
+func syncCertFiles(ctx context.Context, r client.Reader, key types.NamespacedName, dir string) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		sec := &corev1.Secret{}
+		if err := r.Get(ctx, key, sec); err == nil {
+			for _, name := range []string{"tls.crt", "tls.key"} {
+				want := sec.Data[name]
+				if len(want) == 0 {
+					continue
+				}
+				path := filepath.Join(dir, name)
+				if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, want) {
+					continue
+				}
+				tmp := path + ".tmp"
+				if err := os.WriteFile(tmp, want, 0o600); err != nil {
+					return fmt.Errorf("webhook certificate: %w", err)
+				}
+				if err := os.Rename(tmp, path); err != nil {
+					return fmt.Errorf("webhook certificate: %w", err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// everyReplica is a Runnable that runs on every replica, leader or not
+// (a plain RunnableFunc runs on the leader only).
+type everyReplica func(ctx context.Context) error
+
+// Start implements manager.Runnable.
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (everyReplica) NeedLeaderElection() bool { return false }
+
+// cronDispatchRecord is the Lease, in the operator's namespace, in which the cron
+// dispatcher confirms the slots it claimed ahead (internal/cron/claimahead.go); the
+// leader-election Role already grants leases there.
+const cronDispatchRecord = "workerd-operator-cron-dispatch"

@@ -1,0 +1,143 @@
+// Package podcontract is the one home of the contract between the operator, the pods it
+// runs and the processes inside them (docs/pod-contract.md): ports, socket and service
+// names, paths, container names, labels and the pinned versions. Every other package
+// refers to these names; TestNoStrayLiterals keeps the literals here.
+package podcontract
+
+// Pinned versions. hack/ scripts and the Makefile carry the same defaults.
+const (
+	// WorkerdVersion is the npm version of the pinned workerd.
+	WorkerdVersion = "1.20261117.1"
+	// KubernetesVersion is the version of the control-plane binaries built for tests and
+	// `make dev`.
+	KubernetesVersion = "1.37.2"
+)
+
+// Images.
+const (
+	// ImageRepository is the registry path the project's images are published under.
+	ImageRepository = "ghcr.io/workerd-operator"
+	// WorkerdImageRepository is the repository of the workerd images; a tag is a workerd
+	// version (spec.runtime.version).
+	WorkerdImageRepository = ImageRepository + "/workerd"
+	// DefaultWorkerdImage runs the pinned workerd.
+	DefaultWorkerdImage = WorkerdImageRepository + ":" + WorkerdVersion
+	// DefaultOperatorImage is the manager's image; it also runs as the sidecar.
+	DefaultOperatorImage = ImageRepository + "/workerd-operator:dev"
+)
+
+// Ports of a workerd pod.
+const (
+	// DefaultHTTPPort is the http socket's port when spec.service.port is unset.
+	DefaultHTTPPort = 8080
+	// HealthPort serves GET /healthz and /readyz (shim health.js).
+	HealthPort = 9090
+	// TriggerPort serves POST /scheduled, POST /scheduled-batch and
+	// /cdn-cgi/local/scheduled (shim trigger.js).
+	TriggerPort = 9091
+	// SidecarPort is where the sidecar listens; workerd reaches it as external service
+	// SidecarService.
+	SidecarPort = 9092
+	// GatewayPort is the gateway socket of Durable Object shards and workflow engines.
+	GatewayPort = 9093
+	// RunnerPort is the workflows socket of an engine pod: the runner worker the engine
+	// calls to run an instance.
+	RunnerPort = 9094
+	// RPCPort is the rpc socket: the user's Worker with capnpConnectHost =
+	// RPCConnectHost, where other Workers' service bindings connect. It is a port of the
+	// Worker's Service but never the http port, so clients of the http port (an
+	// Ingress, a LoadBalancer) cannot open Cap'n Proto RPC to the Worker.
+	RPCPort = 9095
+)
+
+// Socket names of the rendered config (workerd --socket-addr=<name>=...).
+const (
+	HTTPSocket     = "http"
+	RPCSocket      = "rpc"
+	HealthSocket   = "health"
+	TriggerSocket  = "trigger"
+	GatewaySocket  = "gateway"
+	WorkflowSocket = "workflows"
+)
+
+// Port names on containers and Services.
+const (
+	HTTPPortName    = "http"
+	RPCPortName     = "rpc"
+	HealthPortName  = "health"
+	TriggerPortName = "trigger"
+	SidecarPortName = "sidecar"
+	GatewayPortName = "gateway"
+)
+
+// Names in the rendered config.
+const (
+	// SidecarService is the external service name of the sidecar
+	// (--external-addr=sidecar=...).
+	SidecarService = "sidecar"
+	// HealthService and TriggerService are the shim workers' service names.
+	HealthService  = "workerd-operator:health"
+	TriggerService = "workerd-operator:trigger"
+	// RPCConnectHost is the capnpConnectHost of the rpc socket and of the external
+	// services to other Workers: a CONNECT to this host opens Cap'n Proto RPC, which
+	// carries JS RPC between workerd processes. The http socket does not set it.
+	RPCConnectHost = "capnp.workerd-operator.internal"
+	// SecretEnvPrefix prefixes the env var of a secretKeyRef binding:
+	// WORKERD_SECRET_<name>.
+	SecretEnvPrefix = "WORKERD_SECRET_"
+	// PodIPEnv is the container env var holding the pod IP (downward API).
+	PodIPEnv = "POD_IP"
+)
+
+// Containers.
+const (
+	WorkerdContainer = "workerd"
+	SidecarContainer = "sidecar"
+	// RunAsUser is distroless's "nonroot" user.
+	RunAsUser = 65532
+)
+
+// Paths inside the containers.
+const (
+	// ConfigDir is where the pod mounts the rendered files.
+	ConfigDir = "/etc/workerd"
+	// ConfigFile is the config's path relative to ConfigDir.
+	ConfigFile = "config.capnp"
+	// ModulesSubdir is the directory, relative to ConfigDir, holding the user's modules.
+	ModulesSubdir = "modules"
+	// ModulesDir is ModulesSubdir as an absolute path in the workerd container.
+	ModulesDir = ConfigDir + "/" + ModulesSubdir
+	// ShimSubdir is the directory, relative to ConfigDir, holding the injected shims.
+	ShimSubdir = "shim"
+	// SidecarDataDir is the sidecar's state directory (a PVC on shard and engine pods).
+	SidecarDataDir = "/var/lib/workerd-operator"
+)
+
+// Labels and annotations on every child object and pod.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelComponent = "fleet.workerd-operator.io/component"
+	LabelWorker    = "fleet.workerd-operator.io/worker"
+	LabelDONS      = "fleet.workerd-operator.io/durable-object-namespace"
+	LabelWorkflow  = "fleet.workerd-operator.io/workflow"
+
+	// AnnotationVersion on the pod template is the rendered config's content hash.
+	AnnotationVersion = "fleet.workerd-operator.io/version"
+	// AnnotationInputs on the pod template hashes the referenced Secrets' and
+	// ConfigMaps' resourceVersions, so a change of their data rolls the pods.
+	AnnotationInputs = "fleet.workerd-operator.io/inputs"
+
+	ComponentWorker         = "worker"
+	ComponentDOShard        = "do-shard"
+	ComponentWorkflowEngine = "workflow-engine"
+
+	// ManagedBy is the value of LabelManagedBy.
+	ManagedBy = "workerd-operator"
+	// AppName is the value of LabelName.
+	AppName = "workerd"
+	// FieldOwner is the server-side apply field manager of every object the operator
+	// writes.
+	FieldOwner = "workerd-operator"
+)

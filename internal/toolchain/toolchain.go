@@ -1,0 +1,116 @@
+// Package toolchain finds the repository, the per-machine cache and the binaries the
+// scripts in hack/ install there: the pinned workerd and the control plane. The CLI
+// (render --check) and the tests use it; it must not import testing.
+package toolchain
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+)
+
+// RepoRoot returns the directory holding the project's go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(b, []byte("module github.com/workerd-operator/workerd-operator\n")) {
+			if _, err := os.Stat(filepath.Join(dir, "hack", "install-workerd.sh")); err == nil {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("toolchain: no workerd-operator go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// CacheDir is the per-machine cache (WORKERD_OPERATOR_CACHE, else ~/.cache/workerd-operator).
+func CacheDir() string {
+	if d := os.Getenv("WORKERD_OPERATOR_CACHE"); d != "" {
+		return d
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "workerd-operator")
+}
+
+var (
+	workerdOnce sync.Once
+	workerdPath string
+	workerdErr  error
+)
+
+// Workerd is WorkerdBinary for callers without a testing.TB (benchmarks' main, tools).
+func Workerd() (string, error) {
+	workerdOnce.Do(func() {
+		if p := os.Getenv("WORKERD_BIN"); p != "" {
+			workerdPath = p
+			return
+		}
+		root, err := RepoRoot()
+		if err != nil {
+			// Outside the repository (the binary run from elsewhere): use the one
+			// workerd the install script put in the per-machine cache.
+			workerdPath, workerdErr = cachedWorkerd(err)
+			return
+		}
+		out, err := runScript(filepath.Join(root, "hack", "install-workerd.sh"))
+		if err != nil {
+			workerdErr = err
+			return
+		}
+		workerdPath = out
+	})
+	return workerdPath, workerdErr
+}
+
+// ControlPlaneDir returns the directory holding etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and kubectl, building the named binaries
+// first if they are missing (hack/build-control-plane.sh).
+func ControlPlaneDir(binaries ...string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	if _, err := runScript(filepath.Join(root, "hack", "build-control-plane.sh"), binaries...); err != nil {
+		return "", err
+	}
+	return filepath.Join(CacheDir(), "k8s", "v"+podcontract.KubernetesVersion), nil
+}
+
+func runScript(path string, args ...string) (string, error) {
+	cmd := exec.Command("bash", append([]string{path}, args...)...)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("toolchain: %s: %w", filepath.Base(path), err)
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// cachedWorkerd finds the workerd that hack/install-workerd.sh installed under
+// $WORKERD_OPERATOR_CACHE (default ~/.cache/workerd-operator)/workerd/<version>. It
+// fails when there is none or more than one (then WORKERD_BIN must choose), wrapping
+// why the repository could not be used.
+func cachedWorkerd(why error) (string, error) {
+	cache := CacheDir()
+	found, _ := filepath.Glob(filepath.Join(cache, "workerd", "*", "node_modules", "@cloudflare", "workerd-linux-64", "bin", "workerd"))
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return "", fmt.Errorf("%w; and no workerd in %s (run make tools in the repository, or set WORKERD_BIN)", why, filepath.Join(cache, "workerd"))
+	}
+	return "", fmt.Errorf("%w; and several workerd builds in %s: set WORKERD_BIN to one of %v", why, filepath.Join(cache, "workerd"), found)
+}

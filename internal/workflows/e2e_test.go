@@ -1,0 +1,131 @@
+package workflows_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/workflows"
+)
+
+// Done-means 1: do -> sleep("2 seconds") -> waitForEvent -> do completes after sendEvent,
+// with the right output in status() (through the env binding in Worker code).
+func TestSleepWaitForEventComplete(t *testing.T) {
+	h := newHarness(t, 1, wfDef{workflows.WorkflowConfig{Name: "basic"}, "Basic", "BASIC"})
+	var created struct{ ID string }
+	if st := h.binding("BASIC", "create", map[string]any{"id": "order-1", "params": map[string]any{"n": 41}}, &created); st != 200 || created.ID != "order-1" {
+		t.Fatalf("create through the binding: %d %+v", st, created)
+	}
+	// The sleep is recorded with its deadline, then the wait suspends the instance.
+	in := h.waitStatus("basic", "order-1", workflows.StatusWaiting)
+	h.waitFor("the waitForEvent step", 30*time.Second, func() bool {
+		in = h.get("basic", "order-1")
+		return in.WaitType == "approve"
+	})
+	nap := h.step("basic", "order-1", "sleep", "nap", 1)
+	if nap == nil || !nap.Done {
+		t.Fatalf("sleep step: %+v", nap)
+	}
+	var st map[string]any
+	h.binding("BASIC", "status", map[string]any{"id": "order-1"}, &st)
+	if st["status"] != workflows.StatusWaiting {
+		t.Fatalf("status() before the event = %v, want waiting", st)
+	}
+	if code := h.binding("BASIC", "sendEvent", map[string]any{"id": "order-1", "type": "approve", "payload": map[string]any{"add": 100, "by": "ops"}}, nil); code != 200 {
+		t.Fatalf("sendEvent: %d", code)
+	}
+	h.waitStatus("basic", "order-1", workflows.StatusComplete)
+	h.binding("BASIC", "status", map[string]any{"id": "order-1"}, &st)
+	want := map[string]any{"status": "complete", "output": map[string]any{
+		"a": map[string]any{"n": 42.0}, "b": map[string]any{"total": 142.0}, "by": "ops"}}
+	if !reflect.DeepEqual(st, want) {
+		t.Fatalf("status() = %v\nwant %v", st, want)
+	}
+	for _, s := range h.steps("basic", "order-1") {
+		if s.Kind == "do" && len(s.Attempts) != 1 {
+			t.Errorf("step %s ran %d times, want 1", s.Name, len(s.Attempts))
+		}
+	}
+}
+
+// Done-means 3 and 2: NonRetryableError("") stops at one attempt; retry arithmetic is
+// read from the engine's recorded attempts (delays unscaled; the harness scales waits).
+func TestRetries(t *testing.T) {
+	h := newHarness(t, 0.05, wfDef{workflows.WorkflowConfig{Name: "retry"}, "Retry", "RETRY"})
+	defLimit := int(limits.Get(limits.DefaultProfile, limits.WorkflowRetryLimit))
+	defDelay := limits.Get(limits.DefaultProfile, limits.WorkflowRetryDelayMs)
+	cases := []struct {
+		name       string
+		params     map[string]any
+		wantStatus string
+		attempts   int
+		delays     []int64 // recorded retryDelayMs per failed attempt that was retried
+		errName    string
+	}{
+		{"NonRetryableError with an empty message", map[string]any{"mode": "nonretryable", "config": map[string]any{"retries": map[string]any{"limit": 5, "delay": "1 second"}}},
+			workflows.StatusErrored, 1, nil, "NonRetryableError"},
+		{"exponential 1 second", map[string]any{"mode": "throw", "config": map[string]any{"retries": map[string]any{"limit": 5, "delay": "1 second", "backoff": "exponential"}}},
+			workflows.StatusErrored, 6, []int64{1000, 2000, 4000, 8000, 16000}, "Error"},
+		{"linear 1 second", map[string]any{"mode": "throw", "config": map[string]any{"retries": map[string]any{"limit": 5, "delay": "1 second", "backoff": "linear"}}},
+			workflows.StatusErrored, 6, []int64{1000, 2000, 3000, 4000, 5000}, "Error"},
+		{"limit 0", map[string]any{"mode": "throw", "config": map[string]any{"retries": map[string]any{"limit": 0, "delay": "1 second"}}},
+			workflows.StatusErrored, 1, nil, "Error"},
+		{"delay 0 retries at once", map[string]any{"mode": "throw", "config": map[string]any{"retries": map[string]any{"limit": 3, "delay": 0}}},
+			workflows.StatusErrored, 4, []int64{0, 0, 0}, "Error"},
+		{"default config (limit and delay from internal/limits)", map[string]any{"mode": "throw"},
+			workflows.StatusErrored, defLimit + 1, expDelays(defDelay, defLimit), "Error"},
+		{"timeout 2 seconds fails the slow attempt", map[string]any{"mode": "slow-first", "slowMs": 3000, "config": map[string]any{"timeout": "2 seconds", "retries": map[string]any{"limit": 2, "delay": 0}}},
+			workflows.StatusComplete, 2, []int64{0}, "WorkflowTimeoutError"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "retry-" + string(rune('a'+i))
+			h.create("retry", id, tc.params)
+			in := h.waitStatus("retry", id, workflows.StatusErrored, workflows.StatusComplete)
+			if in.Status != tc.wantStatus {
+				t.Fatalf("status %s (error %+v), want %s", in.Status, in.Error, tc.wantStatus)
+			}
+			s := h.step("retry", id, "do", "flaky", 1)
+			if s == nil || len(s.Attempts) != tc.attempts {
+				t.Fatalf("attempts = %+v, want %d", s, tc.attempts)
+			}
+			var delays []int64
+			for k, a := range s.Attempts {
+				if a.N != k+1 {
+					t.Errorf("attempt %d numbered %d", k+1, a.N)
+				}
+				if a.RetryDelayMs != nil {
+					delays = append(delays, *a.RetryDelayMs)
+					// The next attempt did not start before the (scaled) delay elapsed.
+					if next := s.Attempts[k+1]; next.Start < a.End+int64(float64(*a.RetryDelayMs)*0.05) {
+						t.Errorf("attempt %d started %d ms after attempt %d ended, before the scaled delay %d ms", next.N, next.Start-a.End, a.N, int64(float64(*a.RetryDelayMs)*0.05))
+					}
+				}
+			}
+			if !reflect.DeepEqual(delays, tc.delays) {
+				t.Errorf("recorded retry delays %v, want %v", delays, tc.delays)
+			}
+			if e := s.Attempts[0].Error; e == nil || e.Name != tc.errName {
+				t.Errorf("first attempt error %+v, want name %s", e, tc.errName)
+			}
+			if tc.wantStatus == workflows.StatusErrored && (in.Error == nil || in.Error.Name != tc.errName) {
+				t.Errorf("instance error %+v, want name %s", in.Error, tc.errName)
+			}
+			if tc.errName == "NonRetryableError" && in.Error.Message != "" {
+				t.Errorf("instance error message %q, want the empty message", in.Error.Message)
+			}
+		})
+	}
+}
+
+func expDelays(d int64, n int) []int64 {
+	var out []int64
+	for i := 0; i < n; i++ {
+		out = append(out, d<<i)
+	}
+	return out
+}
+
+var _ = json.Marshal
