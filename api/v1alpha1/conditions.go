@@ -86,7 +86,8 @@ type FailureStatus struct {
 // StorageSpec is the persistent storage of one shard.
 type StorageSpec struct {
 	// size of the PersistentVolumeClaim of each shard, a quantity such as "1Gi".
-	// Default 1Gi. Cloudflare's documented ceiling is 10 GB per Durable Object (seed 003).
+	// Default 1Gi. Cloudflare's documented ceiling is 10 GB per Durable Object
+	// (https://developers.cloudflare.com/durable-objects/platform/limits/).
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 	// storageClassName of the PersistentVolumeClaims; empty means the cluster default.

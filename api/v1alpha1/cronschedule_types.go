@@ -21,7 +21,7 @@ const (
 // handler or into a Workflow, exactly once per slot across the fleet.
 type CronScheduleSpec struct {
 	// schedules are Cloudflare-dialect cron expressions: five fields, day-of-week 1-7 with
-	// 1 = Sunday, L/W/# supported (cloudflare-semantics.md §4). 1 to 16 entries of at
+	// 1 = Sunday, L/W/# supported (docs/cron.md). 1 to 16 entries of at
 	// most 256 characters each; checked by the webhook with the operator's parser.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16

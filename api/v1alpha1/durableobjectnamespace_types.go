@@ -40,14 +40,14 @@ type DurableObjectNamespaceSpec struct {
 	// +optional
 	PreventEviction bool `json:"preventEviction,omitempty"`
 
-	// channels enables durable channels (contract 0.1.0, seed 001) for the objects.
+	// channels enables durable channels (contract 0.1.0, docs/channels.md) for the objects.
 	// +optional
 	Channels *ChannelsSpec `json:"channels,omitempty"`
 }
 
 // ChannelsSpec configures durable channels. Limits may be lowered below the profile's
 // (64 channels per object, 256 subscribers per channel, 64 KiB per message, 1 MiB
-// backlog per subscriber; seed 001), never raised above them.
+// backlog per subscriber; docs/channels.md), never raised above them.
 type ChannelsSpec struct {
 	// enabled turns channels on.
 	// +optional
@@ -60,32 +60,32 @@ type ChannelsSpec struct {
 	// +optional
 	Binding string `json:"binding,omitempty"`
 
-	// maxChannels per object instance, 1 to 64 (seed 001).
+	// maxChannels per object instance, 1 to 64.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64
-	// +kubebuilder:validation:XValidation:rule="self <= 64",message="must be at most 64 (the API maximum, for every profile; limit channels_per_object; source: 001_985dc923bea8d3ea.txt)"
+	// +kubebuilder:validation:XValidation:rule="self <= 64",message="must be at most 64 (the API maximum, for every profile; limit channels_per_object; source: docs/channels.md)"
 	// +optional
 	MaxChannels *int32 `json:"maxChannels,omitempty"`
 
-	// maxSubscribers per channel, 1 to 256 (seed 001).
+	// maxSubscribers per channel, 1 to 256.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=256
-	// +kubebuilder:validation:XValidation:rule="self <= 256",message="must be at most 256 (the API maximum, for every profile; limit subscribers_per_channel; source: 001_985dc923bea8d3ea.txt)"
+	// +kubebuilder:validation:XValidation:rule="self <= 256",message="must be at most 256 (the API maximum, for every profile; limit subscribers_per_channel; source: docs/channels.md)"
 	// +optional
 	MaxSubscribers *int32 `json:"maxSubscribers,omitempty"`
 
-	// maxMessageBytes per message, 1 to 65536 bytes (64 KiB, seed 001).
+	// maxMessageBytes per message, 1 to 65536 bytes (64 KiB).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65536
-	// +kubebuilder:validation:XValidation:rule="self <= 65536",message="must be at most 65536 (the API maximum, for every profile; limit channel_message_bytes; source: 001_985dc923bea8d3ea.txt)"
+	// +kubebuilder:validation:XValidation:rule="self <= 65536",message="must be at most 65536 (the API maximum, for every profile; limit channel_message_bytes; source: docs/channels.md)"
 	// +optional
 	MaxMessageBytes *int32 `json:"maxMessageBytes,omitempty"`
 
-	// maxBacklogBytes per subscriber, 1024 to 1048576 bytes (1 MiB, seed 001); over it
+	// maxBacklogBytes per subscriber, 1024 to 1048576 bytes (1 MiB); over it
 	// the subscriber is disconnected.
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=1048576
-	// +kubebuilder:validation:XValidation:rule="self <= 1048576",message="must be at most 1048576 (the API maximum, for every profile; limit channel_backlog_bytes; source: 001_985dc923bea8d3ea.txt)"
+	// +kubebuilder:validation:XValidation:rule="self <= 1048576",message="must be at most 1048576 (the API maximum, for every profile; limit channel_backlog_bytes; source: docs/channels.md)"
 	// +optional
 	MaxBacklogBytes *int32 `json:"maxBacklogBytes,omitempty"`
 }

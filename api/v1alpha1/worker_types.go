@@ -266,28 +266,30 @@ type WorkerLimits struct {
 
 	// cpuMs is the CPU time per invocation in milliseconds, 1 to 300000 (5 minutes).
 	// Cloudflare: 10 ms on Free; 30000 ms default and 300000 ms maximum on Paid
-	// (limits.cpu_ms; seed 000 and 002). Enforced by the pod's CPU limit, not per request.
+	// (limits.cpu_ms, https://developers.cloudflare.com/workers/platform/limits/).
+	// Enforced by the pod's CPU limit, not per request.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=300000
-	// +kubebuilder:validation:XValidation:rule="self <= 300000",message="must be at most 300000 (the API maximum, for every profile; limit cpu_ms; source: 000_6729543119e24b55.txt)"
+	// +kubebuilder:validation:XValidation:rule="self <= 300000",message="must be at most 300000 (the API maximum, for every profile; limit cpu_ms; source: https://developers.cloudflare.com/workers/platform/limits/)"
 	// +optional
 	CPUMs *int64 `json:"cpuMs,omitempty"`
 
 	// subrequests is the number of subrequests per invocation, 1 to 10000000.
 	// Cloudflare: Free 50 external / 1000 internal; Paid default 10000, maximum
-	// 10000000 (limits.subrequests; seed 000).
+	// 10000000 (limits.subrequests, https://developers.cloudflare.com/workers/platform/limits/).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000000
-	// +kubebuilder:validation:XValidation:rule="self <= 10000000",message="must be at most 10000000 (the API maximum, for every profile; limit subrequests; source: 000_6729543119e24b55.txt)"
+	// +kubebuilder:validation:XValidation:rule="self <= 10000000",message="must be at most 10000000 (the API maximum, for every profile; limit subrequests; source: https://developers.cloudflare.com/workers/platform/limits/)"
 	// +optional
 	Subrequests *int64 `json:"subrequests,omitempty"`
 
 	// memoryMiB is the memory per isolate in MiB, 16 to 4096; default 128 (Cloudflare's
-	// 128 MB per isolate, seed 002). Becomes V8 --max-old-space-size and, with headroom,
-	// the workerd container's memory limit. Above 128 needs the custom profile.
+	// 128 MB per isolate, https://developers.cloudflare.com/workers/platform/limits/).
+	// Becomes V8 --max-old-space-size and, with headroom, the workerd container's memory
+	// limit. Above 128 needs the custom profile.
 	// +kubebuilder:validation:Minimum=16
 	// +kubebuilder:validation:Maximum=4096
-	// +kubebuilder:validation:XValidation:rule="self <= 4096",message="must be at most 4096 (the API maximum, for every profile; limit memory_mib; source: 002_eda56ce4b9803877.txt)"
+	// +kubebuilder:validation:XValidation:rule="self <= 4096",message="must be at most 4096 (the API maximum, for every profile; limit memory_mib; source: https://developers.cloudflare.com/workers/platform/limits/)"
 	// +optional
 	MemoryMiB *int32 `json:"memoryMiB,omitempty"`
 }

@@ -66,22 +66,24 @@ type WorkflowSpec struct {
 // WorkflowLimits are per-instance limits.
 type WorkflowLimits struct {
 	// steps is the maximum number of steps per instance, 1 to 25000; default 10000
-	// (seed 000; sleeps do not count). The Free profile allows at most 1024.
+	// (https://developers.cloudflare.com/workflows/reference/limits/;
+	// sleeps do not count). The Free profile allows at most 1024.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=25000
-	// +kubebuilder:validation:XValidation:rule="self <= 25000",message="must be at most 25000 (the API maximum, for every profile; limit workflow_steps; source: 000_6729543119e24b55.txt)"
+	// +kubebuilder:validation:XValidation:rule="self <= 25000",message="must be at most 25000 (the API maximum, for every profile; limit workflow_steps; source: https://developers.cloudflare.com/workflows/reference/limits/)"
 	// +optional
 	Steps *int32 `json:"steps,omitempty"`
 }
 
 // WorkflowConcurrency bounds running instances.
 type WorkflowConcurrency struct {
-	// limit is the maximum number of running instances, 1 to 10000 (seed 000); waiting
-	// instances (sleep, waitForEvent, retry delay) do not count. Queued instances start
-	// oldest first.
+	// limit is the maximum number of running instances, 1 to 10000
+	// (https://developers.cloudflare.com/workflows/reference/limits/); waiting instances
+	// (sleep, waitForEvent, retry delay) do not count. Queued instances start oldest
+	// first.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
-	// +kubebuilder:validation:XValidation:rule="self <= 10000",message="must be at most 10000 (the API maximum, for every profile; limit workflow_running_instances; source: 000_6729543119e24b55.txt)"
+	// +kubebuilder:validation:XValidation:rule="self <= 10000",message="must be at most 10000 (the API maximum, for every profile; limit workflow_running_instances; source: https://developers.cloudflare.com/workflows/reference/limits/)"
 	// +optional
 	Limit *int32 `json:"limit,omitempty"`
 }

@@ -1,9 +1,9 @@
 // Package failure names why a workerd pod or a Durable Object call died.
 //
-// It implements the failure taxonomy of seed 003 (`/work/shared/seeds/003_*.txt`, the
-// @nimbus-sh/platform README: `classifyDoCall` classes and `classifyError` causes) for
+// It implements the failure taxonomy docs/failures.md describes (the call classes and
+// causes of the @nimbus-sh/platform package's `classifyDoCall` and `classifyError`) for
 // the operator, plus two causes of its own for what workerd prints when a config does
-// not load (`service <name>: ...`, workerd-facts.md §6):
+// not load (`service <name>: ...`, workerd's Server::ConfigErrorReporter):
 //
 //   - ClassifyCall(err) → Class: how a failed Durable Object call relates to a retry
 //     (superseded_isolate, connection_lost, storage_reset, retryable_flag, overloaded,

@@ -5,11 +5,11 @@ import (
 	"strings"
 )
 
-// Class is how a failed Durable Object call relates to a retry (seed 003,
+// Class is how a failed Durable Object call relates to a retry (docs/failures.md,
 // `classifyDoCall`). The values are snake_case strings, valid metav1.Condition reasons.
 type Class string
 
-// The call classes of seed 003.
+// The call classes.
 const (
 	// ClassSupersededIsolate: a deploy replaced the isolate mid-call
 	// ("Durable Object reset because its code was updated."). Retryable.
@@ -31,7 +31,7 @@ const (
 	ClassPermanent Class = "permanent"
 )
 
-// Classes lists every Class, in the order of seed 003's table.
+// Classes lists every Class, in the order of docs/failures.md's table.
 var Classes = []Class{ClassSupersededIsolate, ClassConnectionLost, ClassStorageReset, ClassRetryableFlag, ClassOverloaded, ClassPermanent}
 
 // IsRetryable reports whether a retry (with backoff, on a fresh stub) may act on a call
@@ -45,8 +45,8 @@ func IsRetryable(c Class) bool {
 	return false
 }
 
-// Cause names the limit or condition a failure message points at (seed 003
-// `classifyError` causes, plus StartupError and ConfigError for workerd's config
+// Cause names the limit or condition a failure message points at (docs/failures.md;
+// the `classifyError` causes, plus StartupError and ConfigError for workerd's config
 // loader). The values are snake_case strings, valid metav1.Condition reasons.
 type Cause string
 
@@ -62,7 +62,7 @@ const (
 	// OOM killer (reason OOMKilled, SIGKILL/137), or a platform memory-limit message.
 	CauseOOM Cause = "oom"
 	// CauseCPUExceeded: a CPU time limit message (Cloudflare texts; workerd itself
-	// enforces no CPU limit, workerd-facts.md §1.6).
+	// enforces no CPU limit).
 	CauseCPUExceeded Cause = "cpu_exceeded"
 	// CauseCloneRefused: structured clone refused a value ("Cannot deserialize cloned
 	// data", "could not be cloned").
@@ -89,7 +89,7 @@ const (
 	CauseUnknown Cause = "unknown"
 )
 
-// Causes lists every Cause: seed 003's in its order, then startup_error and config_error.
+// Causes lists every Cause: classifyError's in its order, then startup_error and config_error.
 var Causes = []Cause{CauseSQLiteNoMem, CauseSQLiteFull, CauseOOM, CauseCPUExceeded, CauseCloneRefused, CauseRPCTimeout, CauseSubrequestCap, CauseDynamicWorkerCap, CauseCondemnation, CauseHardEvict, CauseStartupError, CauseConfigError, CauseUnknown}
 
 // rule matches a lower-cased message: any of its substrings or regexps.
@@ -126,7 +126,7 @@ type causeRule struct {
 	rule
 }
 
-// heapRule is the V8 heap exhaustion signature (workerd-facts.md §6; observed with the
+// heapRule is the V8 heap exhaustion signature (V8's fatal OOM texts; observed with the
 // pinned workerd in this package's tests).
 var heapRule = rule{sub: []string{"javascript heap out of memory", "reached heap limit", "last resort; gc in old space requested"}}
 
@@ -156,8 +156,8 @@ var causeRules = []causeRule{
 }
 
 // ClassifyMessage maps one message (an error's text or a log line; case is ignored) to
-// a Cause by the first matching rule of the ordered table (seed 003 `classifyError`,
-// with sqlite_full split from sqlite_nomem as the seed's README asks); CauseUnknown
+// a Cause by the first matching rule of the ordered table (`classifyError`'s, with
+// sqlite_full split from sqlite_nomem: their remedies differ); CauseUnknown
 // when nothing matches or msg is empty.
 func ClassifyMessage(msg string) Cause {
 	m := strings.ToLower(msg)
@@ -182,7 +182,7 @@ func ClassifyError(err error) Cause {
 }
 
 // overloadRule: the Durable Object and account load-shedding texts of Cloudflare's DO
-// troubleshooting page (cloudflare-semantics.md §2.4); the first is seed 003's.
+// troubleshooting page (https://developers.cloudflare.com/durable-objects/observability/troubleshooting/).
 var overloadRule = rule{sub: []string{
 	"durable object is overloaded",
 	"too much load on durable objects",
@@ -195,8 +195,8 @@ type classRule struct {
 }
 
 // classRules: prose signatures of the transient classes, matched against the joined
-// chain in this order (seed 003 DO_CALL_TRANSIENT plus the connection texts of
-// cloudflare-semantics.md §2.4). Mirrored in internal/shim/failure.js (CLASS_RULES).
+// chain in this order (`classifyDoCall`'s transient texts plus the connection texts of
+// https://developers.cloudflare.com/durable-objects/observability/troubleshooting/). Mirrored in internal/shim/failure.js (CLASS_RULES).
 var classRules = []classRule{
 	{ClassSupersededIsolate, rule{sub: []string{"reset because its code was updated", "this script has been upgraded"}}},
 	{ClassConnectionLost, rule{sub: []string{"network connection lost", "this durable object instance is no longer active", "durable object connection closed because the object was reset"}}},
@@ -214,7 +214,7 @@ type Retryabler interface{ Retryable() bool }
 // (JSError does).
 type Overloader interface{ Overloaded() bool }
 
-// ClassifyCall classifies one failed Durable Object call (seed 003 `classifyDoCall`).
+// ClassifyCall classifies one failed Durable Object call (`classifyDoCall`).
 // It walks err's cause chain (errors.Unwrap and Unwrap() []error, depth-first, at most
 // maxChain links). Any link that is overloaded — Overloaded() true or a load-shedding
 // text — makes the answer ClassOverloaded, whatever else the chain says. Otherwise the

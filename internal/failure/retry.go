@@ -35,7 +35,7 @@ type RetryPolicy struct {
 	Max time.Duration
 }
 
-// DefaultRetryPolicy: 3 attempts, 100 ms then 200 ms — seed 003's callWithRetry
+// DefaultRetryPolicy: 3 attempts, 100 ms then 200 ms — the callWithRetry of @nimbus-sh/platform
 // (attempts = 3, 100·2^n ms) with a 10 s cap.
 var DefaultRetryPolicy = RetryPolicy{Attempts: 3, Base: 100 * time.Millisecond, Max: 10 * time.Second}
 
@@ -55,7 +55,7 @@ func (p RetryPolicy) Validate() error {
 // Retry calls fn until it succeeds, its error's class (ClassifyCall) is not retryable
 // (IsRetryable: overloaded and permanent never are), p.Attempts calls were made, or ctx
 // ends; between calls it waits Backoff(n, p.Base, p.Max). fn must mint a fresh stub or
-// connection itself: a stub that failed once is spent (seed 003). It returns nil, fn's
+// connection itself: a stub that failed once is spent. It returns nil, fn's
 // last error unchanged (classify it again with ClassifyCall), ctx's error while
 // waiting, or p's validation error. The number of calls made is returned too.
 func Retry(ctx context.Context, p RetryPolicy, fn func(context.Context) error) (calls int, err error) {

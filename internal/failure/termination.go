@@ -39,7 +39,7 @@ const MaxEvidenceBytes = 1024
 
 var (
 	// serviceLine is workerd's config error reporter format: "service <name>: <error>"
-	// (workerd-facts.md §6, Server::ConfigErrorReporter).
+	// (workerd's src/workerd/server/server.c++, ConfigErrorReporter).
 	serviceLine = regexp.MustCompile(`^service ([^\s:]+): (.+)$`)
 	// capnpLine is a capnp config parse/type error: "<file>.capnp:<line>:<col>[-<col>]: <text>"
 	// (observed with the pinned workerd: "config.capnp:2:1: Parse error.").
@@ -47,7 +47,7 @@ var (
 	// signalLine is KJ's crash handler line: "*** Received signal #6: Aborted".
 	signalLine = regexp.MustCompile(`\*\*\* received signal #(\d+)`)
 	// startupRule: upstream strings used when no config error reporter is attached
-	// (workerd-facts.md §6, worker.c++:295-377).
+	// (workerd's src/workerd/io/worker.c++).
 	startupRule = rule{sub: []string{"script startup threw exception", "script startup exceeded resource limits"}}
 	// configRule: workerd's watch-mode message for a config that does not load.
 	configRule = rule{sub: []string{"can't start server due to config errors"}}

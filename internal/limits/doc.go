@@ -5,8 +5,8 @@
 // from the same table (go run ./hack/gen-limits-doc, `make docs`).
 //
 // Every Limit has a Name, a value per Profile (free, paid — the default — and custom,
-// whose ceilings the operator sets), a Unit, a Source (a seed file of
-// ../shared/seeds or a public documentation URL), a Provenance (documented or
+// whose ceilings the operator sets), a Unit, a Source (the public documentation page
+// the number comes from, or the document in docs/ that states it), a Provenance (documented or
 // measured) and an Enforcement saying which part of the product enforces it
 // (admission, sidecar, pod, dispatcher) or that nothing does (not enforced).
 //
@@ -17,6 +17,7 @@
 //	ms, err = t.Value(limits.Custom, limits.CPUMs)          // operator's ceiling
 //	l, _ := limits.Lookup(limits.CPUMs); l.Cite(limits.Paid) // text for error messages
 //
-// Where Cloudflare's documentation changed over time the seed's value wins and the
-// Limit's History says what changed (DESIGN.md §7, cloudflare-semantics.md §6).
+// Where Cloudflare's documentation changed over time, or a measurement or workerd
+// disagrees with it, the Limit's History says what changed and which value the
+// operator uses.
 package limits

@@ -51,7 +51,7 @@ const (
 // Enforcement says which part of the product enforces a limit.
 type Enforcement string
 
-// Enforcements (DESIGN.md §7).
+// Enforcements (docs/limits.md explains each).
 const (
 	Admission   Enforcement = "admission"    // the admission webhook rejects spec values over it
 	Sidecar     Enforcement = "sidecar"      // the sidecar (workflow engine, channels) enforces it at run time
@@ -118,13 +118,13 @@ const (
 	WorkflowRetryLimit       Name = "workflow_retry_limit_default"
 	WorkflowRetryDelayMs     Name = "workflow_retry_delay_default_ms"
 
-	// Durable channels (seed 001).
+	// Durable channels (docs/channels.md).
 	ChannelsPerObject     Name = "channels_per_object"
 	SubscribersPerChannel Name = "subscribers_per_channel"
 	ChannelMessageBytes   Name = "channel_message_bytes"
 	ChannelBacklogBytes   Name = "channel_backlog_bytes"
 
-	// Durable Object constants (seed 003).
+	// Durable Object constants.
 	DOChunkBytes              Name = "do_chunk_bytes"
 	DOTxBlobBytes             Name = "do_tx_blob_bytes"
 	DOTxLogicalRows           Name = "do_tx_logical_rows"
@@ -138,19 +138,22 @@ const (
 	DORPCSafePayloadBytes     Name = "do_rpc_safe_payload_bytes"
 )
 
-// Seed files and public pages cited as sources.
+// Sources a limit cites: the public page its number comes from, or the document in
+// this repository that states it (docs/ paths are relative to the repository root).
 const (
-	Seed000 = "000_6729543119e24b55.txt" // Workflows limits (Japanese)
-	Seed001 = "001_985dc923bea8d3ea.txt" // durable channels (classical Chinese)
-	Seed002 = "002_eda56ce4b9803877.txt" // request lifecycle and limits (Chinese)
-	Seed003 = "003_ddfdaca72897acfb.txt" // Durable Object constants (English)
-
 	DocWorkersLimits   = "https://developers.cloudflare.com/workers/platform/limits/"
+	DocWorkersContext  = "https://developers.cloudflare.com/workers/runtime-apis/context/"
 	DocWorkflowsLimits = "https://developers.cloudflare.com/workflows/reference/limits/"
 	DocWorkflowsAPI    = "https://developers.cloudflare.com/workflows/build/workers-api/"
 	DocCronTriggers    = "https://developers.cloudflare.com/workers/configuration/cron-triggers/"
 	DocDOLimits        = "https://developers.cloudflare.com/durable-objects/platform/limits/"
 	DocEtcdLimits      = "https://etcd.io/docs/v3.5/dev-guide/limit/"
+
+	// DocChannels is the durable channel contract, whose limits the operator sets.
+	DocChannels = "docs/channels.md"
+	// DocMeasured lists the Durable Object constants measured on Cloudflare rather
+	// than documented by it.
+	DocMeasured = "docs/benchmarks.md"
 )
 
 // Limit is one row of the table.
@@ -166,7 +169,8 @@ type Limit struct {
 	Values map[Profile]int64
 	// Pattern is a regular expression a string must also match (identifier rules).
 	Pattern string
-	// Source is the seed file name or public documentation URL the values come from.
+	// Source is where the values come from: a public documentation URL, or a document
+	// in docs/ of this repository (DocChannels, DocMeasured).
 	Source string
 	// Provenance: documented or measured.
 	Provenance Provenance
@@ -213,7 +217,7 @@ func (f *APIField) Rule() string {
 // APIMessage is the message of the field's CEL rule (see Rule): the API server's
 // rejection of a value above the schema maximum, before any admission webhook runs,
 // names the limit and its source like the webhook's rejections do, e.g.
-// `must be at most 300000 (the API maximum, for every profile; limit cpu_ms; source: 000_6729543119e24b55.txt)`.
+// `must be at most 300000 (the API maximum, for every profile; limit cpu_ms; source: https://developers.cloudflare.com/workers/platform/limits/)`.
 // The error's field path and value come from the API server. "" when Rule is "".
 func (l Limit) APIMessage() string {
 	if l.API == nil || l.API.Rule() == "" {
@@ -223,7 +227,8 @@ func (l Limit) APIMessage() string {
 }
 
 // Cite returns the text an error message carries for this limit under profile p:
-// `profile "paid"; limit cpu_ms; source: 000_6729543119e24b55.txt` (SourceFor(p)).
+// `profile "paid"; limit cpu_ms; source: https://developers.cloudflare.com/workers/platform/limits/`
+// (SourceFor(p)).
 func (l Limit) Cite(p Profile) string {
 	return fmt.Sprintf("profile %q; limit %s; source: %s", p, l.Name, l.SourceFor(p))
 }
@@ -255,41 +260,41 @@ func per(free, paid, custom int64) map[Profile]int64 {
 // table is the documented table, in document order.
 var table = []Limit{
 	{Name: CPUMs, Description: "Maximum CPU time per invocation (HTTP request, DO request, workflow step); spec.limits.cpuMs may not exceed it.", Unit: Milliseconds,
-		Values: per(10, 300000, 300000), Source: Seed000, Provenance: Documented, Enforcement: Admission,
+		Values: per(10, 300000, 300000), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Admission,
 		How:     "admission caps spec.limits.cpuMs; at run time the pod's CPU limit bounds CPU, workerd has no per-request CPU limit",
-		History: "Free cannot set cpu_ms on Cloudflare (error 100328); the operator admits values up to 10 on Free. Paid maximum 300000 since 2025-03-25 (was 30000); seed 002 agrees.",
+		History: "Free cannot set cpu_ms on Cloudflare (error 100328); the operator admits values up to 10 on Free. Paid maximum 300000 since 2025-03-25 (was 30000).",
 		API:     &APIField{Kind: "Worker", Path: "spec.limits.cpuMs", Max: 300000}},
 	{Name: CPUMsDefault, Description: "CPU time per invocation when spec.limits.cpuMs is unset (the defaulter writes it).", Unit: Milliseconds,
-		Values: per(10, 30000, 30000), Source: Seed000, Provenance: Documented, Enforcement: Admission,
+		Values: per(10, 30000, 30000), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Admission,
 		How: "the defaulting webhook adds spec.limits.cpuMs with this value"},
 	{Name: Subrequests, Description: "Maximum subrequests per invocation; spec.limits.subrequests may not exceed it.", Unit: Count,
-		Values: per(50, 10000000, 10000000), Source: Seed000, Provenance: Documented, Enforcement: Admission,
+		Values: per(50, 10000000, 10000000), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Admission,
 		How:     "admission caps spec.limits.subrequests; counting at run time is not enforced (workerd's newSubrequest() is a no-op)",
 		History: "Free: 50 external and 1,000 to Cloudflare services; the operator cannot tell them apart and uses 50. Paid 1,000 until early 2026, then default 10,000 / max 10,000,000 (wrangler 4.62.0).",
 		API:     &APIField{Kind: "Worker", Path: "spec.limits.subrequests", Max: 10000000}},
 	{Name: SubrequestsDefault, Description: "Subrequests per invocation when spec.limits.subrequests is unset.", Unit: Count,
-		Values: per(50, 10000, 10000), Source: Seed000, Provenance: Documented, Enforcement: Admission,
+		Values: per(50, 10000, 10000), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Admission,
 		How: "the defaulting webhook adds spec.limits.subrequests with this value"},
 	{Name: SubrequestsInternal, Description: "Subrequests per invocation to Cloudflare services (KV, R2, D1...); on Paid the configured subrequests limit applies.", Unit: Count,
-		Values: per(1000, 10000000, 10000000), Source: Seed000, Provenance: Documented, Enforcement: NotEnforced,
+		Values: per(1000, 10000000, 10000000), Source: DocWorkersLimits, Provenance: Documented, Enforcement: NotEnforced,
 		How: "not enforced: there are no Cloudflare services behind a self-hosted workerd"},
 	{Name: MemoryMiB, Description: "Memory per isolate (JS heap + Wasm); spec.limits.memoryMiB may not exceed it.", Unit: MiB,
-		Values: per(128, 128, 4096), Source: Seed002, Provenance: Documented, Enforcement: Pod,
+		Values: per(128, 128, 4096), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Pod,
 		How:     "admission caps spec.limits.memoryMiB; the pod sets V8 --max-old-space-size and the container memory limit from it",
 		History: "Cloudflare documents 128 MB; the operator reads it as 128 MiB. Above 128 needs the custom profile (ceiling 4096, the CRD maximum).",
 		API:     &APIField{Kind: "Worker", Path: "spec.limits.memoryMiB", Max: 4096}},
 	{Name: MemoryMiBDefault, Description: "Memory per isolate when spec.limits.memoryMiB is unset.", Unit: MiB,
-		Values: same(128), Source: Seed002, Provenance: Documented, Enforcement: Pod,
+		Values: same(128), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Pod,
 		How: "the defaulting webhook adds spec.limits.memoryMiB; the pod enforces it as above"},
 	{Name: StartupMs, Description: "Startup time: parsing and executing the global scope.", Unit: Milliseconds,
-		Values: same(1000), Source: Seed002, Provenance: Documented, Enforcement: NotEnforced,
+		Values: same(1000), Source: DocWorkersLimits, Provenance: Documented, Enforcement: NotEnforced,
 		How:     "not enforced: workerd has no startup limit; a slow start shows as a late readiness probe",
 		History: "1 s since 2025-10-10; 400 ms before, 200 ms earlier."},
 	{Name: WaitUntilMs, Description: "How long ctx.waitUntil() work may run after the response is sent or the client disconnects.", Unit: Milliseconds,
-		Values: same(30000), Source: Seed002, Provenance: Documented, Enforcement: NotEnforced,
+		Values: same(30000), Source: DocWorkersContext, Provenance: Documented, Enforcement: NotEnforced,
 		How: "not enforced: workerd's limitDrain() never fires; a pod's termination grace period bounds drain on shutdown only"},
 	{Name: OutboundConnections, Description: "Simultaneous outbound connections waiting for response headers per invocation; the 7th waits.", Unit: Count,
-		Values: same(6), Source: Seed002, Provenance: Documented, Enforcement: NotEnforced,
+		Values: same(6), Source: DocWorkersLimits, Provenance: Documented, Enforcement: NotEnforced,
 		How: "not enforced: workerd does not queue outbound connections"},
 	{Name: EnvVars, Description: "Environment variables (text, json and secretKeyRef bindings) per Worker.", Unit: Count,
 		Values: per(64, 128, 128), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Admission,
@@ -316,29 +321,29 @@ var table = []Limit{
 		How:     "admission sums the inline modules' content and contentBase64 strings; without the check a larger Worker is refused by etcd after admission with 'rpc error: code = ResourceExhausted', which names no field",
 		History: "etcd's default request limit (--max-request-bytes) is 1.5 MiB; 1 MiB leaves the rest for the Worker's other fields and metadata. Measured against the envtest etcd: a 2 MiB inline source fails at etcd, a 4 MiB one at the API server's 3 MiB request-body limit. Client-side kubectl apply also copies the object into an annotation limited to 256 KiB: use kubectl apply --server-side for larger inline sources."},
 	{Name: CronCPUMsUnder1h, Description: "CPU time per Cron Trigger invocation when the schedule fires more often than hourly.", Unit: Milliseconds,
-		Values: per(10, 30000, 30000), Source: Seed002, Provenance: Documented, Enforcement: Pod,
+		Values: per(10, 30000, 30000), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Pod,
 		How: "the pod's CPU limit; there is no per-invocation CPU accounting in workerd"},
 	{Name: CronCPUMs1hOrMore, Description: "CPU time per Cron Trigger invocation when the schedule interval is 1 hour or more.", Unit: Milliseconds,
-		Values: per(10, 900000, 900000), Source: Seed002, Provenance: Documented, Enforcement: Pod,
+		Values: per(10, 900000, 900000), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Pod,
 		How: "the pod's CPU limit; there is no per-invocation CPU accounting in workerd"},
 	{Name: CronWallTimeMs, Description: "Wall time of one scheduled() invocation (also Queue consumers and DO alarms).", Unit: Milliseconds,
-		Values: same(15 * min), Source: Seed002, Provenance: Documented, Enforcement: Dispatcher,
+		Values: same(15 * min), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Dispatcher,
 		How: "the cron dispatcher cancels the trigger after it and records outcome exceededWallTime"},
 	{Name: CronExpressionChar, Description: "Length of one cron expression (CronSchedule and Workflow schedules).", Unit: Characters,
 		Values: same(256), Source: DocWorkflowsLimits, Provenance: Documented, Enforcement: Admission,
 		How: "the CRD schema (maxLength) and admission, which parses each expression"},
 	{Name: WorkflowSteps, Description: "Maximum steps per workflow instance (sleeps do not count); spec.limits.steps may not exceed it.", Unit: Count,
-		Values: per(1024, 25000, 25000), Source: Seed000, Provenance: Documented, Enforcement: Admission,
+		Values: per(1024, 25000, 25000), Source: DocWorkflowsLimits, Provenance: Documented, Enforcement: Admission,
 		How:     "admission caps spec.limits.steps; the sidecar's engine fails an instance at its limit",
 		History: "1,024 on all plans from 2025-01-15 until 2026-03-03; since then Paid default 10,000, up to 25,000.",
 		API:     &APIField{Kind: "Workflow", Path: "spec.limits.steps", Max: 25000}},
 	{Name: WorkflowStepsDefault, Description: "Steps per instance when spec.limits.steps is unset.", Unit: Count,
-		Values: per(1024, 10000, 10000), Source: Seed000, Provenance: Documented, Enforcement: Sidecar,
+		Values: per(1024, 10000, 10000), Source: DocWorkflowsLimits, Provenance: Documented, Enforcement: Sidecar,
 		How: "the defaulting webhook adds spec.limits.steps; the sidecar enforces it"},
 	{Name: WorkflowRunningInstances, Description: "Concurrently running instances (waiting instances do not count); spec.concurrency.limit may not exceed it.", Unit: Count,
-		Values: per(100, 10000, 10000), Source: Seed000, Provenance: Documented, Enforcement: Sidecar,
+		Values: per(100, 10000, 10000), Source: DocWorkflowsLimits, Provenance: Documented, Enforcement: Sidecar,
 		How:     "admission caps spec.concurrency.limit; the sidecar queues instances above it",
-		History: "Seed 000 says 10,000 (Paid, since 2025-10-28) and wins; the docs raised it to 50,000 on 2026-04-15. Free 100 (workflows limits page).",
+		History: "10,000 on Paid from 2025-10-28; the docs raised it to 50,000 on 2026-04-15. The operator keeps 10,000, the CRD maximum. Free 100.",
 		API:     &APIField{Kind: "Workflow", Path: "spec.concurrency.limit", Max: 10000}},
 	{Name: WorkflowStepResultBytes, Description: "Size of a step's non-stream result.", Unit: Bytes,
 		Values: same(1 * mib), Source: DocWorkflowsLimits, Provenance: Documented, Enforcement: Sidecar,
@@ -367,69 +372,69 @@ var table = []Limit{
 	{Name: WorkflowRetentionMs, Description: "Longest retention of finished instances (spec.retention.success / error).", Unit: Milliseconds,
 		Values: per(3*day, 30*day, 30*day), Source: DocWorkflowsLimits, Provenance: Documented, Enforcement: Admission,
 		How:     "admission caps spec.retention; the sidecar deletes finished instances after it",
-		History: "Default retention for Workflows created on or after 2026-09-10 is 7 days per the changelog; the API documents 30 days as the default (conflict §6.4, the operator keeps 30)."},
+		History: "Default retention for Workflows created on or after 2026-09-10 is 7 days per the changelog; the API documents 30 days as the default (the operator keeps 30)."},
 	{Name: WorkflowStepTimeoutMs, Description: "Timeout of one step attempt when the step config sets none (\"10 minutes\").", Unit: Milliseconds,
 		Values: same(10 * min), Source: DocWorkflowsAPI, Provenance: Documented, Enforcement: Sidecar,
 		How: "the defaulting webhook adds spec.defaults.timeout; the sidecar cancels an attempt after it"},
 	{Name: WorkflowRetryLimit, Description: "Retries of a failed step when the step config sets none.", Unit: Count,
 		Values: same(5), Source: DocWorkflowsAPI, Provenance: Documented, Enforcement: Sidecar,
 		How:     "the defaulting webhook adds spec.defaults.retries.limit; the sidecar retries up to it (attempts = limit + 1)",
-		History: "The docs example calls limit the total number of attempts; the engine counts retries after the first attempt (conflict §6.5; the operator follows the engine)."},
+		History: "The docs example calls limit the total number of attempts; the engine counts retries after the first attempt (the operator follows the engine)."},
 	{Name: WorkflowRetryDelayMs, Description: "Delay before the first retry when the step config sets none (\"10 seconds\", backoff exponential).", Unit: Milliseconds,
 		Values: same(10 * sec), Source: DocWorkflowsAPI, Provenance: Documented, Enforcement: Sidecar,
 		How:     "the defaulting webhook adds spec.defaults.retries.delay and backoff; the sidecar waits it",
 		History: "The local engine (workers-sdk) uses 1000 ms; the docs say 10000 ms and win."},
 	{Name: ChannelsPerObject, Description: "Durable channels per Durable Object instance.", Unit: Count,
-		Values: same(64), Source: Seed001, Provenance: Measured, Enforcement: Sidecar,
+		Values: same(64), Source: DocChannels, Provenance: Measured, Enforcement: Sidecar,
 		How: "admission caps spec.channels.maxChannels; the channels runtime refuses the 65th",
 		API: &APIField{Kind: "DurableObjectNamespace", Path: "spec.channels.maxChannels", Max: 64}},
 	{Name: SubscribersPerChannel, Description: "Subscribers per durable channel.", Unit: Count,
-		Values: same(256), Source: Seed001, Provenance: Measured, Enforcement: Sidecar,
+		Values: same(256), Source: DocChannels, Provenance: Measured, Enforcement: Sidecar,
 		How: "admission caps spec.channels.maxSubscribers; subscribe throws a catchable error at the limit",
 		API: &APIField{Kind: "DurableObjectNamespace", Path: "spec.channels.maxSubscribers", Max: 256}},
 	{Name: ChannelMessageBytes, Description: "Size of one channel message (UTF-8 bytes).", Unit: Bytes,
-		Values: same(64 * kib), Source: Seed001, Provenance: Measured, Enforcement: Sidecar,
+		Values: same(64 * kib), Source: DocChannels, Provenance: Measured, Enforcement: Sidecar,
 		How: "admission caps spec.channels.maxMessageBytes; publish rejects larger messages",
 		API: &APIField{Kind: "DurableObjectNamespace", Path: "spec.channels.maxMessageBytes", Max: 65536}},
 	{Name: ChannelBacklogBytes, Description: "Unread backlog per subscriber; over it the subscriber is disconnected.", Unit: Bytes,
-		Values: same(1 * mib), Source: Seed001, Provenance: Measured, Enforcement: Sidecar,
+		Values: same(1 * mib), Source: DocChannels, Provenance: Measured, Enforcement: Sidecar,
 		How: "admission caps spec.channels.maxBacklogBytes; the runtime disconnects the subscriber",
 		API: &APIField{Kind: "DurableObjectNamespace", Path: "spec.channels.maxBacklogBytes", Max: 1048576}},
 	{Name: DOChunkBytes, Description: "Storage and wire quantum (CHUNK_SIZE).", Unit: Bytes,
-		Values: same(64 * kib), Source: Seed003, Provenance: Measured, Enforcement: NotEnforced,
+		Values: same(64 * kib), Source: DocMeasured, Provenance: Measured, Enforcement: NotEnforced,
 		How: "not enforced: a sizing constant for application code"},
 	{Name: DOTxBlobBytes, Description: "Bytes one storage transaction may hold outstanding (MAX_TX_BLOB_BYTES).", Unit: Bytes,
-		Values: same(1 * mib), Source: Seed003, Provenance: Measured, Enforcement: NotEnforced,
+		Values: same(1 * mib), Source: DocMeasured, Provenance: Measured, Enforcement: NotEnforced,
 		How: "not enforced: Cloudflare resets the object over it; workerd's SQLite does not"},
 	{Name: DOTxLogicalRows, Description: "Rows in one storage transaction (MAX_TX_LOGICAL_ROWS).", Unit: Count,
-		Values: same(256), Source: Seed003, Provenance: Measured, Enforcement: NotEnforced,
+		Values: same(256), Source: DocMeasured, Provenance: Measured, Enforcement: NotEnforced,
 		How: "not enforced"},
 	{Name: DOTxSQLExecs, Description: "SQL execs in one storage transaction (MAX_TX_SQL_EXECS).", Unit: Count,
-		Values: same(64), Source: Seed003, Provenance: Measured, Enforcement: NotEnforced,
+		Values: same(64), Source: DocMeasured, Provenance: Measured, Enforcement: NotEnforced,
 		How: "not enforced"},
 	{Name: DOSQLRowBytes, Description: "Bytes per SQLite row, key included (SQLITE_MAX_ROW_BYTES).", Unit: Bytes,
-		Values: same(2000000), Source: Seed003, Provenance: Documented, Enforcement: Pod,
+		Values: same(2000000), Source: DocDOLimits, Provenance: Documented, Enforcement: Pod,
 		How:     "workerd's compiled-in SQLITE_LIMIT_LENGTH (4 MiB) in the pod; the 2 MB row bound itself is not enforced",
-		History: "Measured single-value ceiling 2,199,981 bytes (seed 003); docs 2 MB; workerd 4 MiB (conflict §6.2)."},
+		History: "Measured single-value ceiling 2,199,981 bytes (docs/benchmarks.md); docs 2 MB; workerd 4 MiB; the operator uses the documented 2 MB."},
 	{Name: DOSQLStatementBytes, Description: "SQL text per exec (SQLITE_MAX_STATEMENT_BYTES).", Unit: Bytes,
-		Values: same(100 * kib), Source: Seed003, Provenance: Documented, Enforcement: Pod,
+		Values: same(100 * kib), Source: DocDOLimits, Provenance: Documented, Enforcement: Pod,
 		How:     "workerd's compiled-in SQLITE_LIMIT_SQL_LENGTH (100000) in the pod",
-		History: "Seed 003 says 100 KiB; workerd sets 100,000 bytes."},
+		History: "The docs say 100 KB, read as 100 KiB; workerd sets 100,000 bytes."},
 	{Name: DOSQLBoundParameters, Description: "Bound parameters per SQL statement (101 fail).", Unit: Count,
-		Values: same(100), Source: Seed003, Provenance: Documented, Enforcement: Pod,
+		Values: same(100), Source: DocDOLimits, Provenance: Documented, Enforcement: Pod,
 		How: "workerd's compiled-in SQLITE_LIMIT_VARIABLE_NUMBER in the pod"},
 	{Name: DOStorageBytes, Description: "Storage per Durable Object (10 GB, decimal).", Unit: Bytes,
-		Values: same(10000000000), Source: Seed003, Provenance: Documented, Enforcement: NotEnforced,
+		Values: same(10000000000), Source: DocDOLimits, Provenance: Documented, Enforcement: NotEnforced,
 		How:     "not enforced per object; the shard's volume size (spec.storage) bounds all objects of a shard",
-		History: "The DO FAQ says 1 GB on Free (conflict §6.3); the operator uses 10 GB."},
+		History: "The DO FAQ says 1 GB on Free; the operator uses 10 GB."},
 	{Name: DOBlockConcurrencyMs, Description: "How long a blockConcurrencyWhile() callback may run before the object is reset.", Unit: Milliseconds,
-		Values: same(30000), Source: Seed003, Provenance: Measured, Enforcement: NotEnforced,
+		Values: same(30000), Source: DocMeasured, Provenance: Measured, Enforcement: NotEnforced,
 		How: "not enforced: workerd does not reset objects on a timer"},
 	{Name: DOWebSocketAttachmentByte, Description: "Serialized bytes per hibernatable WebSocket attachment.", Unit: Bytes,
-		Values: same(16 * kib), Source: Seed003, Provenance: Measured, Enforcement: Pod,
+		Values: same(16 * kib), Source: DocMeasured, Provenance: Measured, Enforcement: Pod,
 		How: "workerd enforces it (serializeAttachment throws) in the pod"},
 	{Name: DORPCSafePayloadBytes, Description: "Bytes to send in one RPC value, under the platform's 32 MiB.", Unit: Bytes,
-		Values: same(28 * mib), Source: Seed003, Provenance: Measured, Enforcement: NotEnforced,
+		Values: same(28 * mib), Source: DocMeasured, Provenance: Measured, Enforcement: NotEnforced,
 		How: "not enforced: a safety envelope for application code (workerd's own limit is 32 MiB)"},
 }
 

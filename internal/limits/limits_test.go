@@ -15,8 +15,8 @@ import (
 )
 
 // TestTableRows checks every row is complete: three profile values, a unit, a source
-// that exists (seed file in ../shared/seeds, or Cloudflare's or etcd's documentation), a provenance and an
-// enforcement from the allowed sets, and a "how".
+// a user can open (Cloudflare's or etcd's documentation, or a document in docs/ of this
+// repository), a provenance and an enforcement from the allowed sets, and a "how".
 func TestTableRows(t *testing.T) {
 	enf := map[limits.Enforcement]bool{limits.Admission: true, limits.Sidecar: true, limits.Pod: true, limits.Dispatcher: true, limits.NotEnforced: true}
 	for _, l := range limits.All() {
@@ -42,14 +42,29 @@ func TestTableRows(t *testing.T) {
 			switch {
 			case strings.HasPrefix(l.Source, "https://developers.cloudflare.com/"):
 			case strings.HasPrefix(l.Source, "https://etcd.io/docs/"): // limits of the platform the operator runs on
-			default:
-				if _, err := os.Stat(testenv.SharedFile(t, "seeds", l.Source)); err != nil {
-					t.Errorf("source %q is neither a Cloudflare or etcd docs URL nor a seed file: %v", l.Source, err)
+			case strings.HasPrefix(l.Source, "docs/") && strings.HasSuffix(l.Source, ".md"):
+				root, err := testenv.RepoRoot()
+				if err != nil {
+					t.Fatal(err)
 				}
+				if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(l.Source))); err != nil {
+					t.Errorf("source %q: %v", l.Source, err)
+				}
+			default:
+				t.Errorf("source %q is neither a Cloudflare or etcd docs URL nor a document in docs/", l.Source)
 			}
 		})
 	}
 }
+
+// The seed files TestSeedValues reads from the shared reference directory: the texts
+// the table's values were first taken from (the table cites public pages instead).
+const (
+	seed000 = "000_6729543119e24b55.txt" // Workflows limits (Japanese)
+	seed001 = "001_985dc923bea8d3ea.txt" // durable channels (classical Chinese)
+	seed002 = "002_eda56ce4b9803877.txt" // request lifecycle and limits (Chinese)
+	seed003 = "003_ddfdaca72897acfb.txt" // Durable Object constants (English)
+)
 
 // TestSeedValues checks the values taken from seeds against the seed text read at test
 // time: each row names the limit, the profile, and the text in the seed that states it.
@@ -61,39 +76,39 @@ func TestSeedValues(t *testing.T) {
 		seed    string
 		text    string // as the seed writes the value
 	}{
-		{limits.CPUMs, limits.Paid, 300000, limits.Seed000, `"cpu_ms": 300000`},
-		{limits.CPUMs, limits.Paid, 300000, limits.Seed002, "最多配置到 5 分钟（300000）"},
-		{limits.CPUMs, limits.Free, 10, limits.Seed002, "HTTP 请求 CPU 时间：Free 10 ms"},
-		{limits.CPUMsDefault, limits.Paid, 30000, limits.Seed000, "最大 CPU 時間は 30 秒"},
-		{limits.Subrequests, limits.Paid, 10000000, limits.Seed000, `"subrequests": 10000000`},
-		{limits.SubrequestsDefault, limits.Paid, 10000, limits.Seed000, "Workers Paid プランで 10,000"},
-		{limits.Subrequests, limits.Free, 50, limits.Seed000, "外部サブリクエスト 50"},
-		{limits.SubrequestsInternal, limits.Free, 1000, limits.Seed000, "Cloudflare サービスへのサブリクエスト 1,000"},
-		{limits.MemoryMiB, limits.Paid, 128, limits.Seed002, "每 isolate 内存 128 MB"},
-		{limits.StartupMs, limits.Paid, 1000, limits.Seed002, "Startup 1 秒"},
-		{limits.WaitUntilMs, limits.Paid, 30000, limits.Seed002, "waitUntil 响应后最多 30 秒"},
-		{limits.OutboundConnections, limits.Paid, 6, limits.Seed002, "外发连接 6 个"},
-		{limits.CronCPUMsUnder1h, limits.Paid, 30000, limits.Seed002, "Paid 30 秒（间隔小于 1 小时）"},
-		{limits.CronCPUMs1hOrMore, limits.Paid, 900000, limits.Seed002, "15 分钟（间隔 1 小时及以上）"},
-		{limits.CronWallTimeMs, limits.Paid, 900000, limits.Seed002, "Cron、Queue 消费者、DO alarm 为 15 分钟"},
-		{limits.WorkflowStepsDefault, limits.Paid, 10000, limits.Seed000, "デフォルトで 10,000 ステップ"},
-		{limits.WorkflowSteps, limits.Paid, 25000, limits.Seed000, "最大 25,000 ステップ"},
-		{limits.WorkflowRunningInstances, limits.Paid, 10000, limits.Seed000, "同時インスタンス 10,000"},
-		{limits.ChannelsPerObject, limits.Paid, 64, limits.Seed001, "每实例至多六十四频道"},
-		{limits.SubscribersPerChannel, limits.Paid, 256, limits.Seed001, "每频道至多二百五十六读者"},
-		{limits.ChannelMessageBytes, limits.Paid, 65536, limits.Seed001, "单块六十四 KiB"},
-		{limits.ChannelBacklogBytes, limits.Paid, 1 << 20, limits.Seed001, "每读者积压一 MiB"},
-		{limits.DOChunkBytes, limits.Paid, 65536, limits.Seed003, "CHUNK_SIZE | 65,536"},
-		{limits.DOTxBlobBytes, limits.Paid, 1 << 20, limits.Seed003, "MAX_TX_BLOB_BYTES | 1 MiB"},
-		{limits.DOTxLogicalRows, limits.Paid, 256, limits.Seed003, "MAX_TX_LOGICAL_ROWS / MAX_TX_SQL_EXECS | 256 / 64"},
-		{limits.DOTxSQLExecs, limits.Paid, 64, limits.Seed003, "MAX_TX_LOGICAL_ROWS / MAX_TX_SQL_EXECS | 256 / 64"},
-		{limits.DOSQLRowBytes, limits.Paid, 2000000, limits.Seed003, "SQLITE_MAX_ROW_BYTES | 2,000,000"},
-		{limits.DOSQLStatementBytes, limits.Paid, 100 * 1024, limits.Seed003, "SQLITE_MAX_STATEMENT_BYTES | 100 KiB"},
-		{limits.DOSQLBoundParameters, limits.Paid, 100, limits.Seed003, "SQL_MAX_BOUND_PARAMETERS | 100"},
-		{limits.DOStorageBytes, limits.Paid, 10000000000, limits.Seed003, "DO_STORAGE_LIMIT_BYTES | 10,000,000,000"},
-		{limits.DOBlockConcurrencyMs, limits.Paid, 30000, limits.Seed003, "BLOCK_CONCURRENCY_CANCEL_MS | 30,000"},
-		{limits.DOWebSocketAttachmentByte, limits.Paid, 16384, limits.Seed003, "WS_ATTACHMENT_LIMIT_BYTES | 16,384"},
-		{limits.DORPCSafePayloadBytes, limits.Paid, 28 << 20, limits.Seed003, "MAX_RPC_SAFE_PAYLOAD_BYTES | 28 MiB"},
+		{limits.CPUMs, limits.Paid, 300000, seed000, `"cpu_ms": 300000`},
+		{limits.CPUMs, limits.Paid, 300000, seed002, "最多配置到 5 分钟（300000）"},
+		{limits.CPUMs, limits.Free, 10, seed002, "HTTP 请求 CPU 时间：Free 10 ms"},
+		{limits.CPUMsDefault, limits.Paid, 30000, seed000, "最大 CPU 時間は 30 秒"},
+		{limits.Subrequests, limits.Paid, 10000000, seed000, `"subrequests": 10000000`},
+		{limits.SubrequestsDefault, limits.Paid, 10000, seed000, "Workers Paid プランで 10,000"},
+		{limits.Subrequests, limits.Free, 50, seed000, "外部サブリクエスト 50"},
+		{limits.SubrequestsInternal, limits.Free, 1000, seed000, "Cloudflare サービスへのサブリクエスト 1,000"},
+		{limits.MemoryMiB, limits.Paid, 128, seed002, "每 isolate 内存 128 MB"},
+		{limits.StartupMs, limits.Paid, 1000, seed002, "Startup 1 秒"},
+		{limits.WaitUntilMs, limits.Paid, 30000, seed002, "waitUntil 响应后最多 30 秒"},
+		{limits.OutboundConnections, limits.Paid, 6, seed002, "外发连接 6 个"},
+		{limits.CronCPUMsUnder1h, limits.Paid, 30000, seed002, "Paid 30 秒（间隔小于 1 小时）"},
+		{limits.CronCPUMs1hOrMore, limits.Paid, 900000, seed002, "15 分钟（间隔 1 小时及以上）"},
+		{limits.CronWallTimeMs, limits.Paid, 900000, seed002, "Cron、Queue 消费者、DO alarm 为 15 分钟"},
+		{limits.WorkflowStepsDefault, limits.Paid, 10000, seed000, "デフォルトで 10,000 ステップ"},
+		{limits.WorkflowSteps, limits.Paid, 25000, seed000, "最大 25,000 ステップ"},
+		{limits.WorkflowRunningInstances, limits.Paid, 10000, seed000, "同時インスタンス 10,000"},
+		{limits.ChannelsPerObject, limits.Paid, 64, seed001, "每实例至多六十四频道"},
+		{limits.SubscribersPerChannel, limits.Paid, 256, seed001, "每频道至多二百五十六读者"},
+		{limits.ChannelMessageBytes, limits.Paid, 65536, seed001, "单块六十四 KiB"},
+		{limits.ChannelBacklogBytes, limits.Paid, 1 << 20, seed001, "每读者积压一 MiB"},
+		{limits.DOChunkBytes, limits.Paid, 65536, seed003, "CHUNK_SIZE | 65,536"},
+		{limits.DOTxBlobBytes, limits.Paid, 1 << 20, seed003, "MAX_TX_BLOB_BYTES | 1 MiB"},
+		{limits.DOTxLogicalRows, limits.Paid, 256, seed003, "MAX_TX_LOGICAL_ROWS / MAX_TX_SQL_EXECS | 256 / 64"},
+		{limits.DOTxSQLExecs, limits.Paid, 64, seed003, "MAX_TX_LOGICAL_ROWS / MAX_TX_SQL_EXECS | 256 / 64"},
+		{limits.DOSQLRowBytes, limits.Paid, 2000000, seed003, "SQLITE_MAX_ROW_BYTES | 2,000,000"},
+		{limits.DOSQLStatementBytes, limits.Paid, 100 * 1024, seed003, "SQLITE_MAX_STATEMENT_BYTES | 100 KiB"},
+		{limits.DOSQLBoundParameters, limits.Paid, 100, seed003, "SQL_MAX_BOUND_PARAMETERS | 100"},
+		{limits.DOStorageBytes, limits.Paid, 10000000000, seed003, "DO_STORAGE_LIMIT_BYTES | 10,000,000,000"},
+		{limits.DOBlockConcurrencyMs, limits.Paid, 30000, seed003, "BLOCK_CONCURRENCY_CANCEL_MS | 30,000"},
+		{limits.DOWebSocketAttachmentByte, limits.Paid, 16384, seed003, "WS_ATTACHMENT_LIMIT_BYTES | 16,384"},
+		{limits.DORPCSafePayloadBytes, limits.Paid, 28 << 20, seed003, "MAX_RPC_SAFE_PAYLOAD_BYTES | 28 MiB"},
 	}
 	seeds := map[string]string{}
 	for _, c := range cases {

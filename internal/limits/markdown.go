@@ -17,8 +17,9 @@ func Markdown() []byte {
 	b.WriteString("Every platform limit the operator reproduces, per profile. `paid` is the default profile; ")
 	b.WriteString("`custom` shows the default ceilings, which the operator may change with a custom-ceilings file ")
 	b.WriteString("(a YAML object of limit name to value, `limits.LoadCustomFile`).\n\n")
-	b.WriteString("Sources are the seed files of `../shared/seeds/` or Cloudflare's public documentation. ")
-	b.WriteString("Where the documentation changed over time, the seed's value wins and the history column says what changed. ")
+	b.WriteString("Sources are Cloudflare's public documentation pages, or a document in this repository: ")
+	b.WriteString("the channel contract (channels.md) and the constants measured on Cloudflare (benchmarks.md). ")
+	b.WriteString("Where the documentation changed over time, the history column says what changed and which value the operator uses. ")
 	b.WriteString("Enforcement says which part of the product enforces the limit: `admission` (the webhook rejects spec values over it), ")
 	b.WriteString("`sidecar`, `pod` (V8 heap flag, container limits, or a limit compiled into workerd), `dispatcher` (the cron dispatcher), ")
 	b.WriteString("or `not enforced` — open-source workerd enforces almost none of these itself.\n\n")
@@ -50,7 +51,8 @@ func source(s string) string {
 	if strings.HasPrefix(s, "http") {
 		return "<" + s + ">"
 	}
-	return "seed `" + s + "`"
+	// A document of this repository: docs/limits.md links it relative to docs/.
+	return "[" + s + "](" + strings.TrimPrefix(s, "docs/") + ")"
 }
 
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

@@ -1,5 +1,5 @@
-// channels.js: the durable-channels client for Durable Object code (seed 001, Durable
-// Channel contract 0.1.0; DESIGN.md §6; docs/channels.md).
+// channels.js: the durable-channels client for Durable Object code (durable channel
+// contract 0.1.0, docs/channels.md).
 //
 // Given to Durable Object code as a `wrapped` binding (name from
 // DurableObjectNamespace.spec.channels.binding, default CHANNELS): this file is the

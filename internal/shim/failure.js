@@ -3,8 +3,8 @@
 // internal/failure/testdata/vectors.json, and internal/failure's tests run this module
 // inside the pinned workerd and compare it with Go on every vector. Change both together.
 //
-// Taxonomy: seed 003 (classifyDoCall classes, classifyError causes) plus startup_error
-// and config_error for workerd's `service <name>: ...` lines (workerd-facts.md §6).
+// Taxonomy: the Durable Object call classes and failure causes of docs/failures.md, plus
+// startup_error and config_error for workerd's `service <name>: ...` lines.
 // docs/failures.md says what produces each cause and what the operator does about it.
 //
 // Exports:
@@ -13,7 +13,7 @@
 //                               "permanent"; "" for null/undefined (no failure).
 //   isRetryable(cls)         -> boolean: true only for the four transient classes;
 //                               never for "overloaded" or "permanent".
-//   classifyError(err)       -> cause string (seed 003 causes) from the messages of err's
+//   classifyError(err)       -> cause string (docs/failures.md) from the messages of err's
 //                               cause chain; a string is classified as a message.
 //   classifyMessage(msg)     -> cause string from one message or log line.
 //   classifyTermination(t)   -> cause string from {exitCode, signal, reason, message,
@@ -243,7 +243,7 @@ export function backoff(n, baseMs, maxMs) {
   return Math.min(baseMs * 2 ** (n - 1), maxMs);
 }
 
-// callWithRetry: seed 003's retry loop with the operator's defaults (3 attempts,
+// callWithRetry: a retry loop over classifyCall with the operator's defaults (3 attempts,
 // 100 ms then 200 ms, 10 s cap). Mirrors Retry in internal/failure/retry.go. Throws a
 // RangeError naming the option when attempts < 1, baseMs < 0 or maxMs < baseMs.
 export async function callWithRetry(call, { attempts = 3, baseMs = 100, maxMs = 10000 } = {}) {

@@ -2,7 +2,7 @@
 // a Durable Object shard pod. The routers of other pods (router.js) reach it through an
 // `external` service with capnpConnectHost, so its methods are real JS RPC.
 //
-// Bindings (internal/workerdconfig/durableobjects.go): NS (the namespace hosted by this
+// Bindings (rendered by internal/render): NS (the namespace hosted by this
 // pod, the user's class with localDisk storage), CONFIG (JSON {namespace, shards}),
 // POD_NAME ("<statefulset>-<ordinal>", from the downward API; the ordinal is this
 // pod's shard).

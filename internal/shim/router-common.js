@@ -1,9 +1,9 @@
 // router-common.js: what the Durable Object router (router.js) and the shard gateway
 // (gateway.js) share. Loaded as the extension module "workerd-operator:router-common".
 //
-// Which shard owns an id: the JavaScript twin of internal/workerdconfig/jumphash.go (Go);
-// both are pinned by the shared vectors in
-// internal/workerdconfig/testdata/do/jumphash-vectors.json, run in the pinned workerd.
+// Which shard owns an id: the JavaScript twin of the Go jump hash in internal/render;
+// both are pinned by the vectors in internal/render/testdata/do/jumphash-vectors.json,
+// run in the pinned workerd.
 //
 // What crosses shards: JS RPC arguments and results go between workerd processes over
 // Cap'n Proto (capnpConnectHost); the router only sends structured-clone data (null,

@@ -1,8 +1,8 @@
 // router.js: the Durable Object namespace binding every pod of the fleet gets (Worker
 // pods and shard pods), as a workerd `wrapped` binding (extension module
-// "workerd-operator:router", entrypoint default). DESIGN.md §5, issue 7.
+// "workerd-operator:router", entrypoint default). docs/durable-objects.md.
 //
-// Inner bindings (rendered by internal/workerdconfig/durableobjects.go):
+// Inner bindings (rendered by internal/render):
 //   NS        a real durableObjectNamespace binding with the namespace's uniqueKey. On a
 //             shard pod of this namespace it is the hosted class; elsewhere it is a class
 //             that hosts nothing and only mints ids (ids agree everywhere: they derive

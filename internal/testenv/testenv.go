@@ -16,8 +16,10 @@ const (
 	KubernetesVersion = podcontract.KubernetesVersion
 )
 
-// SharedDir returns the shared sources of truth: WORKERD_OPERATOR_SHARED, else
-// ../shared next to the repository (where CI has it too).
+// SharedDir returns the directory of reference texts that a few tests compare the
+// product against (the texts its limit values, cron dialect cases and channel limits
+// were taken from): WORKERD_OPERATOR_SHARED, else ../shared next to the repository
+// (where CI has it too). Only tests read it; nothing the product ships refers to it.
 func SharedDir(t testing.TB) string {
 	t.Helper()
 	if d := os.Getenv("WORKERD_OPERATOR_SHARED"); d != "" {

@@ -15,15 +15,16 @@
 // DurableObjectNamespace's shards until resharding exists. Every rejection names the
 // field, the value, the limit, the profile and the source, e.g.
 //
-//	spec.limits.cpuMs: Invalid value: 300001: must be at most 300000 ms
-//	(profile "paid"; limit cpu_ms; source: 000_6729543119e24b55.txt)
+//	spec.limits.cpuMs: Invalid value: 300001: must be at most 300000 ms (profile
+//	"paid"; limit cpu_ms; source: https://developers.cloudflare.com/workers/platform/limits/)
 //
 // A value above the CRD schema's maximum never reaches the webhook: the API server
 // rejects it first. Those fields also carry a CEL rule whose message is the limit
 // table's (limits.Limit.APIMessage), so that rejection names the limit and source too:
 //
 //	spec.limits.cpuMs: Invalid value: 300001: must be at most 300000 (the API
-//	maximum, for every profile; limit cpu_ms; source: 000_6729543119e24b55.txt)
+//	maximum, for every profile; limit cpu_ms; source:
+//	https://developers.cloudflare.com/workers/platform/limits/)
 //
 // The one exception is spec.bindings over its 128 items: the API server skips CEL
 // rules on a list over its maxItems, so only its "Too many: 129" error is shown.

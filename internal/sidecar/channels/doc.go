@@ -1,5 +1,5 @@
-// Package channels is the durable-channel registry of the sidecar (seed 001, Durable
-// Channel contract 0.1.0; DESIGN.md §6) and its HTTP API (docs/channels.md).
+// Package channels is the durable-channel registry of the sidecar (durable channel
+// contract 0.1.0) and its HTTP API; docs/channels.md is the contract.
 //
 // One registry per Durable Object instance (Key: namespace + object id) holds up to
 // Limits.MaxChannels channels of up to Limits.MaxSubscribers subscribers each. Publish is

@@ -18,11 +18,11 @@ const (
 	CodeInvalidChannelName Code = "INVALID_CHANNEL_NAME"
 	// CodeInvalidMessage: a message that is not valid UTF-8 text.
 	CodeInvalidMessage Code = "INVALID_MESSAGE"
-	// CodeMessageTooLarge: a message over Limits.MaxMessageBytes (64 KiB, seed 001).
+	// CodeMessageTooLarge: a message over Limits.MaxMessageBytes (64 KiB, docs/channels.md).
 	CodeMessageTooLarge Code = "MESSAGE_TOO_LARGE"
-	// CodeChannelLimit: subscribing would open channel MaxChannels+1 (64, seed 001).
+	// CodeChannelLimit: subscribing would open channel MaxChannels+1 (64, docs/channels.md).
 	CodeChannelLimit Code = "CHANNEL_LIMIT"
-	// CodeSubscriberLimit: subscribing would add subscriber MaxSubscribers+1 (256, seed 001).
+	// CodeSubscriberLimit: subscribing would add subscriber MaxSubscribers+1 (256, docs/channels.md).
 	CodeSubscriberLimit Code = "SUBSCRIBER_LIMIT"
 	// CodeUnknownHandle: a handle this registry never issued (or malformed).
 	CodeUnknownHandle Code = "UNKNOWN_HANDLE"
@@ -43,7 +43,7 @@ type Error struct {
 	Message string `json:"message"`
 	// Limit is the value of the limit that was hit (bytes or count), 0 when not a limit.
 	Limit int64 `json:"limit,omitempty"`
-	// Source names where the limit's value comes from (seed file or spec field).
+	// Source names where the limit's value comes from (a document, a documentation URL or a spec field).
 	Source string `json:"source,omitempty"`
 	Status int    `json:"-"`
 }

@@ -76,7 +76,7 @@ func Handler(m *Manager) http.Handler {
 		ms := *req.TimeoutMs
 		if ms < 0 || ms > float64(m.Limits().MaxWait.Milliseconds()) || ms != ms {
 			e := newError(http.StatusBadRequest, CodeInvalidArgument, "timeoutMs must be 0..%d (maxWait), got %v", m.Limits().MaxWait.Milliseconds(), ms)
-			e.Limit, e.Source = m.Limits().MaxWait.Milliseconds(), "project decision: the seed's longest request wall time (15 min)"
+			e.Limit, e.Source = m.Limits().MaxWait.Milliseconds(), maxWaitSource
 			writeError(w, e)
 			return
 		}

@@ -7,12 +7,16 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 )
 
-// SeedSource names the seed behind the channel limits (for messages about ceilings).
-const SeedSource = "seed 001 (Durable Channel contract 0.1.0), DESIGN.md §6"
+// ContractSource names the document the channel limits come from (for messages about
+// ceilings): the durable channel contract 0.1.0.
+const ContractSource = limits.DocChannels + " (durable channel contract 0.1.0)"
+
+// maxWaitSource is the Source of an error about a wait timeout over Limits.MaxWait.
+const maxWaitSource = "project decision, docs/channels.md: the longest wall time of a Workers invocation (15 min)"
 
 // Limits are the per-object-instance channel limits. Defaults come from the limit profile
 // (internal/limits: channels_per_object, subscribers_per_channel, channel_message_bytes,
-// channel_backlog_bytes; the seed's values); a DurableObjectNamespace may lower them
+// channel_backlog_bytes; docs/channels.md); a DurableObjectNamespace may lower them
 // (spec.channels.max*, passed as sidecar flags), never raise them.
 type Limits struct {
 	// MaxChannels is the number of open channels per object instance (64).
@@ -26,10 +30,10 @@ type Limits struct {
 	// that would exceed it disconnects that subscriber only.
 	MaxBacklogBytes int
 	// MaxChannelNameBytes is the length of a channel name in UTF-8 bytes (256; a project
-	// decision: the seed names no limit).
+	// decision: the channel contract names no limit).
 	MaxChannelNameBytes int
-	// MaxWait is the longest wait timeout accepted (15 min, the seed's longest request
-	// wall time with an execution config).
+	// MaxWait is the longest wait timeout accepted (15 min, the longest wall time of a
+	// Workers invocation, limit cron_wall_time_ms).
 	MaxWait time.Duration
 	// Profile is the limit profile the values (or their ceilings) come from.
 	Profile limits.Profile
@@ -85,7 +89,7 @@ func (l Limits) Validate() error {
 	d := LimitsFor(p)
 	check := func(name string, v, max int) error {
 		if v < 1 || v > max {
-			return fmt.Errorf("channels: limit %s = %d is outside 1..%d (ceiling from profile %q, %s)", name, v, max, p, SeedSource)
+			return fmt.Errorf("channels: limit %s = %d is outside 1..%d (ceiling from profile %q, %s)", name, v, max, p, ContractSource)
 		}
 		return nil
 	}
@@ -113,7 +117,7 @@ func (l Limits) Validate() error {
 }
 
 // BacklogReason is the disconnect reason for a subscriber over maxBacklog bytes: exactly
-// "subscription backlog exceeded 1 MiB" for the default (DESIGN.md §6).
+// "subscription backlog exceeded 1 MiB" for the default (docs/channels.md).
 func BacklogReason(maxBacklog int) string {
 	return "subscription backlog exceeded " + humanBytes(maxBacklog)
 }

@@ -23,7 +23,7 @@ import (
 // DefaultLease is how long a subscription lives without a wait: every wait (while it is
 // pending, and for Lease after it returns) and the subscribe itself renew it. A
 // subscription whose request ended without unsubscribing is collected when its lease
-// lapses, so the channel quota never leaks (the seed's host leaked it).
+// lapses, so the channel quota never leaks.
 const DefaultLease = 30 * time.Second
 
 // Outcome kinds of Wait.
@@ -497,7 +497,7 @@ func (m *Manager) resolve(k Key, handle string) (*registry, uint64, *Error) {
 func (m *Manager) Wait(ctx context.Context, k Key, handle string, timeout time.Duration) (Outcome, error) {
 	if timeout < 0 || timeout > m.limits.MaxWait {
 		e := newError(http.StatusBadRequest, CodeInvalidArgument, "timeoutMs must be 0..%d (maxWait), got %d", m.limits.MaxWait.Milliseconds(), timeout.Milliseconds())
-		e.Limit, e.Source = m.limits.MaxWait.Milliseconds(), "project decision: the seed's longest request wall time (15 min)"
+		e.Limit, e.Source = m.limits.MaxWait.Milliseconds(), maxWaitSource
 		return Outcome{}, e
 	}
 	r, id, err := m.resolve(k, handle)
@@ -646,7 +646,7 @@ func (m *Manager) janitor() {
 }
 
 // newInstanceToken returns the first 13 characters of a random (version 4) UUID,
-// "xxxxxxxx-xxxx" (DESIGN.md §6).
+// "xxxxxxxx-xxxx" (docs/channels.md).
 func newInstanceToken() string {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {

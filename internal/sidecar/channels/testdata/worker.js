@@ -1,6 +1,6 @@
 // Test worker for internal/sidecar/channels: a Durable Object (Obj) that drives the durable
 // channels client (env.CHANNELS, internal/shim/channels.js) one operation per request, and
-// the seed's composite example (Conn: /connect SSE, /dispatch, /chunk).
+// the contract's composite example (Conn: /connect SSE, /dispatch, /chunk).
 //   POST /o/<object name>/<op>   JSON body → JSON result, or {"error":{...}} (caught in the DO)
 //   GET  /c/<object name>/connect?heartbeatMs=N, POST /c/<name>/dispatch, POST /c/<name>/chunk
 //   POST /outside/<op>           the client used outside a Durable Object
@@ -111,7 +111,7 @@ export class Obj extends DurableObject {
       case "count":
         return { subscribers: await ch.subscriberCount(b.channel) };
       case "produce": {
-        // Write the item to state, then publish it (the seed's subscribe-then-read window).
+        // Write the item to state, then publish it (the contract's subscribe-then-read window).
         for (let i = b.from; i < b.from + b.count; i++) {
           const items = (await this.ctx.storage.get("items")) || [];
           items.push(String(i));
@@ -144,7 +144,7 @@ export class Obj extends DurableObject {
   }
 }
 
-// Conn: the seed's composite example (a provider connection). GET /connect streams
+// Conn: the contract's composite example (a provider connection). GET /connect streams
 // server-sent events: "event: message" per channel message, ": heartbeat" comments on each
 // wait timeout, and "event: end" with the reason when the connection is replaced by a newer
 // /connect (which closes the channel with that reason). POST /dispatch and /chunk publish.
