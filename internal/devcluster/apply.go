@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
 // FleetGroup is the API group whose kinds Apply's callers wait on (condition Ready=True).
@@ -245,7 +247,7 @@ func (c *Cluster) ServiceURLs(ctx context.Context) ([]URL, error) {
 	var out []URL
 	for _, s := range svcs.Items {
 		// A Worker's rpc Service (port "rpc") speaks Cap'n Proto to other Workers, not HTTP to people.
-		if s.Namespace == "kube-system" || len(s.Spec.Selector) == 0 || s.Spec.ClusterIP == corev1.ClusterIPNone || len(s.Spec.Ports) == 0 || s.Spec.Ports[0].Name == "rpc" {
+		if s.Namespace == "kube-system" || len(s.Spec.Selector) == 0 || s.Spec.ClusterIP == corev1.ClusterIPNone || len(s.Spec.Ports) == 0 || s.Spec.Ports[0].Name == podcontract.RPCPortName {
 			continue
 		}
 		u, err := c.ServiceURL(ctx, s.Namespace, s.Name, 0)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -156,9 +157,9 @@ func (r *podRun) httpProbe(ctx context.Context, cr *ctrRun, g *corev1.HTTPGetAct
 	if err != nil {
 		return false, err.Error()
 	}
-	scheme := "http"
+	scheme := strings.ToLower(string(corev1.URISchemeHTTP))
 	if g.Scheme == corev1.URISchemeHTTPS {
-		scheme = "https"
+		scheme = strings.ToLower(string(corev1.URISchemeHTTPS))
 	}
 	url := fmt.Sprintf("%s://%s%s", scheme, net.JoinHostPort(host, strconv.Itoa(port)), g.Path)
 	pctx, cancel := context.WithTimeout(ctx, timeout)

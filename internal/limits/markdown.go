@@ -48,7 +48,7 @@ func Markdown() []byte {
 }
 
 func source(s string) string {
-	if strings.HasPrefix(s, "http") {
+	if strings.HasPrefix(s, "https://") {
 		return "<" + s + ">"
 	}
 	// A document of this repository: docs/limits.md links it relative to docs/.

@@ -93,6 +93,9 @@ const (
 const (
 	WorkerdContainer = "workerd"
 	SidecarContainer = "sidecar"
+	// SidecarCommand is the subcommand of the operator's binary the sidecar container
+	// runs (its first argument).
+	SidecarCommand = "sidecar"
 	// RunAsUser is distroless's "nonroot" user.
 	RunAsUser = 65532
 )
