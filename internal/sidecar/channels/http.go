@@ -27,103 +27,123 @@ const maxBodyBytes = 6*(64<<10) + 4096
 //
 // Errors are {"error":{"code","message","limit","source"}} with a 4xx/5xx status.
 func Handler(m *Manager) http.Handler {
+	a := httpAPI{m}
 	mux := http.NewServeMux()
 	const obj = "/channels/v1/objects/{namespace}/{object}/"
-	mux.HandleFunc("GET /channels/v1/info", func(w http.ResponseWriter, r *http.Request) {
-		l := m.Limits()
-		writeJSON(w, http.StatusOK, map[string]any{
-			"contract": "0.1.0", "bootId": m.BootID(), "leaseMs": m.Lease().Milliseconds(),
-			"limits": map[string]any{
-				"maxChannels": l.MaxChannels, "maxSubscribers": l.MaxSubscribers, "maxMessageBytes": l.MaxMessageBytes,
-				"maxBacklogBytes": l.MaxBacklogBytes, "maxChannelNameBytes": l.MaxChannelNameBytes,
-				"maxWaitMs": l.MaxWait.Milliseconds(), "profile": l.Profile, "loweredBy": l.Source,
-			},
-		})
-	})
-	mux.HandleFunc("POST "+obj+"subscribe", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Channel *string `json:"channel"`
-		}
-		if !decode(w, r, &req) || !present(w, req.Channel, "channel") {
-			return
-		}
-		h, err := m.Subscribe(key(r), *req.Channel)
-		reply(w, err, func() any { return map[string]any{"handle": h} })
-	})
-	mux.HandleFunc("POST "+obj+"publish", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Channel *string `json:"channel"`
-			Message *string `json:"message"`
-		}
-		if !decode(w, r, &req) || !present(w, req.Channel, "channel") || !present(w, req.Message, "message") {
-			return
-		}
-		n, err := m.Publish(key(r), *req.Channel, *req.Message)
-		reply(w, err, func() any { return map[string]any{"reached": n} })
-	})
-	mux.HandleFunc("POST "+obj+"wait", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Handle    *string  `json:"handle"`
-			TimeoutMs *float64 `json:"timeoutMs"`
-		}
-		if !decode(w, r, &req) || !present(w, req.Handle, "handle") {
-			return
-		}
-		if req.TimeoutMs == nil {
-			writeError(w, newError(http.StatusBadRequest, CodeInvalidArgument, "field timeoutMs is required (milliseconds, 0 polls)"))
-			return
-		}
-		ms := *req.TimeoutMs
-		if ms < 0 || ms > float64(m.Limits().MaxWait.Milliseconds()) || ms != ms {
-			e := newError(http.StatusBadRequest, CodeInvalidArgument, "timeoutMs must be 0..%d (maxWait), got %v", m.Limits().MaxWait.Milliseconds(), ms)
-			e.Limit, e.Source = m.Limits().MaxWait.Milliseconds(), maxWaitSource
-			writeError(w, e)
-			return
-		}
-		o, err := m.Wait(r.Context(), key(r), *req.Handle, time.Duration(ms*float64(time.Millisecond)))
-		if err != nil && r.Context().Err() != nil {
-			return // the caller is gone; nothing was consumed
-		}
-		reply(w, err, func() any { return o })
-	})
-	mux.HandleFunc("POST "+obj+"unsubscribe", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Handle *string `json:"handle"`
-		}
-		if !decode(w, r, &req) || !present(w, req.Handle, "handle") {
-			return
-		}
-		ok, err := m.Unsubscribe(key(r), *req.Handle)
-		reply(w, err, func() any { return map[string]any{"unsubscribed": ok} })
-	})
-	mux.HandleFunc("POST "+obj+"close", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Channel *string `json:"channel"`
-			Reason  *string `json:"reason"`
-		}
-		if !decode(w, r, &req) || !present(w, req.Channel, "channel") {
-			return
-		}
-		reason := ""
-		if req.Reason != nil {
-			reason = *req.Reason
-		}
-		n, err := m.CloseChannel(key(r), *req.Channel, reason)
-		reply(w, err, func() any { return map[string]any{"notified": n} })
-	})
-	mux.HandleFunc("GET "+obj+"subscribers", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		if !q.Has("channel") {
-			writeError(w, newError(http.StatusBadRequest, CodeInvalidArgument, "query parameter channel is required"))
-			return
-		}
-		n, err := m.SubscriberCount(key(r), q.Get("channel"))
-		reply(w, err, func() any { return map[string]any{"subscribers": n} })
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, newError(http.StatusNotFound, CodeInvalidArgument, "no channel API route %s %s (see docs/channels.md)", r.Method, r.URL.Path))
-	})
+	mux.HandleFunc("GET /channels/v1/info", a.info)
+	mux.HandleFunc("POST "+obj+"subscribe", a.subscribe)
+	mux.HandleFunc("POST "+obj+"publish", a.publish)
+	mux.HandleFunc("POST "+obj+"wait", a.wait)
+	mux.HandleFunc("POST "+obj+"unsubscribe", a.unsubscribe)
+	mux.HandleFunc("POST "+obj+"close", a.close)
+	mux.HandleFunc("GET "+obj+"subscribers", a.subscribers)
+	mux.HandleFunc("/", a.notFound)
 	return mux
+}
+
+// httpAPI serves the routes of Handler from m.
+type httpAPI struct{ m *Manager }
+
+func (a httpAPI) info(w http.ResponseWriter, r *http.Request) {
+	l := a.m.Limits()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"contract": "0.1.0", "bootId": a.m.BootID(), "leaseMs": a.m.Lease().Milliseconds(),
+		"limits": map[string]any{
+			"maxChannels": l.MaxChannels, "maxSubscribers": l.MaxSubscribers, "maxMessageBytes": l.MaxMessageBytes,
+			"maxBacklogBytes": l.MaxBacklogBytes, "maxChannelNameBytes": l.MaxChannelNameBytes,
+			"maxWaitMs": l.MaxWait.Milliseconds(), "profile": l.Profile, "loweredBy": l.Source,
+		},
+	})
+}
+
+func (a httpAPI) subscribe(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Channel *string `json:"channel"`
+	}
+	if !decode(w, r, &req) || !present(w, req.Channel, "channel") {
+		return
+	}
+	h, err := a.m.Subscribe(key(r), *req.Channel)
+	reply(w, err, func() any { return map[string]any{"handle": h} })
+}
+
+func (a httpAPI) publish(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Channel *string `json:"channel"`
+		Message *string `json:"message"`
+	}
+	if !decode(w, r, &req) || !present(w, req.Channel, "channel") || !present(w, req.Message, "message") {
+		return
+	}
+	n, err := a.m.Publish(key(r), *req.Channel, *req.Message)
+	reply(w, err, func() any { return map[string]any{"reached": n} })
+}
+
+func (a httpAPI) wait(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Handle    *string  `json:"handle"`
+		TimeoutMs *float64 `json:"timeoutMs"`
+	}
+	if !decode(w, r, &req) || !present(w, req.Handle, "handle") {
+		return
+	}
+	if req.TimeoutMs == nil {
+		writeError(w, newError(http.StatusBadRequest, CodeInvalidArgument, "field timeoutMs is required (milliseconds, 0 polls)"))
+		return
+	}
+	ms := *req.TimeoutMs
+	if ms < 0 || ms > float64(a.m.Limits().MaxWait.Milliseconds()) || ms != ms {
+		e := newError(http.StatusBadRequest, CodeInvalidArgument, "timeoutMs must be 0..%d (maxWait), got %v", a.m.Limits().MaxWait.Milliseconds(), ms)
+		e.Limit, e.Source = a.m.Limits().MaxWait.Milliseconds(), maxWaitSource
+		writeError(w, e)
+		return
+	}
+	o, err := a.m.Wait(r.Context(), key(r), *req.Handle, time.Duration(ms*float64(time.Millisecond)))
+	if err != nil && r.Context().Err() != nil {
+		return // the caller is gone; nothing was consumed
+	}
+	reply(w, err, func() any { return o })
+}
+
+func (a httpAPI) unsubscribe(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Handle *string `json:"handle"`
+	}
+	if !decode(w, r, &req) || !present(w, req.Handle, "handle") {
+		return
+	}
+	ok, err := a.m.Unsubscribe(key(r), *req.Handle)
+	reply(w, err, func() any { return map[string]any{"unsubscribed": ok} })
+}
+
+func (a httpAPI) close(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Channel *string `json:"channel"`
+		Reason  *string `json:"reason"`
+	}
+	if !decode(w, r, &req) || !present(w, req.Channel, "channel") {
+		return
+	}
+	reason := ""
+	if req.Reason != nil {
+		reason = *req.Reason
+	}
+	n, err := a.m.CloseChannel(key(r), *req.Channel, reason)
+	reply(w, err, func() any { return map[string]any{"notified": n} })
+}
+
+func (a httpAPI) subscribers(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if !q.Has("channel") {
+		writeError(w, newError(http.StatusBadRequest, CodeInvalidArgument, "query parameter channel is required"))
+		return
+	}
+	n, err := a.m.SubscriberCount(key(r), q.Get("channel"))
+	reply(w, err, func() any { return map[string]any{"subscribers": n} })
+}
+
+func (a httpAPI) notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, newError(http.StatusNotFound, CodeInvalidArgument, "no channel API route %s %s (see docs/channels.md)", r.Method, r.URL.Path))
 }
 
 func key(r *http.Request) Key {
