@@ -144,7 +144,9 @@ func (x *extras) addShims(names ...string) error {
 }
 
 // addExtension adds an internal extension module embedding shim file.
-func (x *extras) addExtension(name, file string) { x.extensions = append(x.extensions, [2]string{name, file}) }
+func (x *extras) addExtension(name, file string) {
+	x.extensions = append(x.extensions, [2]string{name, file})
+}
 
 // valueKind makes the table row of a kind that has no state and contributes nothing.
 func valueKind(k bindingKind) func(Input) (bindingKind, error) {

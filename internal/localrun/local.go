@@ -1,4 +1,4 @@
-package render
+package localrun
 
 import (
 	"bufio"
@@ -16,11 +16,12 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/internal/loopback"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 )
 
-// WriteFiles writes files under dir (creating directories), e.g. Output.Files and
-// Output.External, to lay out what a pod sees under /etc/workerd.
-func WriteFiles(dir string, files ...[]File) error {
+// WriteFiles writes files under dir (creating directories), e.g. render.Output.Files and
+// render.Output.External, to lay out what a pod sees under /etc/workerd.
+func WriteFiles(dir string, files ...[]render.File) error {
 	for _, fs := range files {
 		for _, f := range fs {
 			p := filepath.Join(dir, filepath.FromSlash(f.Path))
