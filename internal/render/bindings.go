@@ -58,8 +58,8 @@ type extras struct {
 	worker capnp
 	// services and sockets are more entries of the config's lists.
 	services, sockets capnp
-	// extensions are internal extension modules: name and shim file.
-	extensions [][2]string
+	// extensions are internal extension modules.
+	extensions []extension
 	// files are more rendered files (shims).
 	files []File
 	// env is more env of the workerd container.
@@ -143,9 +143,12 @@ func (x *extras) addShims(names ...string) error {
 	return nil
 }
 
+// extension is an internal extension module: its import name and its shim file.
+type extension struct{ name, file string }
+
 // addExtension adds an internal extension module embedding shim file.
 func (x *extras) addExtension(name, file string) {
-	x.extensions = append(x.extensions, [2]string{name, file})
+	x.extensions = append(x.extensions, extension{name, file})
 }
 
 // valueKind makes the table row of a kind that has no state and contributes nothing.
@@ -245,7 +248,13 @@ func (k *serviceKind) contribute(x *extras) error {
 // rpcExternal is an external service's body reaching a workerd rpc-style socket
 // (capnpConnectHost), so JS RPC works across processes.
 func rpcExternal(address string) string {
-	return tuple(kv("address", Quote(address)), kv("http", tuple(kv("capnpConnectHost", Quote(podcontract.RPCConnectHost)))))
+	return tuple(kv("address", Quote(address)), rpcHTTP())
+}
+
+// rpcHTTP is the http field of an rpc socket or of an external service to one: a
+// CONNECT to podcontract.RPCConnectHost opens Cap'n Proto RPC.
+func rpcHTTP() string {
+	return kv("http", tuple(kv("capnpConnectHost", Quote(podcontract.RPCConnectHost))))
 }
 
 func sortedKeys[V any](m map[string]V) []string {

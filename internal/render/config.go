@@ -29,7 +29,7 @@ func writeConfig(w *v1alpha1.Worker, modules []module, flags []string, x *extras
 	if len(x.extensions) > 0 {
 		c.open("extensions = [(modules = [")
 		for _, e := range x.extensions {
-			c.item(named(e[0]), kv("esModule", embed(podcontract.ShimSubdir+"/"+e[1])), "internal = true")
+			c.item(named(e.name), kv("esModule", embed(podcontract.ShimSubdir+"/"+e.file)), "internal = true")
 		}
 		c.close("])],")
 	}
@@ -83,7 +83,7 @@ func writeShimServices(c *capnp, svcName string) {
 // client of the http port (an Ingress) cannot open Cap'n Proto RPC to the Worker.
 func writeSockets(c *capnp, svcName string) {
 	c.item(named(podcontract.HTTPSocket), "http = ()", kv("service", Quote(svcName)))
-	c.item(named(podcontract.RPCSocket), kv("http", tuple(kv("capnpConnectHost", Quote(podcontract.RPCConnectHost)))), kv("service", Quote(svcName)))
+	c.item(named(podcontract.RPCSocket), rpcHTTP(), kv("service", Quote(svcName)))
 	c.item(named(podcontract.HealthSocket), "http = ()", kv("service", Quote(podcontract.HealthService)))
 	c.item(named(podcontract.TriggerSocket), "http = ()", kv("service", Quote(podcontract.TriggerService)))
 }

@@ -323,7 +323,7 @@ func (d *doKind) writeHost(x *extras) {
 		tuple(named("CONFIG"), kv("json", Quote(configJSON(*t, true)))),
 		tuple(named("POD_NAME"), kv("fromEnvironment", Quote(PodNameEnv)))))
 	c.closeWorker()
-	x.sockets.item(named(podcontract.GatewaySocket), kv("http", tuple(kv("capnpConnectHost", Quote(podcontract.RPCConnectHost)))), kv("service", Quote(GatewayService)))
+	x.sockets.item(named(podcontract.GatewaySocket), rpcHTTP(), kv("service", Quote(GatewayService)))
 	x.env = append(x.env, corev1.EnvVar{Name: PodNameEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
 }
 
