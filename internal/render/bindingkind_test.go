@@ -115,3 +115,16 @@ func TestBindingKindPlugsIn(t *testing.T) {
 		t.Errorf("err = %v, want %s", err, want)
 	}
 }
+
+// Every kind the API has is in the renderer's table, in the API's order.
+func TestBindingKindsCoverTheAPI(t *testing.T) {
+	api := v1alpha1.BindingKinds()
+	if len(api) != len(bindingKinds) {
+		t.Fatalf("the API has %d binding kinds, the renderer's table %d", len(api), len(bindingKinds))
+	}
+	for i, k := range api {
+		if bindingKinds[i].kind != k {
+			t.Errorf("row %d: renderer has %q, API %q", i, bindingKinds[i].kind, k)
+		}
+	}
+}
