@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/localrun"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/toolchain"
 )
@@ -72,7 +73,7 @@ func runRender(ctx context.Context, o *renderOptions, stdin io.Reader, stdout, s
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	var m render.Manifests
+	var m localrun.Manifests
 	for _, name := range o.files {
 		var r io.Reader
 		if name == "-" {
@@ -85,26 +86,26 @@ func runRender(ctx context.Context, o *renderOptions, stdin io.Reader, stdout, s
 			defer f.Close()
 			r = f
 		}
-		if err := render.DecodeManifests(r, name, &m); err != nil {
+		if err := localrun.DecodeManifests(r, name, &m); err != nil {
 			return err
 		}
 	}
 	if len(m.Workers) == 0 {
 		return fmt.Errorf("render: no Worker (apiVersion fleet.workerd-operator.io/v1alpha1, kind Worker) in %s", strings.Join(o.files, ", "))
 	}
-	rendered, err := render.RenderManifests(&m, render.Options{ClusterDomain: o.clusterDomain})
+	rendered, err := localrun.RenderManifests(&m, render.Options{ClusterDomain: o.clusterDomain})
 	if err != nil {
 		return err
 	}
 	for _, r := range rendered {
 		if o.outDir == "" {
-			if err := render.Format(stdout, r.Worker, r.Output, o.shims); err != nil {
+			if err := localrun.Format(stdout, r.Worker, r.Output, o.shims); err != nil {
 				return err
 			}
 			continue
 		}
 		dir := filepath.Join(o.outDir, namespaceOr(r.Worker.Namespace), r.Worker.Name)
-		if err := render.WriteFiles(dir, r.Output.Files, r.Output.External); err != nil {
+		if err := localrun.WriteFiles(dir, r.Output.Files, r.Output.External); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "%s/%s: version %s written to %s\n", namespaceOr(r.Worker.Namespace), r.Worker.Name, r.Output.Version, dir)
@@ -120,12 +121,12 @@ func runRender(ctx context.Context, o *renderOptions, stdin io.Reader, stdout, s
 	}
 	// Re-render with service bindings to loopback: in-cluster names do not resolve here.
 	loopback := map[string]string{}
-	checked, err := render.RenderManifestsWith(&m, render.Options{ClusterDomain: o.clusterDomain}, func(w *v1alpha1.Worker) string {
+	checked, err := localrun.RenderManifestsWith(&m, render.Options{ClusterDomain: o.clusterDomain}, func(w *v1alpha1.Worker) string {
 		id := namespaceOr(w.Namespace) + "/" + w.Name
 		if a, ok := loopback[id]; ok {
 			return a
 		}
-		a, aerr := render.FreeLoopbackAddr()
+		a, aerr := localrun.FreeLoopbackAddr()
 		if aerr != nil {
 			a = "127.0.0.1:1"
 		}
@@ -157,25 +158,25 @@ func runRender(ctx context.Context, o *renderOptions, stdin io.Reader, stdout, s
 
 // checkOne starts workerd on one rendering (r.Output has service bindings pointing
 // at loopback, since in-cluster names do not resolve outside the cluster).
-func checkOne(ctx context.Context, o *renderOptions, bin string, r render.Rendered, m *render.Manifests, stderr io.Writer) error {
+func checkOne(ctx context.Context, o *renderOptions, bin string, r localrun.Rendered, m *localrun.Manifests, stderr io.Writer) error {
 	dir, err := os.MkdirTemp("", "workerd-render-check-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if err := render.WriteFiles(dir, r.Output.Files, r.Output.External); err != nil {
+	if err := localrun.WriteFiles(dir, r.Output.Files, r.Output.External); err != nil {
 		return err
 	}
-	env, missing := render.SecretEnv(r.Worker, r.Output, m.Secrets)
+	env, missing := localrun.SecretEnv(r.Worker, r.Output, m.Secrets)
 	if len(missing) > 0 {
 		fmt.Fprintf(stderr, "check %s/%s: note: Secret keys not in the files, their bindings will be null: %s\n",
 			namespaceOr(r.Worker.Namespace), r.Worker.Name, strings.Join(missing, ", "))
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	l, err := render.StartLocal(ctx, render.LocalOptions{Binary: bin, Dir: dir, Env: env})
+	l, err := localrun.StartLocal(ctx, localrun.LocalOptions{Binary: bin, Dir: dir, Env: env})
 	if err != nil {
-		var se *render.StartupError
+		var se *localrun.StartupError
 		if errors.As(err, &se) && len(se.Messages) > 0 {
 			return errors.New(strings.Join(se.Messages, "\n"))
 		}

@@ -106,18 +106,18 @@ func resolveDurableObjects(ctx context.Context, c client.Client, w *fleetv1alpha
 		out[host.Name] = t
 	}
 	for i, b := range w.Spec.Bindings {
-		ref := b.DurableObjectNamespace
-		if ref == nil {
+		kind, name := b.Reference()
+		if kind != fleetv1alpha1.ReferenceDurableObjectNamespace {
 			continue
 		}
-		if _, done := out[ref.Name]; done {
+		if _, done := out[name]; done {
 			continue
 		}
 		d := &fleetv1alpha1.DurableObjectNamespace{}
-		err := c.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: ref.Name}, d)
+		err := c.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, d)
 		if apierrors.IsNotFound(err) {
 			return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
-				message: fmt.Sprintf("spec.bindings[%d] (%s): DurableObjectNamespace %q not found in namespace %q", i, b.Name, ref.Name, w.Namespace)}
+				message: fmt.Sprintf("spec.bindings[%d] (%s): DurableObjectNamespace %q not found in namespace %q", i, b.Name, name, w.Namespace)}
 		}
 		if err != nil {
 			return nil, err

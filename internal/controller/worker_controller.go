@@ -182,29 +182,32 @@ func (r *WorkerReconciler) resolveInputs(ctx context.Context, w *fleetv1alpha1.W
 		in.configMap = cm
 		versions = append(versions, "configmap/"+cm.Name+"@"+cm.ResourceVersion)
 	}
+	// Secrets and other Workers are resolved here; DurableObjectNamespaces and Workflows
+	// by resolveDurableObjects and resolveWorkflows.
 	for i, b := range w.Spec.Bindings {
-		switch {
-		case b.SecretKeyRef != nil:
+		kind, name := b.Reference()
+		switch kind {
+		case fleetv1alpha1.ReferenceSecret:
 			meta := &metav1.PartialObjectMetadata{}
 			meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-			err := r.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: b.SecretKeyRef.Name}, meta)
+			err := r.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, meta)
 			if apierrors.IsNotFound(err) {
-				if b.SecretKeyRef.Optional != nil && *b.SecretKeyRef.Optional {
+				if b.Optional() {
 					continue
 				}
 				return nil, &errBlocked{reason: fleetv1alpha1.ReasonSecretNotFound,
-					message: fmt.Sprintf("spec.bindings[%d] (%s): Secret %q not found in namespace %q", i, b.Name, b.SecretKeyRef.Name, w.Namespace)}
+					message: fmt.Sprintf("spec.bindings[%d] (%s): Secret %q not found in namespace %q", i, b.Name, name, w.Namespace)}
 			}
 			if err != nil {
 				return nil, err
 			}
 			versions = append(versions, "secret/"+meta.Name+"@"+meta.ResourceVersion)
-		case b.Service != nil:
+		case fleetv1alpha1.ReferenceWorker:
 			target := &fleetv1alpha1.Worker{}
-			err := r.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: b.Service.Name}, target)
+			err := r.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, target)
 			if apierrors.IsNotFound(err) {
 				return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
-					message: fmt.Sprintf("spec.bindings[%d] (%s): Worker %q not found in namespace %q", i, b.Name, b.Service.Name, w.Namespace)}
+					message: fmt.Sprintf("spec.bindings[%d] (%s): Worker %q not found in namespace %q", i, b.Name, name, w.Namespace)}
 			}
 			if err != nil {
 				return nil, err
@@ -305,55 +308,25 @@ func (r *WorkerReconciler) writeStatus(ctx context.Context, w *fleetv1alpha1.Wor
 func (r *WorkerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &fleetv1alpha1.Worker{}, indexWorkerSecrets, func(o client.Object) []string {
-		var names []string
-		for _, b := range o.(*fleetv1alpha1.Worker).Spec.Bindings {
-			if b.SecretKeyRef != nil {
-				names = append(names, b.SecretKeyRef.Name)
-			}
+	// One index per kind of object a binding references: the Workers to requeue when
+	// that object changes.
+	for _, ix := range []struct{ name, kind string }{
+		{indexWorkerSecrets, fleetv1alpha1.ReferenceSecret},
+		{indexWorkerServiceRef, fleetv1alpha1.ReferenceWorker},
+		{indexWorkerDONSRef, fleetv1alpha1.ReferenceDurableObjectNamespace},
+		{indexWorkerWorkflowRef, fleetv1alpha1.ReferenceWorkflow},
+	} {
+		if err := idx.IndexField(ctx, &fleetv1alpha1.Worker{}, ix.name, func(o client.Object) []string {
+			return o.(*fleetv1alpha1.Worker).ReferencedNames(ix.kind)
+		}); err != nil {
+			return err
 		}
-		return names
-	}); err != nil {
-		return err
 	}
 	if err := idx.IndexField(ctx, &fleetv1alpha1.Worker{}, indexWorkerConfigMap, func(o client.Object) []string {
 		if cm := o.(*fleetv1alpha1.Worker).Spec.Source.ConfigMap; cm != nil {
 			return []string{cm.Name}
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	if err := idx.IndexField(ctx, &fleetv1alpha1.Worker{}, indexWorkerServiceRef, func(o client.Object) []string {
-		var names []string
-		for _, b := range o.(*fleetv1alpha1.Worker).Spec.Bindings {
-			if b.Service != nil {
-				names = append(names, b.Service.Name)
-			}
-		}
-		return names
-	}); err != nil {
-		return err
-	}
-	if err := idx.IndexField(ctx, &fleetv1alpha1.Worker{}, indexWorkerDONSRef, func(o client.Object) []string {
-		var names []string
-		for _, b := range o.(*fleetv1alpha1.Worker).Spec.Bindings {
-			if b.DurableObjectNamespace != nil {
-				names = append(names, b.DurableObjectNamespace.Name)
-			}
-		}
-		return names
-	}); err != nil {
-		return err
-	}
-	if err := idx.IndexField(ctx, &fleetv1alpha1.Worker{}, indexWorkerWorkflowRef, func(o client.Object) []string {
-		var names []string
-		for _, b := range o.(*fleetv1alpha1.Worker).Spec.Bindings {
-			if b.Workflow != nil {
-				names = append(names, b.Workflow.Name)
-			}
-		}
-		return names
 	}); err != nil {
 		return err
 	}

@@ -225,15 +225,15 @@ func computeWorkflowStatus(wf *fleetv1alpha1.Workflow, sts *appsv1.StatefulSet, 
 func resolveWorkflows(ctx context.Context, c client.Client, w *fleetv1alpha1.Worker, opts Options) (map[string]render.WorkflowTarget, error) {
 	out := map[string]render.WorkflowTarget{}
 	for i, b := range w.Spec.Bindings {
-		ref := b.Workflow
-		if ref == nil {
+		kind, name := b.Reference()
+		if kind != fleetv1alpha1.ReferenceWorkflow {
 			continue
 		}
 		wf := &fleetv1alpha1.Workflow{}
-		err := c.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: ref.Name}, wf)
+		err := c.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, wf)
 		if apierrors.IsNotFound(err) {
 			return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
-				message: fmt.Sprintf("spec.bindings[%d] (%s): Workflow %q not found in namespace %q", i, b.Name, ref.Name, w.Namespace)}
+				message: fmt.Sprintf("spec.bindings[%d] (%s): Workflow %q not found in namespace %q", i, b.Name, name, w.Namespace)}
 		}
 		if err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/workerd-operator/workerd-operator/internal/localrun"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
@@ -70,8 +71,8 @@ spec:
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var m render.Manifests
-			if err := render.DecodeManifests(strings.NewReader(tc.yaml), tc.name, &m); err != nil {
+			var m localrun.Manifests
+			if err := localrun.DecodeManifests(strings.NewReader(tc.yaml), tc.name, &m); err != nil {
 				t.Fatal(err)
 			}
 			if len(m.Workers) != 1 {

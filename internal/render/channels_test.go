@@ -1,4 +1,4 @@
-package render
+package render_test
 
 import (
 	"strings"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 )
 
 // A namespace with spec.channels.enabled gives the hosted class's Worker, and only it,
@@ -21,10 +22,10 @@ func TestChannelsBinding(t *testing.T) {
 	}{
 		{name: "disabled", channels: nil, host: true},
 		{name: "enabled but not enabled", channels: &v1alpha1.ChannelsSpec{Binding: "X"}, host: true},
-		{name: "default name on the shard", channels: &v1alpha1.ChannelsSpec{Enabled: true}, host: true, want: DefaultChannelsBinding},
+		{name: "default name on the shard", channels: &v1alpha1.ChannelsSpec{Enabled: true}, host: true, want: render.DefaultChannelsBinding},
 		{name: "named", channels: &v1alpha1.ChannelsSpec{Enabled: true, Binding: "ROOM_CHANNELS"}, host: true, want: "ROOM_CHANNELS"},
 		{name: "not on Worker pods", channels: &v1alpha1.ChannelsSpec{Enabled: true}, host: false},
-		{name: "clash with a user binding", channels: &v1alpha1.ChannelsSpec{Enabled: true}, host: true, extra: DefaultChannelsBinding,
+		{name: "clash with a user binding", channels: &v1alpha1.ChannelsSpec{Enabled: true}, host: true, extra: render.DefaultChannelsBinding,
 			wantErr: `is the channels binding of DurableObjectNamespace counters`},
 	}
 	for _, tc := range cases {
@@ -35,15 +36,15 @@ func TestChannelsBinding(t *testing.T) {
 				txt := "x"
 				w.Spec.Bindings = append(w.Spec.Bindings, v1alpha1.Binding{Name: tc.extra, Text: &txt})
 			}
-			target, err := TargetFor(d, Options{})
+			target, err := render.TargetFor(d, render.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			in := Input{Worker: w, DurableObjects: map[string]DurableObjectTarget{d.Name: target}}
+			in := render.Input{Worker: w, DurableObjects: map[string]render.DurableObjectTarget{d.Name: target}}
 			if tc.host {
 				in.Host = d.Name
 			}
-			out, err := Render(in)
+			out, err := render.Render(in)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Render error = %v, want it to contain %q", err, tc.wantErr)
@@ -57,7 +58,7 @@ func TestChannelsBinding(t *testing.T) {
 			hasModule := strings.Contains(cfg, `(name = "workerd-operator:channels", esModule = embed "shim/channels.js", internal = true)`)
 			hasFile := false
 			for _, f := range out.Files {
-				hasFile = hasFile || f.Path == podcontract.ShimSubdir+"/"+channelsFile
+				hasFile = hasFile || f.Path == podcontract.ShimSubdir+"/"+render.ChannelsFile
 			}
 			if tc.want == "" {
 				if hasModule || hasFile || strings.Contains(cfg, "workerd-operator:channels") {
@@ -73,7 +74,7 @@ func TestChannelsBinding(t *testing.T) {
 	}
 }
 
-func fileByPath(t *testing.T, out *Output, path string) []byte {
+func fileByPath(t *testing.T, out *render.Output, path string) []byte {
 	t.Helper()
 	for _, f := range out.Files {
 		if f.Path == path {

@@ -1,4 +1,4 @@
-package render
+package render_test
 
 import (
 	"bufio"
@@ -22,7 +22,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/localrun"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
@@ -177,7 +179,7 @@ type doCluster struct {
 	shards   []*proc
 	replicas []*proc
 	storage  []string // each shard's localDisk directory
-	target   DurableObjectTarget
+	target   render.DurableObjectTarget
 	client   *http.Client
 }
 
@@ -192,7 +194,7 @@ func startDOCluster(t testing.TB, replicas int) *doCluster {
 func startDOClusterFor(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObjectNamespace, replicas int) *doCluster {
 	t.Helper()
 	bin := testenv.WorkerdBinary(t)
-	target, err := TargetFor(d, Options{})
+	target, err := render.TargetFor(d, render.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,12 +202,12 @@ func startDOClusterFor(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 	for i := range target.ShardAddresses {
 		target.ShardAddresses[i] = testenv.FreeLoopbackAddr(t)
 	}
-	dos := map[string]DurableObjectTarget{d.Name: target}
-	shardOut, err := Render(Input{Worker: w, DurableObjects: dos, Host: d.Name})
+	dos := map[string]render.DurableObjectTarget{d.Name: target}
+	shardOut, err := render.Render(render.Input{Worker: w, DurableObjects: dos, Host: d.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
-	workerOut, err := Render(Input{Worker: w, DurableObjects: dos})
+	workerOut, err := render.Render(render.Input{Worker: w, DurableObjects: dos})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,10 +215,10 @@ func startDOClusterFor(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 	c := &doCluster{target: target, client: &http.Client{Timeout: 60 * time.Second}}
 	shardDir := filepath.Join(root, "shard-config")
 	workerDir := filepath.Join(root, "worker-config")
-	if err := WriteFiles(shardDir, shardOut.Files); err != nil {
+	if err := localrun.WriteFiles(shardDir, shardOut.Files); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFiles(workerDir, workerOut.Files); err != nil {
+	if err := localrun.WriteFiles(workerDir, workerOut.Files); err != nil {
 		t.Fatal(err)
 	}
 	base := func(sidecarAddr string) []string {
@@ -232,8 +234,8 @@ func startDOClusterFor(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 		}
 		// Each shard gets its own real sidecar (its channel registry, docs/channels.md).
 		p := &proc{t: t, bin: bin, dir: shardDir, sockets: 5,
-			args: append(base(startSidecar(t)), "--socket-addr="+podcontract.GatewaySocket+"="+gw, "--directory-path="+DOStorageService+"="+st),
-			env:  []string{PodNameEnv + "=" + target.ShardNames[i]}}
+			args: append(base(startSidecar(t)), "--socket-addr="+podcontract.GatewaySocket+"="+gw, "--directory-path="+render.DOStorageService+"="+st),
+			env:  []string{render.PodNameEnv + "=" + target.ShardNames[i]}}
 		p.start()
 		t.Cleanup(p.kill)
 		c.shards = append(c.shards, p)
@@ -290,7 +292,7 @@ func (c *doCluster) mustGet(t testing.TB, p *proc, path string, q url.Values) st
 func (c *doCluster) shardOf(t testing.TB, name string) (string, int32) {
 	t.Helper()
 	id := c.mustGet(t, c.shards[0], "/id", url.Values{"name": {name}})
-	s, err := ShardFor(id, c.target.Shards)
+	s, err := render.ShardFor(id, c.target.Shards)
 	if err != nil {
 		t.Fatal(err)
 	}

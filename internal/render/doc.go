@@ -1,9 +1,11 @@
-// Package workerdconfig renders a Worker (plus the ConfigMap and other Workers it
-// references, passed in) into what its workerd pods run: a Cap'n Proto text config
-// (config.capnp, `using Workerd = import "/workerd/workerd.capnp"; const config
-// :Workerd.Config = (...)`), the module files it embeds, the env vars of the workerd
-// container and a content hash naming the version. Render is pure: no API calls, no
-// clock, stable order everywhere, so equal inputs give byte-equal outputs.
+// Package render renders a Worker (plus the ConfigMap, Workers, DurableObjectNamespaces
+// and Workflows it references, resolved by the caller and passed in) into what its
+// workerd pods run: a Cap'n Proto text config (config.capnp, `using Workerd = import
+// "/workerd/workerd.capnp"; const config :Workerd.Config = (...)`), the files it embeds,
+// the env vars of the workerd container and a content hash naming the version. Render is
+// pure: no API calls, no files, no clock, stable order everywhere, so equal inputs give
+// byte-equal outputs. Running the output locally (`workerd-operator render --check`,
+// tests) is internal/localrun's job.
 //
 // Layout relative to /etc/workerd (docs/pod-contract.md):
 //
@@ -11,17 +13,25 @@
 //	modules/<module name>     the user's modules (inline source), or the user's
 //	                          ConfigMap mounted as is (configMap source), or the image
 //	                          bundle (image source)
-//	shim/<file>.js            the injected health and trigger workers (internal/shim)
+//	shim/<file>.js            the injected workers and extension modules (internal/shim)
+//
+// Render is an orchestrator: resolveSource (source.go) resolves spec.source,
+// renderBindings (bindings.go) runs every spec.bindings entry through the table of
+// binding kinds, and writeConfig (config.go) writes the text with the capnp writer
+// (capnp.go). A binding kind is one type implementing bindingKind, one row in
+// bindingKinds: text, json, secretKeyRef and service in bindings.go,
+// durableObjectNamespace in durableobjects.go, workflow in workflows.go. Which field of
+// an entry is set is decided once, by v1alpha1.Binding.Kind.
 //
 // Services in the config: the user's Worker (named after the Worker, or
 // "worker:<name>" when that name is reserved: "internet", "sidecar"), "sidecar" (an
 // external service whose address comes by flag), "workerd-operator:health" and
-// "workerd-operator:trigger" (shims), and "service:<target>" per Worker named by a
-// service binding. Sockets "http", "rpc", "health" and "trigger" get their addresses by
-// flag (see Args). The rpc socket and the external services to other Workers both set
-// capnpConnectHost = podcontract.RPCConnectHost: checked with the pinned workerd 1.20261117.1, this
-// makes JS RPC (method calls, not only fetch) work between workerd processes. The http
-// socket does not, so whoever reaches the http port (an Ingress) cannot open RPC.
+// "workerd-operator:trigger" (shims), and what the bindings add. Sockets "http", "rpc",
+// "health" and "trigger" get their addresses by flag (see Args). The rpc socket and the
+// external services to other Workers both set capnpConnectHost =
+// podcontract.RPCConnectHost: with the pinned workerd this makes JS RPC (method calls,
+// not only fetch) work between workerd processes. The http socket does not, so whoever
+// reaches the http port (an Ingress) cannot open RPC.
 //
 // Sources: inline modules are written under modules/ in Files; a source.configMap
 // Worker gets one module per ConfigMap key (type by extension, moduleTypes overrides,
@@ -31,20 +41,21 @@
 // be a single module (bundle it with esbuild or wrangler), because the renderer cannot
 // list the image's files.
 //
-// Service bindings to other Workers go through external services whose addresses are
-// resolved by DNS per request: a target Service that does not exist yet gives
-// "DNS lookup failed" errors at request time, not a startup failure.
-//
-// Durable Objects (durableobjects.go): a durableObjectNamespace binding becomes a
-// `wrapped` binding over the router (shim router.js, extension module
-// "workerd-operator:router") given Input.DurableObjects; Input.Host renders a shard
-// pod that hosts the class on localDisk and serves the gateway socket (shim gateway.js).
-//
-// Not rendered yet: workflow bindings (Render returns an error naming the binding),
-// and named entrypoints of another Worker (workerd cannot
-// address a named entrypoint through an external service; a service binding to the
-// Worker itself may name one).
-//
-// local.go additionally starts the pinned workerd on rendered files on loopback, for
-// `workerd-operator render --check` and tests.
+// Bindings:
+//   - text and json become text and json bindings; secretKeyRef a fromEnvironment
+//     binding over the container env var WORKERD_SECRET_<name>, so a secret value never
+//     lands in a ConfigMap.
+//   - service: to the Worker itself, a service binding (a named entrypoint allowed); to
+//     another Worker, an external service "service:<target>" at its rpc Service,
+//     resolved by DNS per request, so a target that does not exist yet gives "DNS lookup
+//     failed" at request time, not a startup failure. A named entrypoint of another
+//     Worker is not supported: workerd cannot address one through an external service.
+//   - durableObjectNamespace (durableobjects.go, docs/durable-objects.md): a `wrapped`
+//     binding over the router (shim router.js, extension module
+//     "workerd-operator:router") given Input.DurableObjects; Input.Host renders a shard
+//     pod that hosts the class on localDisk and serves the gateway socket (shim
+//     gateway.js), with the channels binding when enabled (docs/channels.md).
+//   - workflow (workflows.go, docs/workflows.md): a `wrapped` binding over the engine's
+//     sidecar, given Input.Workflows; Input.WorkflowHosts renders an engine pod with the
+//     runner worker and the workflows socket.
 package render

@@ -3,17 +3,14 @@ package render
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
-	"github.com/workerd-operator/workerd-operator/internal/shim"
 )
 
-// Durable Object rendering (DESIGN.md §5, issue 7). A durableObjectNamespace binding
+// Durable Object rendering (docs/durable-objects.md). A durableObjectNamespace binding
 // becomes a `wrapped` binding over the extension module RouterModule (shim router.js)
 // whose inner bindings are a real namespace binding with the namespace's uniqueKey (NS),
 // the routing config (CONFIG) and one service binding per shard (SHARD_<i>) to that
@@ -92,11 +89,7 @@ func UniqueKey(d *v1alpha1.DurableObjectNamespace) string {
 	if len(uid) > 8 {
 		uid = uid[:8]
 	}
-	ns := d.Namespace
-	if ns == "" {
-		ns = "default"
-	}
-	return fmt.Sprintf("%s-%s-%s", ns, d.Name, uid)
+	return fmt.Sprintf("%s-%s-%s", namespaceOr(d.Namespace), d.Name, uid)
 }
 
 // Shards is spec.shards, default 1.
@@ -118,14 +111,7 @@ func TargetFor(d *v1alpha1.DurableObjectNamespace, opts Options) (DurableObjectT
 	if d.Status.UniqueKey == "" && d.UID == "" {
 		return DurableObjectTarget{}, fmt.Errorf("DurableObjectNamespace %s: status.uniqueKey: not set and metadata.uid is empty (the uniqueKey derives from the uid)", d.Name)
 	}
-	domain := opts.ClusterDomain
-	if domain == "" {
-		domain = DefaultClusterDomain
-	}
-	ns := d.Namespace
-	if ns == "" {
-		ns = "default"
-	}
+	domain, ns := clusterDomain(opts), namespaceOr(d.Namespace)
 	t := DurableObjectTarget{
 		Namespace: ns, Name: d.Name, Worker: d.Spec.WorkerRef.Name, ClassName: d.Spec.ClassName,
 		UniqueKey: UniqueKey(d), Shards: n, SQL: d.Spec.SQL, PreventEviction: d.Spec.PreventEviction,
@@ -149,33 +135,35 @@ func TargetFor(d *v1alpha1.DurableObjectNamespace, opts Options) (DurableObjectT
 // pod: --socket-addr=gateway=$(POD_IP):9093 --directory-path=do-storage=/var/lib/workerd/do.
 func ShardArgs(w *v1alpha1.Worker) []string {
 	return append(Args(w),
-		fmt.Sprintf("--socket-addr=%s=$(POD_IP):%d", podcontract.GatewaySocket, podcontract.GatewayPort),
+		socketAddr(podcontract.GatewaySocket, podcontract.GatewayPort),
 		fmt.Sprintf("--directory-path=%s=%s", DOStorageService, DOStorageDir))
 }
 
-// doRender collects what the Durable Object bindings and hosting add to a config.
-type doRender struct {
+// doKind renders durableObjectNamespace bindings and, on a shard pod (Input.Host), the
+// hosted class, its storage, the gateway and the channels binding.
+type doKind struct {
 	in      Input
 	svcName string
 	host    *DurableObjectTarget
 	bound   map[string]DurableObjectTarget // by DurableObjectNamespace name
 }
 
-func newDORender(in Input) (*doRender, error) {
-	d := &doRender{in: in, svcName: WorkerServiceName(in.Worker.Name), bound: map[string]DurableObjectTarget{}}
-	if in.Host != "" {
-		t, ok := in.DurableObjects[in.Host]
-		if !ok {
-			return nil, fmt.Errorf("Input.Host: DurableObjectNamespace %q not given to the renderer (Input.DurableObjects)", in.Host)
-		}
-		if t.Worker != in.Worker.Name {
-			return nil, fmt.Errorf("DurableObjectNamespace %s: spec.workerRef.name is %q, not the rendered Worker %q", in.Host, t.Worker, in.Worker.Name)
-		}
-		if err := checkTarget(in.Host, t); err != nil {
-			return nil, err
-		}
-		d.host = &t
+func newDOKind(in Input) (bindingKind, error) {
+	d := &doKind{in: in, svcName: WorkerServiceName(in.Worker.Name), bound: map[string]DurableObjectTarget{}}
+	if in.Host == "" {
+		return d, nil
 	}
+	t, ok := in.DurableObjects[in.Host]
+	if !ok {
+		return nil, fmt.Errorf("Input.Host: DurableObjectNamespace %q not given to the renderer (Input.DurableObjects)", in.Host)
+	}
+	if t.Worker != in.Worker.Name {
+		return nil, fmt.Errorf("DurableObjectNamespace %s: spec.workerRef.name is %q, not the rendered Worker %q", in.Host, t.Worker, in.Worker.Name)
+	}
+	if err := checkTarget(in.Host, t); err != nil {
+		return nil, err
+	}
+	d.host = &t
 	return d, nil
 }
 
@@ -193,37 +181,15 @@ func checkTarget(name string, t DurableObjectTarget) error {
 	return nil
 }
 
-func (d *doRender) hosts(name string) bool { return d.host != nil && d.in.Host == name }
+func (d *doKind) hosts(name string) bool { return d.host != nil && d.in.Host == name }
 
 // channels reports whether the pods host a namespace with durable channels enabled.
-func (d *doRender) channels() bool { return d.host != nil && d.host.ChannelsBinding != "" }
-
-// channelsBinding is the hosted class's Worker binding to the channels client: a
-// `wrapped` binding holding the sidecar service and the namespace name, so user code
-// never holds the sidecar binding itself (docs/channels.md). ok is false when the
-// pods host no namespace with channels.
-func (d *doRender) channelsBinding() (name, line string, ok bool) {
-	if !d.channels() {
-		return "", "", false
-	}
-	cfg, _ := json.Marshal(map[string]string{"namespace": d.host.Name})
-	return d.host.ChannelsBinding, fmt.Sprintf("wrapped = (moduleName = %s, innerBindings = [(name = \"sidecar\", service = %s), (name = \"config\", json = %s)])",
-		Quote(ChannelsModule), Quote(podcontract.SidecarService), Quote(string(cfg))), true
-}
+func (d *doKind) channels() bool { return d.host != nil && d.host.ChannelsBinding != "" }
 
 func idsService(name string) string { return "workerd-operator:do-ids:" + name }
 
 func shardService(name string, i int) string {
 	return fmt.Sprintf("workerd-operator:do-shard:%s:%d", name, i)
-}
-
-// nsDesignator is the real namespace binding behind the router of name.
-func (d *doRender) nsDesignator(name string, t DurableObjectTarget) string {
-	svc := idsService(name)
-	if d.hosts(name) {
-		svc = d.svcName
-	}
-	return fmt.Sprintf("durableObjectNamespace = (className = %s, serviceName = %s)", Quote(t.ClassName), Quote(svc))
 }
 
 func configJSON(t DurableObjectTarget, hosted bool) string {
@@ -236,9 +202,10 @@ func configJSON(t DurableObjectTarget, hosted bool) string {
 	return string(b)
 }
 
-// binding renders the router binding for spec.bindings[i] (field) to namespace name.
-func (d *doRender) binding(field string, ref v1alpha1.LocalObjectReference) (string, error) {
-	name := ref.Name
+// binding renders the router binding: a `wrapped` binding over RouterModule holding the
+// real namespace (NS), the routing config (CONFIG) and one service per shard (SHARD_<i>).
+func (d *doKind) bind(field string, b v1alpha1.Binding) (string, error) {
+	name := b.DurableObjectNamespace.Name
 	if name == "" {
 		return "", fmt.Errorf("%s.durableObjectNamespace.name: required", field)
 	}
@@ -250,124 +217,117 @@ func (d *doRender) binding(field string, ref v1alpha1.LocalObjectReference) (str
 		return "", fmt.Errorf("%s.durableObjectNamespace: %w", field, err)
 	}
 	d.bound[name] = t
+	ids := idsService(name)
+	if d.hosts(name) {
+		ids = d.svcName
+	}
 	inner := []string{
-		fmt.Sprintf("(name = \"NS\", %s)", d.nsDesignator(name, t)),
-		fmt.Sprintf("(name = \"CONFIG\", json = %s)", Quote(configJSON(t, d.hosts(name)))),
+		tuple(named("NS"), kv("durableObjectNamespace", tuple(kv("className", Quote(t.ClassName)), kv("serviceName", Quote(ids))))),
+		tuple(named("CONFIG"), kv("json", Quote(configJSON(t, d.hosts(name))))),
 	}
 	for i := range t.ShardAddresses {
-		inner = append(inner, fmt.Sprintf("(name = \"SHARD_%d\", service = %s)", i, Quote(shardService(name, i))))
+		inner = append(inner, tuple(named(fmt.Sprintf("SHARD_%d", i)), kv("service", Quote(shardService(name, i)))))
 	}
 	if d.hosts(name) {
-		inner = append(inner, fmt.Sprintf("(name = \"POD_NAME\", fromEnvironment = %s)", Quote(PodNameEnv)))
+		inner = append(inner, tuple(named("POD_NAME"), kv("fromEnvironment", Quote(PodNameEnv))))
 	}
-	return fmt.Sprintf("wrapped = (moduleName = %s, innerBindings = [%s])", Quote(RouterModule), strings.Join(inner, ", ")), nil
+	return wrapped(RouterModule, inner...), nil
 }
 
-func (d *doRender) any() bool { return d.host != nil || len(d.bound) > 0 }
-
-func (d *doRender) boundNames() []string {
-	names := make([]string, 0, len(d.bound))
-	for n := range d.bound {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+// wrapped is a `wrapped` binding's value: module's default export given inner bindings.
+func wrapped(module string, inner ...string) string {
+	return kv("wrapped", tuple(kv("moduleName", Quote(module)), kv("innerBindings", list(inner...))))
 }
 
-// workerFields are the user Worker's extra fields on a shard pod.
-func (d *doRender) workerFields() string {
-	if d.host == nil {
-		return ""
-	}
-	t := d.host
-	return fmt.Sprintf("      durableObjectNamespaces = [(className = %s, uniqueKey = %s, enableSql = %t, preventEviction = %t)],\n"+
-		"      durableObjectStorage = (localDisk = %s),\n", Quote(t.ClassName), Quote(t.UniqueKey), t.SQL, t.PreventEviction, Quote(DOStorageService))
+// sidecarWrapped is a `wrapped` binding over module holding a service ("sidecar") and a
+// JSON config ("config"): how user code reaches the sidecar without holding it.
+func sidecarWrapped(module, service string, config any) string {
+	cfg, _ := json.Marshal(config)
+	return wrapped(module,
+		tuple(named("sidecar"), kv("service", Quote(service))),
+		tuple(named("config"), kv("json", Quote(string(cfg)))))
 }
 
-// services are the id-only namespaces, the shard gateways' external services, and on
-// a shard pod the disk service and the gateway worker.
-func (d *doRender) services() string {
-	var c strings.Builder
-	for _, name := range d.boundNames() {
-		t := d.bound[name]
-		if !d.hosts(name) {
-			mod := fmt.Sprintf("// Mints ids of DurableObjectNamespace %s/%s; hosts nothing (its shards do).\nimport { DurableObject } from \"cloudflare:workers\";\nexport class %s extends DurableObject {}\nexport default {};\n", t.Namespace, t.Name, t.ClassName)
-			fmt.Fprintf(&c, "    (name = %s, worker = (\n", Quote(idsService(name)))
-			fmt.Fprintf(&c, "      modules = [(name = \"ids.js\", esModule = %s)],\n", Quote(mod))
-			fmt.Fprintf(&c, "      compatibilityDate = %s,\n", Quote(ShimCompatibilityDate))
-			fmt.Fprintf(&c, "      durableObjectNamespaces = [(className = %s, uniqueKey = %s)],\n", Quote(t.ClassName), Quote(t.UniqueKey))
-			c.WriteString("      durableObjectStorage = (inMemory = void),\n")
-			c.WriteString("    )),\n")
-		}
-		for i, a := range t.ShardAddresses {
-			fmt.Fprintf(&c, "    (name = %s, external = (address = %s, http = (capnpConnectHost = %s))),\n",
-				Quote(shardService(name, i)), Quote(a), Quote(podcontract.RPCConnectHost))
-		}
+func (d *doKind) contribute(x *extras) error {
+	if err := d.addChannelsBinding(x); err != nil {
+		return err
+	}
+	for _, name := range sortedKeys(d.bound) {
+		d.writeBound(&x.services, name, d.bound[name])
 	}
 	if d.host != nil {
-		t := d.host
-		fmt.Fprintf(&c, "    (name = %s, disk = (writable = true)),\n", Quote(DOStorageService))
-		fmt.Fprintf(&c, "    (name = %s, worker = (\n", Quote(GatewayService))
-		fmt.Fprintf(&c, "      modules = [(name = %s, esModule = embed %s), (name = %s, esModule = embed %s)],\n",
-			Quote(gatewayFile), Quote(podcontract.ShimSubdir+"/"+gatewayFile), Quote(routerCommonFile), Quote(podcontract.ShimSubdir+"/"+routerCommonFile))
-		fmt.Fprintf(&c, "      compatibilityDate = %s,\n", Quote(ShimCompatibilityDate))
-		fmt.Fprintf(&c, "      bindings = [(name = \"NS\", durableObjectNamespace = (className = %s, serviceName = %s)), (name = \"CONFIG\", json = %s), (name = \"POD_NAME\", fromEnvironment = %s)],\n",
-			Quote(t.ClassName), Quote(d.svcName), Quote(configJSON(*t, true)), Quote(PodNameEnv))
-		c.WriteString("    )),\n")
+		d.writeHost(x)
 	}
-	return c.String()
-}
-
-func (d *doRender) sockets() string {
-	if d.host == nil {
-		return ""
-	}
-	return fmt.Sprintf("    (name = %s, http = (capnpConnectHost = %s), service = %s),\n", Quote(podcontract.GatewaySocket), Quote(podcontract.RPCConnectHost), Quote(GatewayService))
-}
-
-// extensions is the config's `extensions` field holding the router modules.
-func (d *doRender) extensions() string {
-	if !d.any() {
-		return ""
-	}
-	var c strings.Builder
-	c.WriteString("  extensions = [(modules = [\n")
-	fmt.Fprintf(&c, "    (name = %s, esModule = embed %s, internal = true),\n", Quote(RouterModule), Quote(podcontract.ShimSubdir+"/"+routerFile))
-	fmt.Fprintf(&c, "    (name = %s, esModule = embed %s, internal = true),\n", Quote(RouterCommonModule), Quote(podcontract.ShimSubdir+"/"+routerCommonFile))
-	fmt.Fprintf(&c, "    (name = %s, esModule = embed %s, internal = true),\n", Quote(FailureModule), Quote(podcontract.ShimSubdir+"/"+failureFile))
-	if d.channels() {
-		fmt.Fprintf(&c, "    (name = %s, esModule = embed %s, internal = true),\n", Quote(ChannelsModule), Quote(podcontract.ShimSubdir+"/"+channelsFile))
-	}
-	c.WriteString("  ])],\n")
-	return c.String()
-}
-
-func (d *doRender) files() ([]File, error) {
-	if !d.any() {
-		return nil, nil
-	}
-	names := []string{routerFile, routerCommonFile, failureFile}
-	if d.host != nil {
-		names = append(names, gatewayFile)
-	}
-	if d.channels() {
-		names = append(names, channelsFile)
-	}
-	var out []File
-	for _, n := range names {
-		b, err := shim.Source(n)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, newFile(podcontract.ShimSubdir+"/"+n, b, false))
-	}
-	return out, nil
-}
-
-// env is the shard pod's POD_NAME (downward API metadata.name).
-func (d *doRender) env() []corev1.EnvVar {
-	if d.host == nil {
+	if d.host == nil && len(d.bound) == 0 {
 		return nil
 	}
-	return []corev1.EnvVar{{Name: PodNameEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+	x.addExtension(RouterModule, routerFile)
+	x.addExtension(RouterCommonModule, routerCommonFile)
+	x.addExtension(FailureModule, failureFile)
+	shims := []string{routerFile, routerCommonFile, failureFile}
+	if d.host != nil {
+		shims = append(shims, gatewayFile)
+	}
+	if d.channels() {
+		x.addExtension(ChannelsModule, channelsFile)
+		shims = append(shims, channelsFile)
+	}
+	return x.addShims(shims...)
+}
+
+// addChannelsBinding gives the hosted class's Worker its binding to the channels client
+// (docs/channels.md), when the pods host a namespace with channels.
+func (d *doKind) addChannelsBinding(x *extras) error {
+	if !d.channels() {
+		return nil
+	}
+	name := d.host.ChannelsBinding
+	if j, dup := x.names[name]; dup {
+		return fmt.Errorf("spec.bindings[%d].name: %q is the channels binding of DurableObjectNamespace %s (its spec.channels.binding); rename one of them", j, name, d.in.Host)
+	}
+	x.bindings = append(x.bindings, bindingLine{name, sidecarWrapped(ChannelsModule, podcontract.SidecarService, map[string]string{"namespace": d.host.Name})})
+	return nil
+}
+
+// writeBound writes the services of bound namespace name: an id-only namespace (unless
+// this pod hosts it) and the shard gateways' external services.
+func (d *doKind) writeBound(c *capnp, name string, t DurableObjectTarget) {
+	if !d.hosts(name) {
+		mod := fmt.Sprintf("// Mints ids of DurableObjectNamespace %s/%s; hosts nothing (its shards do).\nimport { DurableObject } from \"cloudflare:workers\";\nexport class %s extends DurableObject {}\nexport default {};\n", t.Namespace, t.Name, t.ClassName)
+		c.openWorker(idsService(name))
+		c.field("modules", list(tuple(named("ids.js"), kv("esModule", Quote(mod)))))
+		c.field("compatibilityDate", Quote(ShimCompatibilityDate))
+		c.field("durableObjectNamespaces", list(tuple(kv("className", Quote(t.ClassName)), kv("uniqueKey", Quote(t.UniqueKey)))))
+		c.field("durableObjectStorage", "(inMemory = void)")
+		c.closeWorker()
+	}
+	for i, a := range t.ShardAddresses {
+		c.item(named(shardService(name, i)), kv("external", rpcExternal(a)))
+	}
+}
+
+// writeHost writes a shard pod's parts: the hosted class on localDisk, the disk
+// service, the gateway worker and its socket, and POD_NAME.
+func (d *doKind) writeHost(x *extras) {
+	t := d.host
+	x.worker.field("durableObjectNamespaces", list(tuple(kv("className", Quote(t.ClassName)), kv("uniqueKey", Quote(t.UniqueKey)),
+		kv("enableSql", fmt.Sprint(t.SQL)), kv("preventEviction", fmt.Sprint(t.PreventEviction)))))
+	x.worker.field("durableObjectStorage", tuple(kv("localDisk", Quote(DOStorageService))))
+	c := &x.services
+	c.item(named(DOStorageService), "disk = (writable = true)")
+	c.openWorker(GatewayService)
+	c.field("modules", list(shimModule(gatewayFile), shimModule(routerCommonFile)))
+	c.field("compatibilityDate", Quote(ShimCompatibilityDate))
+	c.field("bindings", list(
+		tuple(named("NS"), kv("durableObjectNamespace", tuple(kv("className", Quote(t.ClassName)), kv("serviceName", Quote(d.svcName))))),
+		tuple(named("CONFIG"), kv("json", Quote(configJSON(*t, true)))),
+		tuple(named("POD_NAME"), kv("fromEnvironment", Quote(PodNameEnv)))))
+	c.closeWorker()
+	x.sockets.item(named(podcontract.GatewaySocket), rpcHTTP(), kv("service", Quote(GatewayService)))
+	x.env = append(x.env, corev1.EnvVar{Name: PodNameEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
+}
+
+// shimModule is an ES module list entry embedding shim file (named after the file).
+func shimModule(file string) string {
+	return tuple(named(file), kv("esModule", embed(podcontract.ShimSubdir+"/"+file)))
 }

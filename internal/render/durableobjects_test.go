@@ -1,15 +1,16 @@
-package render
+package render_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 )
 
 func TestTargetFor(t *testing.T) {
 	_, d := doFixture(t)
-	tg, err := TargetFor(d, Options{ClusterDomain: "example.internal"})
+	tg, err := render.TargetFor(d, render.Options{ClusterDomain: "example.internal"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,45 +24,45 @@ func TestTargetFor(t *testing.T) {
 		t.Errorf("address %q, want %q", tg.ShardAddresses[1], want)
 	}
 	d.Status.UniqueKey = "kept"
-	if tg, _ := TargetFor(d, Options{}); tg.UniqueKey != "kept" {
+	if tg, _ := render.TargetFor(d, render.Options{}); tg.UniqueKey != "kept" {
 		t.Errorf("status.uniqueKey not kept: %q", tg.UniqueKey)
 	}
 }
 
 func TestRenderDurableObjectErrors(t *testing.T) {
 	w, d := doFixture(t)
-	good, err := TargetFor(d, Options{})
+	good, err := render.TargetFor(d, render.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
 		name string
-		in   func() Input
+		in   func() render.Input
 		want string
 	}{
-		{"namespace not given", func() Input { return Input{Worker: w} },
+		{"namespace not given", func() render.Input { return render.Input{Worker: w} },
 			`spec.bindings[0].durableObjectNamespace.name: DurableObjectNamespace "counters" not found`},
-		{"host not given", func() Input { return Input{Worker: w, Host: "other"} },
+		{"host not given", func() render.Input { return render.Input{Worker: w, Host: "other"} },
 			`Input.Host: DurableObjectNamespace "other" not given`},
-		{"host of another worker", func() Input {
+		{"host of another worker", func() render.Input {
 			t := good
 			t.Worker = "someone-else"
-			return Input{Worker: w, DurableObjects: map[string]DurableObjectTarget{"counters": t}, Host: "counters"}
+			return render.Input{Worker: w, DurableObjects: map[string]render.DurableObjectTarget{"counters": t}, Host: "counters"}
 		}, `spec.workerRef.name is "someone-else", not the rendered Worker "counter"`},
-		{"shards out of range", func() Input {
+		{"shards out of range", func() render.Input {
 			t := good
 			t.Shards = 65
-			return Input{Worker: w, DurableObjects: map[string]DurableObjectTarget{"counters": t}}
+			return render.Input{Worker: w, DurableObjects: map[string]render.DurableObjectTarget{"counters": t}}
 		}, "spec.shards: 65 is outside 1 to 64"},
-		{"addresses missing", func() Input {
+		{"addresses missing", func() render.Input {
 			t := good
 			t.ShardAddresses = t.ShardAddresses[:1]
-			return Input{Worker: w, DurableObjects: map[string]DurableObjectTarget{"counters": t}}
+			return render.Input{Worker: w, DurableObjects: map[string]render.DurableObjectTarget{"counters": t}}
 		}, "1 shard addresses for 2 shards"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Render(tc.in())
+			_, err := render.Render(tc.in())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want it to contain %q", err, tc.want)
 			}
@@ -71,11 +72,11 @@ func TestRenderDurableObjectErrors(t *testing.T) {
 
 func TestRenderDurableObjectConfig(t *testing.T) {
 	w, d := doFixture(t)
-	tg, err := TargetFor(d, Options{})
+	tg, err := render.TargetFor(d, render.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dos := map[string]DurableObjectTarget{d.Name: tg}
+	dos := map[string]render.DurableObjectTarget{d.Name: tg}
 	cases := []struct {
 		name          string
 		host          string
@@ -101,7 +102,7 @@ func TestRenderDurableObjectConfig(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := Render(Input{Worker: w, DurableObjects: dos, Host: tc.host})
+			out, err := render.Render(render.Input{Worker: w, DurableObjects: dos, Host: tc.host})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,14 +128,14 @@ func TestRenderDurableObjectConfig(t *testing.T) {
 			}
 			hasPodName := false
 			for _, e := range out.Env {
-				hasPodName = hasPodName || e.Name == PodNameEnv
+				hasPodName = hasPodName || e.Name == render.PodNameEnv
 			}
 			if hasPodName != (tc.host != "") {
 				t.Errorf("POD_NAME env %v on %s", hasPodName, tc.name)
 			}
 		})
 	}
-	args := strings.Join(ShardArgs(w), " ")
+	args := strings.Join(render.ShardArgs(w), " ")
 	for _, s := range []string{"--socket-addr=gateway=$(POD_IP):9093", "--directory-path=do-storage=/var/lib/workerd/do"} {
 		if !strings.Contains(args, s) {
 			t.Errorf("ShardArgs lack %s", s)

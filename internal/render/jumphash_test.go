@@ -1,4 +1,4 @@
-package render
+package render_test
 
 import (
 	"context"
@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/workerd-operator/workerd-operator/internal/localrun"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/shim"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
@@ -40,7 +42,7 @@ func loadJumpVectors(t *testing.T) ([]byte, []jumpVector) {
 func TestShardForVectors(t *testing.T) {
 	_, vs := loadJumpVectors(t)
 	for _, v := range vs {
-		got, err := ShardFor(v.ID, v.Shards)
+		got, err := render.ShardFor(v.ID, v.Shards)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,8 +53,8 @@ func TestShardForVectors(t *testing.T) {
 }
 
 func TestShardForLimits(t *testing.T) {
-	for _, n := range []int32{0, -1, MaxShards + 1} {
-		_, err := ShardFor("x", n)
+	for _, n := range []int32{0, -1, render.MaxShards + 1} {
+		_, err := render.ShardFor("x", n)
 		if err == nil || !strings.Contains(err.Error(), "spec.shards") || !strings.Contains(err.Error(), "1 to 64") {
 			t.Errorf("ShardFor(x, %d): %v, want an error naming spec.shards and 1 to 64", n, err)
 		}
@@ -78,14 +80,14 @@ const config :Workerd.Config = (
   sockets = [(name = "http", http = (), service = "main")],
 );
 `
-	if err := WriteFiles(dir, []File{
+	if err := localrun.WriteFiles(dir, []render.File{
 		{Path: podcontract.ConfigFile, Data: []byte(config)},
 		{Path: "main.js", Data: []byte(main)},
 		{Path: "router-common.js", Data: shim.MustSource("router-common.js")},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	l, err := StartLocal(context.Background(), LocalOptions{Binary: testenv.WorkerdBinary(t), Dir: dir, Sockets: []string{podcontract.HTTPSocket}})
+	l, err := localrun.StartLocal(context.Background(), localrun.LocalOptions{Binary: testenv.WorkerdBinary(t), Dir: dir, Sockets: []string{podcontract.HTTPSocket}})
 	if err != nil {
 		t.Fatal(err)
 	}

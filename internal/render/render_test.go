@@ -1,4 +1,4 @@
-package render
+package render_test
 
 import (
 	"bytes"
@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/localrun"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -47,7 +49,7 @@ type request struct {
 
 type testCase struct {
 	name   string
-	m      Manifests
+	m      localrun.Manifests
 	expect *expectation
 }
 
@@ -64,7 +66,7 @@ func loadCases(t *testing.T) []testCase {
 			t.Fatal(err)
 		}
 		c := testCase{name: strings.TrimSuffix(filepath.Base(p), ".yaml")}
-		if err := DecodeManifests(f, p, &c.m); err != nil {
+		if err := localrun.DecodeManifests(f, p, &c.m); err != nil {
 			t.Fatal(err)
 		}
 		f.Close()
@@ -89,13 +91,13 @@ func loadCases(t *testing.T) []testCase {
 func formatAll(t *testing.T, c testCase) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	rs, err := RenderManifests(&c.m, Options{})
+	rs, err := localrun.RenderManifests(&c.m, render.Options{})
 	if err != nil {
 		fmt.Fprintf(&b, "error: %v\n", err)
 		return b.Bytes()
 	}
 	for _, r := range rs {
-		if err := Format(&b, r.Worker, r.Output, false); err != nil {
+		if err := localrun.Format(&b, r.Worker, r.Output, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -196,26 +198,27 @@ func TestRunWorkerd(t *testing.T) {
 
 // startAll starts one workerd per Worker of c, targets of service bindings first, and
 // points service bindings at the other processes' http sockets.
-func startAll(t *testing.T, bin string, c testCase) map[string]*Local {
+func startAll(t *testing.T, bin string, c testCase) map[string]*localrun.Local {
 	t.Helper()
-	locals := map[string]*Local{}
+	locals := map[string]*localrun.Local{}
 	pending := append([]*v1alpha1.Worker(nil), c.m.Workers...)
 	for len(pending) > 0 {
 		progressed := false
 		for i := 0; i < len(pending); i++ {
 			w := pending[i]
-			services := map[string]ServiceTarget{}
+			services := map[string]render.ServiceTarget{}
 			ready := true
 			for _, b := range w.Spec.Bindings {
-				if b.Service == nil || b.Service.Name == w.Name {
+				kind, name := b.Reference()
+				if kind != v1alpha1.ReferenceWorker || name == w.Name {
 					continue
 				}
-				l, ok := locals[b.Service.Name]
+				l, ok := locals[name]
 				if !ok {
 					ready = false
 					break
 				}
-				services[b.Service.Name] = ServiceTarget{Address: l.Addrs[podcontract.RPCSocket]}
+				services[name] = render.ServiceTarget{Address: l.Addrs[podcontract.RPCSocket]}
 			}
 			if !ready {
 				continue
@@ -231,23 +234,23 @@ func startAll(t *testing.T, bin string, c testCase) map[string]*Local {
 					}
 				}
 			}
-			out, err := Render(Input{Worker: w, ConfigMap: cm, Services: services})
+			out, err := render.Render(render.Input{Worker: w, ConfigMap: cm, Services: services})
 			if err != nil {
 				t.Fatal(err)
 			}
 			dir := t.TempDir()
-			if err := WriteFiles(dir, out.Files, out.External); err != nil {
+			if err := localrun.WriteFiles(dir, out.Files, out.External); err != nil {
 				t.Fatal(err)
 			}
-			env, missing := SecretEnv(w, out, c.m.Secrets)
+			env, missing := localrun.SecretEnv(w, out, c.m.Secrets)
 			if len(missing) > 0 {
 				t.Fatalf("secrets missing from the case: %v", missing)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			l, err := StartLocal(ctx, LocalOptions{Binary: bin, Dir: dir, Env: env})
+			l, err := localrun.StartLocal(ctx, localrun.LocalOptions{Binary: bin, Dir: dir, Env: env})
 			if c.expect.StartupError != "" {
 				cancel()
-				se, ok := err.(*StartupError)
+				se, ok := err.(*localrun.StartupError)
 				if !ok {
 					if l != nil {
 						l.Stop()
@@ -294,17 +297,17 @@ func TestHTTPSocketRefusesRPC(t *testing.T) {
 	if c.name == "" {
 		t.Fatal("testdata/09-service-binding.yaml not found")
 	}
-	start := func(w *v1alpha1.Worker, services map[string]ServiceTarget) *Local {
-		out, err := Render(Input{Worker: w, Services: services})
+	start := func(w *v1alpha1.Worker, services map[string]render.ServiceTarget) *localrun.Local {
+		out, err := render.Render(render.Input{Worker: w, Services: services})
 		if err != nil {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
-		if err := WriteFiles(dir, out.Files); err != nil {
+		if err := localrun.WriteFiles(dir, out.Files); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		l, err := StartLocal(ctx, LocalOptions{Binary: bin, Dir: dir})
+		l, err := localrun.StartLocal(ctx, localrun.LocalOptions{Binary: bin, Dir: dir})
 		if err != nil {
 			cancel()
 			t.Fatal(err)
@@ -318,7 +321,7 @@ func TestHTTPSocketRefusesRPC(t *testing.T) {
 		ok     bool
 	}{{podcontract.RPCSocket, true}, {podcontract.HTTPSocket, false}} {
 		t.Run(tc.socket, func(t *testing.T) {
-			caller := start(c.m.Workers[1], map[string]ServiceTarget{"greeter": {Address: greeter.Addrs[tc.socket]}})
+			caller := start(c.m.Workers[1], map[string]render.ServiceTarget{"greeter": {Address: greeter.Addrs[tc.socket]}})
 			const want = "greeter saw /path/x | hello, caller (via rpc) | greeter refused"
 			resp, err := http.Get("http://" + caller.Addrs[podcontract.HTTPSocket] + "/")
 			got, status := "", 0

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/localrun"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
@@ -84,12 +85,12 @@ func TestWorkflowEngineRendered(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := render.WriteFiles(dir, out.Files); err != nil {
+	if err := localrun.WriteFiles(dir, out.Files); err != nil {
 		t.Fatal(err)
 	}
 	sidecarAddr := testenv.FreeLoopbackAddr(t)
 	var logs bytes.Buffer
-	l, err := render.StartLocal(context.Background(), render.LocalOptions{
+	l, err := localrun.StartLocal(context.Background(), localrun.LocalOptions{
 		Binary: testenv.WorkerdBinary(t), Dir: dir, Output: &logs,
 		Sockets:   []string{podcontract.HTTPSocket, podcontract.RPCSocket, podcontract.HealthSocket, podcontract.TriggerSocket, podcontract.WorkflowSocket},
 		Externals: map[string]string{podcontract.SidecarService: sidecarAddr},

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/localrun"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/shim"
@@ -36,7 +37,7 @@ func TestNames(t *testing.T) {
 
 // start renders a minimal Worker and runs it in the pinned workerd, with the
 // "sidecar" external service pointing at sidecarAddr.
-func start(t *testing.T, sidecarAddr string) *render.Local {
+func start(t *testing.T, sidecarAddr string) *localrun.Local {
 	t.Helper()
 	w := &v1alpha1.Worker{
 		ObjectMeta: metav1.ObjectMeta{Name: "app"},
@@ -53,11 +54,11 @@ func start(t *testing.T, sidecarAddr string) *render.Local {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := render.WriteFiles(dir, out.Files); err != nil {
+	if err := localrun.WriteFiles(dir, out.Files); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l, err := render.StartLocal(ctx, render.LocalOptions{
+	l, err := localrun.StartLocal(ctx, localrun.LocalOptions{
 		Binary: testenv.WorkerdBinary(t), Dir: dir,
 		Externals: map[string]string{podcontract.SidecarService: sidecarAddr},
 	})

@@ -262,6 +262,15 @@ var (
 	gvkConfigMap = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 )
 
+// referenceGVK maps the kind of object a binding references (v1alpha1.Binding.Reference)
+// to its GroupVersionKind.
+var referenceGVK = map[string]schema.GroupVersionKind{
+	v1alpha1.ReferenceSecret:                 gvkSecret,
+	v1alpha1.ReferenceWorker:                 gvkWorker,
+	v1alpha1.ReferenceDurableObjectNamespace: gvkDON,
+	v1alpha1.ReferenceWorkflow:               gvkWorkflow,
+}
+
 // workerProfile returns the limit profile of Worker ns/name, the operator's default
 // when it sets none; found is false when the Worker does not exist (yet).
 func (w *Webhooks) workerProfile(ctx context.Context, ns, name string) (p limits.Profile, found bool, err error) {

@@ -129,17 +129,11 @@ func (w *Webhooks) ValidateWorker(ctx context.Context, wk *v1alpha1.Worker) (adm
 	validateWorkerSpec(c, spec, s, w.opts.WorkerdVersion, w.opts.ScriptSizeRules)
 	w.validateSource(ctx, c, spec.Child("source"), wk.Namespace, &s.Source)
 	for i, b := range s.Bindings {
-		bp := spec.Child("bindings").Index(i)
-		switch {
-		case b.Service != nil:
-			w.reference(ctx, c, bp.Child("service", "name"), gvkWorker, wk.Namespace, b.Service.Name)
-		case b.DurableObjectNamespace != nil:
-			w.reference(ctx, c, bp.Child("durableObjectNamespace", "name"), gvkDON, wk.Namespace, b.DurableObjectNamespace.Name)
-		case b.Workflow != nil:
-			w.reference(ctx, c, bp.Child("workflow", "name"), gvkWorkflow, wk.Namespace, b.Workflow.Name)
-		case b.SecretKeyRef != nil && (b.SecretKeyRef.Optional == nil || !*b.SecretKeyRef.Optional):
-			w.reference(ctx, c, bp.Child("secretKeyRef", "name"), gvkSecret, wk.Namespace, b.SecretKeyRef.Name)
+		kind, name := b.Reference()
+		if kind == "" || b.Optional() {
+			continue
 		}
+		w.reference(ctx, c, spec.Child("bindings").Index(i).Child(string(b.Kind()), "name"), referenceGVK[kind], wk.Namespace, name)
 	}
 	return c.result("Worker", wk.Name)
 }
@@ -202,19 +196,18 @@ func validateCompatibilityDate(path *field.Path, date, workerdVersion string) *f
 func validateEnvVars(c *check, path *field.Path, bindings []v1alpha1.Binding) {
 	n := int64(0)
 	for i, b := range bindings {
-		bp := path.Index(i)
-		switch {
-		case b.Text != nil:
-			n++
-			c.add(c.tooMany(bp.Child("text"), int64(len(*b.Text)), limits.EnvVarBytes, "the value's size"))
-		case b.JSON != nil:
-			n++
-			c.add(c.tooMany(bp.Child("json"), int64(len(*b.JSON)), limits.EnvVarBytes, "the value's size"))
-			if !json.Valid([]byte(*b.JSON)) {
-				c.add(field.Invalid(bp.Child("json"), truncate(*b.JSON), "must be a JSON document"))
-			}
-		case b.SecretKeyRef != nil:
-			n++
+		if !b.IsEnvVar() {
+			continue
+		}
+		n++
+		value, ok := b.Value()
+		if !ok {
+			continue
+		}
+		vp := path.Index(i).Child(string(b.Kind()))
+		c.add(c.tooMany(vp, int64(len(value)), limits.EnvVarBytes, "the value's size"))
+		if b.Kind() == v1alpha1.BindingJSON && !json.Valid([]byte(value)) {
+			c.add(field.Invalid(vp, truncate(value), "must be a JSON document"))
 		}
 	}
 	c.add(c.tooMany(path, n, limits.EnvVars, "the number of environment variables (text, json and secretKeyRef bindings)"))

@@ -1,4 +1,4 @@
-package render
+package localrun
 
 import (
 	"bufio"
@@ -16,11 +16,12 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/internal/loopback"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 )
 
-// WriteFiles writes files under dir (creating directories), e.g. Output.Files and
-// Output.External, to lay out what a pod sees under /etc/workerd.
-func WriteFiles(dir string, files ...[]File) error {
+// WriteFiles writes files under dir (creating directories), e.g. render.Output.Files and
+// render.Output.External, to lay out what a pod sees under /etc/workerd.
+func WriteFiles(dir string, files ...[]render.File) error {
 	for _, fs := range files {
 		for _, f := range fs {
 			p := filepath.Join(dir, filepath.FromSlash(f.Path))
@@ -110,27 +111,9 @@ func FreeLoopbackAddr() (string, error) { return loopback.FreeAddr() }
 // event for each socket. If workerd exits first, the error is a *StartupError holding
 // its messages. Stop the process with Stop (or cancel ctx).
 func StartLocal(ctx context.Context, o LocalOptions) (*Local, error) {
-	sockets := o.Sockets
-	if len(sockets) == 0 {
-		sockets = []string{podcontract.HTTPSocket, podcontract.RPCSocket, podcontract.HealthSocket, podcontract.TriggerSocket}
-	}
-	externals := map[string]string{}
-	for k, v := range o.Externals {
-		externals[k] = v
-	}
-	if _, ok := externals[podcontract.SidecarService]; !ok {
-		a, err := FreeLoopbackAddr()
-		if err != nil {
-			return nil, err
-		}
-		externals[podcontract.SidecarService] = a
-	}
-	args := []string{"serve", "--experimental", filepath.Join(o.Dir, podcontract.ConfigFile), "--control-fd=3"}
-	for _, s := range sockets {
-		args = append(args, fmt.Sprintf("--socket-addr=%s=127.0.0.1:0", s))
-	}
-	for k, v := range externals {
-		args = append(args, fmt.Sprintf("--external-addr=%s=%s", k, v))
+	args, sockets, err := localArgs(o)
+	if err != nil {
+		return nil, err
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -152,26 +135,7 @@ func StartLocal(ctx context.Context, o LocalOptions) (*Local, error) {
 	w.Close()
 	l := &Local{Addrs: map[string]string{}, cmd: cmd, out: out, done: make(chan struct{})}
 	ready := make(chan struct{})
-	go func() {
-		defer r.Close()
-		sc := bufio.NewScanner(r)
-		signalled := false
-		for sc.Scan() {
-			var ev struct {
-				Event  string `json:"event"`
-				Socket string `json:"socket"`
-				Port   int    `json:"port"`
-			}
-			if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Event != "listen" {
-				continue
-			}
-			l.Addrs[ev.Socket] = fmt.Sprintf("127.0.0.1:%d", ev.Port)
-			if !signalled && len(l.Addrs) >= len(sockets) {
-				signalled = true
-				close(ready)
-			}
-		}
-	}()
+	go l.watchListens(r, sockets, ready)
 	go func() {
 		l.err = cmd.Wait()
 		close(l.done)
@@ -185,6 +149,56 @@ func StartLocal(ctx context.Context, o LocalOptions) (*Local, error) {
 		_ = cmd.Process.Kill()
 		<-l.done
 		return nil, ctx.Err()
+	}
+}
+
+// localArgs are workerd's args for o and the number of sockets it will report.
+func localArgs(o LocalOptions) ([]string, int, error) {
+	sockets := o.Sockets
+	if len(sockets) == 0 {
+		sockets = []string{podcontract.HTTPSocket, podcontract.RPCSocket, podcontract.HealthSocket, podcontract.TriggerSocket}
+	}
+	externals := map[string]string{}
+	for k, v := range o.Externals {
+		externals[k] = v
+	}
+	if _, ok := externals[podcontract.SidecarService]; !ok {
+		a, err := FreeLoopbackAddr()
+		if err != nil {
+			return nil, 0, err
+		}
+		externals[podcontract.SidecarService] = a
+	}
+	args := []string{"serve", "--experimental", filepath.Join(o.Dir, podcontract.ConfigFile), "--control-fd=3"}
+	for _, s := range sockets {
+		args = append(args, fmt.Sprintf("--socket-addr=%s=127.0.0.1:0", s))
+	}
+	for k, v := range externals {
+		args = append(args, fmt.Sprintf("--external-addr=%s=%s", k, v))
+	}
+	return args, len(sockets), nil
+}
+
+// watchListens reads workerd's control events from r into l.Addrs and closes ready
+// once sockets sockets listen.
+func (l *Local) watchListens(r *os.File, sockets int, ready chan<- struct{}) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	signalled := false
+	for sc.Scan() {
+		var ev struct {
+			Event  string `json:"event"`
+			Socket string `json:"socket"`
+			Port   int    `json:"port"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Event != "listen" {
+			continue
+		}
+		l.Addrs[ev.Socket] = fmt.Sprintf("127.0.0.1:%d", ev.Port)
+		if !signalled && len(l.Addrs) >= sockets {
+			signalled = true
+			close(ready)
+		}
 	}
 }
 

@@ -1,4 +1,9 @@
-package render
+// Package localrun runs rendered Workers outside a cluster: it decodes manifests,
+// renders every Worker in them as the controller would, writes the files a pod would
+// see and starts the pinned workerd on them on loopback, for `workerd-operator render`
+// and tests. internal/render stays pure; everything that touches files, processes or
+// YAML lives here.
+package localrun
 
 import (
 	"bufio"
@@ -16,6 +21,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 )
 
 // Manifests are the objects of one or more multi-document YAML (or JSON) streams that
@@ -98,23 +104,23 @@ func namespaceOf(ns string) string {
 // Rendered is one Worker's rendering by RenderManifests.
 type Rendered struct {
 	Worker *v1alpha1.Worker
-	Output *Output
+	Output *render.Output
 }
 
 // RenderManifests renders every Worker of m, as the controller would: a
 // source.configMap Worker gets the ConfigMap of that name in its namespace from m,
 // and service bindings to Workers of m resolve to their in-cluster addresses
-// (RPCAddress). A binding to a Worker not in m is an error naming the field.
+// (render.RPCAddress). A binding to a Worker not in m is an error naming the field.
 // Results are sorted by namespace and name.
-func RenderManifests(m *Manifests, opts Options) ([]Rendered, error) {
+func RenderManifests(m *Manifests, opts render.Options) ([]Rendered, error) {
 	return RenderManifestsWith(m, opts, nil)
 }
 
 // RenderManifestsWith is RenderManifests with service binding addresses from address
-// (given the target Worker) instead of RPCAddress; nil means RPCAddress.
-func RenderManifestsWith(m *Manifests, opts Options, address func(target *v1alpha1.Worker) string) ([]Rendered, error) {
+// (given the target Worker) instead of render.RPCAddress; nil means render.RPCAddress.
+func RenderManifestsWith(m *Manifests, opts render.Options, address func(target *v1alpha1.Worker) string) ([]Rendered, error) {
 	if address == nil {
-		address = func(w *v1alpha1.Worker) string { return RPCAddress(w, opts) }
+		address = func(w *v1alpha1.Worker) string { return render.RPCAddress(w, opts) }
 	}
 	workers := append([]*v1alpha1.Worker(nil), m.Workers...)
 	sort.SliceStable(workers, func(i, j int) bool {
@@ -126,10 +132,10 @@ func RenderManifestsWith(m *Manifests, opts Options, address func(target *v1alph
 	})
 	var out []Rendered
 	for _, w := range workers {
-		in := Input{Worker: w, Options: opts, Services: map[string]ServiceTarget{}}
+		in := render.Input{Worker: w, Options: opts, Services: map[string]render.ServiceTarget{}}
 		for _, o := range workers {
 			if namespaceOf(o.Namespace) == namespaceOf(w.Namespace) {
-				in.Services[o.Name] = ServiceTarget{Address: address(o)}
+				in.Services[o.Name] = render.ServiceTarget{Address: address(o)}
 			}
 		}
 		if cs := w.Spec.Source.ConfigMap; cs != nil {
@@ -139,7 +145,7 @@ func RenderManifestsWith(m *Manifests, opts Options, address func(target *v1alph
 				}
 			}
 		}
-		o, err := Render(in)
+		o, err := render.Render(in)
 		if err != nil {
 			return nil, fmt.Errorf("Worker %s/%s: %w", namespaceOf(w.Namespace), w.Name, err)
 		}
@@ -151,7 +157,7 @@ func RenderManifestsWith(m *Manifests, opts Options, address func(target *v1alph
 // SecretEnv returns "WORKERD_SECRET_<NAME>=<value>" for every secretKeyRef env var of
 // out whose Secret and key are in secrets (same namespace as w), for running the
 // rendering locally; missing ones are listed in missing ("<secret>/<key>").
-func SecretEnv(w *v1alpha1.Worker, out *Output, secrets []*corev1.Secret) (env []string, missing []string) {
+func SecretEnv(w *v1alpha1.Worker, out *render.Output, secrets []*corev1.Secret) (env []string, missing []string) {
 	for _, e := range out.Env {
 		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
 			continue
@@ -178,16 +184,16 @@ func SecretEnv(w *v1alpha1.Worker, out *Output, secrets []*corev1.Secret) (env [
 // Format writes out as text: a header naming the Worker and version, the secret
 // references, then every file ("--- <path>" and its content; binary files as base64).
 // With shims false the shim worker files are listed by path only.
-func Format(wr io.Writer, w *v1alpha1.Worker, out *Output, shims bool) error {
+func Format(wr io.Writer, w *v1alpha1.Worker, out *render.Output, shims bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Worker %s/%s version %s\n", namespaceOf(w.Namespace), w.Name, out.Version)
-	fmt.Fprintf(&b, "# args: %s\n", strings.Join(Args(w), " "))
+	fmt.Fprintf(&b, "# args: %s\n", strings.Join(render.Args(w), " "))
 	for _, e := range out.Env {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 			fmt.Fprintf(&b, "# env %s from Secret %s key %s\n", e.Name, e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Key)
 		}
 	}
-	files := append(append([]File(nil), out.Files...), out.External...)
+	files := append(append([]render.File(nil), out.Files...), out.External...)
 	sort.SliceStable(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	for _, f := range files {
 		origin := "key " + f.Key

@@ -1,0 +1,97 @@
+package render
+
+import (
+	"fmt"
+
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/shim"
+)
+
+// writeConfig writes config.capnp: the user's Worker, what the bindings add, the
+// sidecar and the shims, and the sockets whose addresses come by flag (Args).
+func writeConfig(w *v1alpha1.Worker, modules []module, flags []string, x *extras) []byte {
+	c := &capnp{}
+	c.line("# Rendered by workerd-operator for Worker ", namespaceOr(w.Namespace), "/", w.Name, ". Do not edit: the operator")
+	c.line("# overwrites it. Socket and sidecar addresses come by flag (docs/pod-contract.md).")
+	c.line(`using Workerd = import "/workerd/workerd.capnp";`)
+	c.line()
+	c.open("const config :Workerd.Config = (")
+	c.open("services = [")
+	writeUserWorker(c, w, modules, flags, x)
+	c.splice(&x.services)
+	writeShimServices(c, WorkerServiceName(w.Name))
+	c.close("],")
+	c.open("sockets = [")
+	writeSockets(c, WorkerServiceName(w.Name))
+	c.splice(&x.sockets)
+	c.close("],")
+	if len(x.extensions) > 0 {
+		c.open("extensions = [(modules = [")
+		for _, e := range x.extensions {
+			c.item(named(e.name), kv("esModule", embed(podcontract.ShimSubdir+"/"+e.file)), "internal = true")
+		}
+		c.close("])],")
+	}
+	c.field("v8Flags", list(Quote(fmt.Sprintf("--max-old-space-size=%d", MemoryMiB(w)))))
+	c.field("logging", "(structuredLogging = true)")
+	c.close(");")
+	return []byte(c.String())
+}
+
+// writeUserWorker writes the user's Worker: its modules, compatibility and bindings.
+func writeUserWorker(c *capnp, w *v1alpha1.Worker, modules []module, flags []string, x *extras) {
+	c.openWorker(WorkerServiceName(w.Name))
+	c.open("modules = [")
+	for _, m := range modules {
+		c.item(named(m.name), kv(capnpModuleFields[m.typ], embed(podcontract.ModulesSubdir+"/"+m.name)))
+	}
+	c.close("],")
+	c.field("compatibilityDate", Quote(w.Spec.CompatibilityDate))
+	if len(flags) > 0 {
+		c.field("compatibilityFlags", list(quoteAll(flags)...))
+	}
+	if len(x.bindings) > 0 {
+		c.open("bindings = [")
+		for _, b := range x.bindings {
+			c.item(named(b.name), b.value)
+		}
+		c.close("],")
+	}
+	c.splice(&x.worker)
+	c.closeWorker()
+}
+
+// writeShimServices writes the sidecar's external service and the health and trigger
+// shim workers (internal/shim); the trigger shim calls the user's Worker svcName.
+func writeShimServices(c *capnp, svcName string) {
+	c.item(named(podcontract.SidecarService), "external = (http = ())")
+	c.openWorker(podcontract.HealthService)
+	c.field("modules", list(shimModule(shim.HealthModule)))
+	c.field("compatibilityDate", Quote(ShimCompatibilityDate))
+	c.field("bindings", list(tuple(named("SIDECAR"), kv("service", Quote(podcontract.SidecarService)))))
+	c.closeWorker()
+	c.openWorker(podcontract.TriggerService)
+	c.field("modules", list(shimModule(shim.TriggerModule)))
+	c.field("compatibilityDate", Quote(ShimCompatibilityDate))
+	c.field("compatibilityFlags", list(Quote("service_binding_extra_handlers")))
+	c.field("bindings", list(tuple(named("TARGET"), kv("service", Quote(svcName)))))
+	c.closeWorker()
+}
+
+// writeSockets writes the sockets every pod has. Only rpc sets capnpConnectHost, so a
+// client of the http port (an Ingress) cannot open Cap'n Proto RPC to the Worker.
+func writeSockets(c *capnp, svcName string) {
+	c.item(named(podcontract.HTTPSocket), "http = ()", kv("service", Quote(svcName)))
+	c.item(named(podcontract.RPCSocket), rpcHTTP(), kv("service", Quote(svcName)))
+	c.item(named(podcontract.HealthSocket), "http = ()", kv("service", Quote(podcontract.HealthService)))
+	c.item(named(podcontract.TriggerSocket), "http = ()", kv("service", Quote(podcontract.TriggerService)))
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = Quote(s)
+	}
+	return out
+}
