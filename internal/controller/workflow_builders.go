@@ -13,6 +13,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/workflows"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/duration"
 )
 
 // EngineConfigFile is the engine sidecar's config (internal/sidecar/workflows
@@ -56,7 +57,9 @@ func EngineConfig(wf *fleetv1alpha1.Workflow) (workflows.FileConfig, error) {
 		if v == "" || err != nil {
 			return
 		}
-		*into, err = workflows.ParseDurationString(field, v)
+		if *into, err = duration.Parse(v); err != nil {
+			err = fmt.Errorf("%s: %w", field, err)
+		}
 	}
 	if r := s.Retention; r != nil {
 		ms("spec.retention.success", r.Success, &c.SuccessRetentionMs)

@@ -6,6 +6,7 @@ import (
 	"regexp"
 
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/duration"
 )
 
 // WorkflowConfig is one Workflow served by the engine (from the Workflow spec).
@@ -138,7 +139,7 @@ func (e *Engine) resolveConfig(wf *WorkflowConfig, name string, raw json.RawMess
 			c.Retries.Limit = int(*r.Limit)
 		}
 		if len(r.Delay) > 0 && string(r.Delay) != "null" {
-			d, err := ParseDuration("retries.delay", r.Delay)
+			d, err := duration.ParseJSON("retries.delay", r.Delay)
 			if err != nil {
 				return bad("%v", err)
 			}
@@ -154,7 +155,7 @@ func (e *Engine) resolveConfig(wf *WorkflowConfig, name string, raw json.RawMess
 		}
 	}
 	if len(in.Timeout) > 0 && string(in.Timeout) != "null" {
-		d, err := ParseDuration("timeout", in.Timeout)
+		d, err := duration.ParseJSON("timeout", in.Timeout)
 		if err != nil {
 			return bad("%v", err)
 		}

@@ -8,6 +8,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/duration"
 )
 
 // StepRequest is the runner's question about one step call (POST /workflows/_run/step).
@@ -231,7 +232,7 @@ func (e *Engine) Step(r StepRequest) (*StepAnswer, error) {
 			if serr != nil {
 				var wake int64
 				if r.Kind == "sleep" {
-					d, derr := ParseDuration("step.sleep duration", r.Duration)
+					d, derr := duration.ParseJSON("step.sleep duration", r.Duration)
 					if derr == nil && d > e.lim(limits.WorkflowSleepMs) {
 						derr = fmt.Errorf("step.sleep %q: %d ms is over the %d ms limit (%s)", r.Name, d, e.lim(limits.WorkflowSleepMs), e.cite(limits.WorkflowSleepMs))
 					}
@@ -269,7 +270,7 @@ func (e *Engine) Step(r StepRequest) (*StepAnswer, error) {
 			if serr != nil {
 				timeout := int64(24 * 3600 * 1000)
 				if len(r.Timeout) > 0 && string(r.Timeout) != "null" {
-					d, derr := ParseDuration("waitForEvent timeout", r.Timeout)
+					d, derr := duration.ParseJSON("waitForEvent timeout", r.Timeout)
 					if derr == nil && (d < 1000 || d > e.lim(limits.WorkflowSleepMs)) {
 						derr = fmt.Errorf("waitForEvent %q timeout %d ms: want 1 s to %d ms (%s)", r.Name, d, e.lim(limits.WorkflowSleepMs), e.cite(limits.WorkflowSleepMs))
 					}

@@ -8,40 +8,6 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 )
 
-func TestParseDuration(t *testing.T) {
-	cases := []struct {
-		in   string
-		want int64
-		err  string
-	}{
-		{`1500`, 1500, ""},
-		{`"2 seconds"`, 2000, ""},
-		{`"1 second"`, 1000, ""},
-		{`"10 minutes"`, 600000, ""},
-		{`"26 hours"`, 26 * 3600000, ""},
-		{`"1 week"`, 7 * 86400000, ""},
-		{`"1 month"`, 30 * 86400000, ""},
-		{`"1 year"`, 365 * 86400000, ""},
-		{`"250 milliseconds"`, 250, ""},
-		{`"0"`, 0, ""},
-		{`"soon"`, 0, `is not a duration`},
-		{`-5`, 0, `is not a duration`},
-		{`true`, 0, `is not a duration`},
-	}
-	for _, tc := range cases {
-		got, err := ParseDuration("timeout", json.RawMessage(tc.in))
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "timeout: ") {
-				t.Errorf("ParseDuration(%s) error %v, want %q naming the field", tc.in, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("ParseDuration(%s) = %d, %v; want %d", tc.in, got, err, tc.want)
-		}
-	}
-}
-
 func TestResolveConfigAndDelays(t *testing.T) {
 	e := &Engine{o: Options{Profile: limits.DefaultProfile, Table: limits.Default()}}
 	wf := &WorkflowConfig{Name: "w"}
