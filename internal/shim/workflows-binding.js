@@ -1,4 +1,4 @@
-// env.MY_WORKFLOW for Worker code (issue 6): a `wrapped` binding module whose inner
+// env.MY_WORKFLOW for Worker code: a `wrapped` binding module whose inner
 // bindings are `sidecar` (the sidecar that runs the workflow's engine) and `config`
 // ({"workflow": "<name>"}). The API follows Cloudflare's Workflow binding: create,
 // createBatch, get; an instance has id, status(), pause(), resume(), terminate(),

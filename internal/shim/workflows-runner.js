@@ -1,4 +1,4 @@
-// The runner worker served on workerd's internal `workflows` socket (issue 6). The sidecar's
+// The runner worker served on workerd's internal `workflows` socket. The sidecar's
 // engine POSTs /run {workflow, id, runId, event} and the runner calls the user's
 // WorkflowEntrypoint (service binding named after the workflow, entrypoint = className)
 // run(event, step) with the step object of workflows-step.js; the answer is the run's

@@ -1,5 +1,5 @@
 // The `step` object handed to a WorkflowEntrypoint's run(event, step) by
-// workflows-runner.js (issue 6; internal/sidecar/workflows). Every call asks the sidecar's
+// workflows-runner.js (engine: internal/workflows). Every call asks the sidecar's
 // engine (POST /workflows/_run/step) first: a completed step is answered from the engine's
 // store (replay), a new step.do runs its callback and its result is committed
 // (POST /workflows/_run/attempt) before step.do returns. When the engine says "suspend"

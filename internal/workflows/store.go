@@ -8,93 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 	bolt "go.etcd.io/bbolt"
 )
-
-// Instance statuses (cloudflare-semantics.md §3.4).
-const (
-	StatusQueued          = "queued"
-	StatusRunning         = "running"
-	StatusPaused          = "paused"
-	StatusErrored         = "errored"
-	StatusTerminated      = "terminated"
-	StatusComplete        = "complete"
-	StatusWaitingForPause = "waitingForPause"
-	StatusWaiting         = "waiting"
-)
-
-// Statuses lists every status, in the order of the numeric codes of the local engine.
-var Statuses = []string{StatusQueued, StatusRunning, StatusPaused, StatusErrored, StatusTerminated, StatusComplete, StatusWaitingForPause, StatusWaiting}
-
-func finite(s string) bool {
-	return s == StatusComplete || s == StatusErrored || s == StatusTerminated
-}
-
-// ErrorInfo is an error as Workers sees it: {name, message}.
-type ErrorInfo struct {
-	Name    string `json:"name"`
-	Message string `json:"message"`
-}
-
-// Instance is the stored record of one workflow instance.
-type Instance struct {
-	Workflow string          `json:"workflow"`
-	ID       string          `json:"id"`
-	Seq      uint64          `json:"seq"` // creation order
-	Status   string          `json:"status"`
-	Params   json.RawMessage `json:"params,omitempty"`
-	Created  int64           `json:"createdMs"` // ms since the epoch
-	// Started is the first dispatch (ms since the epoch; 0 before).
-	Started int64           `json:"startedMs,omitempty"`
-	Ended   int64           `json:"endedMs,omitempty"`
-	Output  json.RawMessage `json:"output,omitempty"`
-	Error   *ErrorInfo      `json:"error,omitempty"`
-	// RunID fences dispatches: only the run with the current id may commit.
-	RunID uint64 `json:"runId"`
-	// WakeAt is when a waiting instance is woken (ms since the epoch; 0 = only by an event).
-	WakeAt int64 `json:"wakeAtMs,omitempty"`
-	// WaitType is the event type a waiting instance waits for ("" when sleeping).
-	WaitType string `json:"waitType,omitempty"`
-	// Steps counts the step.do steps started (sleeps and waits do not count).
-	Steps int `json:"steps"`
-	// StartOrder is the order of the first dispatch among all instances (1-based; 0 before).
-	StartOrder uint64 `json:"startOrder,omitempty"`
-	// Dispatches counts runs started (replays included).
-	Dispatches int `json:"dispatches"`
-	// Schedule and ScheduledMs: the cron firing that created the instance (CreateOptions).
-	Schedule    string `json:"schedule,omitempty"`
-	ScheduledMs int64  `json:"scheduledMs,omitempty"`
-}
-
-// Attempt is one recorded attempt of a step.do.
-type Attempt struct {
-	N     int        `json:"attempt"`
-	Start int64      `json:"startMs"`
-	End   int64      `json:"endMs"`
-	Error *ErrorInfo `json:"error,omitempty"`
-	// RetryDelayMs is the engine's delay before the next attempt (unscaled, as the step
-	// config computes it); absent when no retry follows.
-	RetryDelayMs *int64 `json:"retryDelayMs,omitempty"`
-}
-
-// Step is the stored record of one step call (kind do, sleep or waitForEvent; name +
-// occurrence count N).
-type Step struct {
-	Kind   string          `json:"kind"`
-	Name   string          `json:"name"`
-	N      int             `json:"count"`
-	Done   bool            `json:"done"`
-	Result json.RawMessage `json:"result,omitempty"` // JSON; absent = undefined
-	Error  *ErrorInfo      `json:"error,omitempty"`
-	// Attempts (do only).
-	Attempts []Attempt `json:"attempts,omitempty"`
-	// WakeAt: sleep deadline, next retry, or waitForEvent deadline (ms since the epoch).
-	WakeAt int64 `json:"wakeAtMs,omitempty"`
-	// Config is the resolved config (do) or {timeout} (waitForEvent).
-	Config *StepConfig `json:"config,omitempty"`
-	// CommittedAt is when Done was committed (ms since the epoch).
-	CommittedAt int64 `json:"committedMs,omitempty"`
-}
 
 // Event is one event sent to an instance.
 type Event struct {
@@ -146,19 +62,19 @@ func u64(v uint64) []byte { b := make([]byte, 8); binary.BigEndian.PutUint64(b, 
 
 var errNotFound = errors.New("not found")
 
-func getInstance(tx *bolt.Tx, wf, id string) (*Instance, error) {
+func getInstance(tx *bolt.Tx, wf, id string) (*api.Instance, error) {
 	v := tx.Bucket(bInstances).Get(ikey(wf, id))
 	if v == nil {
 		return nil, errNotFound
 	}
-	var in Instance
+	var in api.Instance
 	if err := json.Unmarshal(v, &in); err != nil {
 		return nil, err
 	}
 	return &in, nil
 }
 
-func putInstance(tx *bolt.Tx, in *Instance) error {
+func putInstance(tx *bolt.Tx, in *api.Instance) error {
 	b, err := json.Marshal(in)
 	if err != nil {
 		return err
@@ -191,7 +107,7 @@ func eventBucket(tx *bolt.Tx, wf, id string, create bool) (*bolt.Bucket, error) 
 	return tx.Bucket(bEvents).Bucket(ikey(wf, id)), nil
 }
 
-func getStep(tx *bolt.Tx, wf, id, kind, name string, n int) (*Step, error) {
+func getStep(tx *bolt.Tx, wf, id, kind, name string, n int) (*api.Step, error) {
 	b, _ := stepBucket(tx, wf, id, false)
 	if b == nil {
 		return nil, errNotFound
@@ -200,14 +116,14 @@ func getStep(tx *bolt.Tx, wf, id, kind, name string, n int) (*Step, error) {
 	if v == nil {
 		return nil, errNotFound
 	}
-	var s Step
+	var s api.Step
 	if err := json.Unmarshal(v, &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
 }
 
-func putStep(tx *bolt.Tx, wf, id string, s *Step) error {
+func putStep(tx *bolt.Tx, wf, id string, s *api.Step) error {
 	b, err := stepBucket(tx, wf, id, true)
 	if err != nil {
 		return err

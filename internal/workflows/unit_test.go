@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
 func TestResolveConfigAndDelays(t *testing.T) {
 	e := &Engine{o: Options{Profile: limits.DefaultProfile, Table: limits.Default()}}
-	wf := &WorkflowConfig{Name: "w"}
+	wf := &api.WorkflowConfig{Name: "w"}
 	def, err := e.resolveConfig(wf, "s", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func TestCheckName(t *testing.T) {
 
 // Retention: finished instances past spec.retention are deleted; others stay.
 func TestRetentionSweep(t *testing.T) {
-	e, err := New(Options{DataDir: t.TempDir(), RunnerURL: "http://127.0.0.1:9", Workflows: []WorkflowConfig{
+	e, err := New(Options{DataDir: t.TempDir(), RunnerURL: "http://127.0.0.1:9", Workflows: []api.WorkflowConfig{
 		{Name: "short", SuccessRetentionMs: 1, ErrorRetentionMs: 1}, {Name: "long"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +85,7 @@ func TestRetentionSweep(t *testing.T) {
 	defer e.Close()
 	for _, wf := range []string{"short", "long"} {
 		for _, id := range []string{"done", "queued"} {
-			if _, err := e.Create(wf, CreateOptions{ID: id}); err != nil {
+			if _, err := e.Create(wf, api.CreateOptions{ID: id}); err != nil {
 				t.Fatal(err)
 			}
 		}
