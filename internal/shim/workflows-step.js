@@ -5,13 +5,16 @@
 // (POST /workflows/_run/attempt) before step.do returns. When the engine says "suspend"
 // (sleep, waitForEvent without an event, a retry delay, a pause) the call never settles
 // and the runner ends the run; nothing is thrown into user code, so a try/catch around a
-// wait cannot swallow a suspension. Occurrence counts per (kind, name) make the cache key.
+// wait cannot swallow a suspension. The run ends only once every step.do attempt in
+// flight (Promise.all) has been reported, so a pause never drops a finished callback's
+// result; no new attempt starts after that. Occurrence counts per (kind, name) make the
+// cache key.
 import { RpcTarget } from "cloudflare:workers";
 
 export class StepAbort extends Error {}
 
 export class Step extends RpcTarget {
-  #sidecar; #job; #counts = new Map(); #stopped = null; #stop;
+  #sidecar; #job; #counts = new Map(); #stopped = null; #stop; #inflight = 0;
   constructor(sidecar, job) {
     super();
     this.#sidecar = sidecar;
@@ -21,10 +24,16 @@ export class Step extends RpcTarget {
 
   get stopped() { return this.#stopped; }
 
-  // halt ends the run with outcome ("suspended" | "aborted") and never settles.
+  // halt ends the run with outcome ("suspended" | "aborted") once no attempt is in
+  // flight, and never settles.
   #halt(outcome) {
-    if (!this.#stopped) { this.#stopped = outcome; this.#stop(outcome); }
+    if (!this.#stopped) this.#stopped = outcome;
+    this.#settle();
     return new Promise(() => {});
+  }
+
+  #settle() {
+    if (this.#stopped && this.#inflight === 0) this.#stop(this.#stopped);
   }
 
   #count(kind, name) {
@@ -34,8 +43,9 @@ export class Step extends RpcTarget {
     return n;
   }
 
+  // call asks the engine; after the run stopped only attempt reports still go out.
   async #call(path, body) {
-    if (this.#stopped) return this.#halt(this.#stopped);
+    if (this.#stopped && path !== "attempt") return this.#halt(this.#stopped);
     let res;
     try {
       res = await this.#sidecar.fetch("http://sidecar/workflows/_run/" + path, {
@@ -69,19 +79,15 @@ export class Step extends RpcTarget {
     catch (e) { throw new TypeError(`Step config for "${name}" is in a invalid format: ${e.message}`); }
     let ans = await this.#call("step", { kind: "do", name, count, config: cfg });
     while (ans.action === "run") {
-      const attempt = ans.attempt;
-      let report;
+      if (this.#stopped) return this.#halt(this.#stopped);
+      this.#inflight++;
       try {
-        const ctx = { step: { name, count }, attempt, config: ans.config };
-        const value = await withTimeout(Promise.resolve().then(() => fn(ctx)), ans.timeoutMs, ans.config?.timeout);
-        let json;
-        try { json = value === undefined ? undefined : JSON.stringify(value); }
-        catch (e) { throw new TypeError(`Value returned from step "${name}" is not serialisable`); }
-        report = { ok: true, result: json === undefined ? undefined : JSON.parse(json) };
-      } catch (e) {
-        report = { ok: false, error: { name: String(e?.name ?? "Error"), message: String(e?.message ?? e) } };
+        const report = await attempt(name, count, ans, fn);
+        ans = await this.#call("attempt", { name, count, attempt: ans.attempt, ...report });
+      } finally {
+        this.#inflight--;
       }
-      ans = await this.#call("attempt", { name, count, attempt, ...report });
+      if (this.#stopped) return this.#halt(this.#stopped);
     }
     return this.#answer(ans);
   }
@@ -106,6 +112,20 @@ export class Step extends RpcTarget {
     const v = this.#answer(ans);
     if (v && typeof v === "object" && "timestamp" in v) v.timestamp = new Date(v.timestamp);
     return v;
+  }
+}
+
+// attempt runs one attempt of a step.do callback and returns its report.
+async function attempt(name, count, ans, fn) {
+  try {
+    const ctx = { step: { name, count }, attempt: ans.attempt, config: ans.config };
+    const value = await withTimeout(Promise.resolve().then(() => fn(ctx)), ans.timeoutMs, ans.config?.timeout);
+    let json;
+    try { json = value === undefined ? undefined : JSON.stringify(value); }
+    catch (e) { throw new TypeError(`Value returned from step "${name}" is not serialisable`); }
+    return { ok: true, result: json === undefined ? undefined : JSON.parse(json) };
+  } catch (e) {
+    return { ok: false, error: { name: String(e?.name ?? "Error"), message: String(e?.message ?? e) } };
   }
 }
 

@@ -435,6 +435,7 @@ func (e *Engine) dispatch(job *runJob) {
 	defer e.mu.Unlock()
 	w := e.wfs[job.Workflow]
 	delete(w.inflight, job.ID)
+	e.dropAttempts(job.Workflow, job.ID)
 	if e.closed {
 		return
 	}

@@ -100,6 +100,29 @@ func attemptKey(wf, id, name string, n, attempt int) string {
 	return fmt.Sprintf("%s\x00%s\x00%s\x00%d\x00%d", wf, id, name, n, attempt)
 }
 
+// attemptsInFlight reports whether attempts of the instance other than except were
+// answered run and not reported yet. Called with mu held.
+func (e *Engine) attemptsInFlight(wf, id, except string) bool {
+	prefix := string(ikey(wf, id)) + "\x00"
+	for k := range e.attemptStart {
+		if k != except && strings.HasPrefix(k, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropAttempts forgets the instance's attempts in flight (its run has ended: the runner
+// reports every attempt before it ends a run). Called with mu held.
+func (e *Engine) dropAttempts(wf, id string) {
+	prefix := string(ikey(wf, id)) + "\x00"
+	for k := range e.attemptStart {
+		if strings.HasPrefix(k, prefix) {
+			delete(e.attemptStart, k)
+		}
+	}
+}
+
 type afterCommit func()
 
 // suspendTx moves the instance to waiting until wakeAt (or paused when a pause is pending).
@@ -407,13 +430,14 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 	ak := attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt)
 	pending, havePending := e.pending[pk]
 	start := e.attemptStart[ak]
+	others := e.attemptsInFlight(r.Workflow, r.ID, ak)
 	e.mu.Unlock()
 	var ans *StepAnswer
 	var after []afterCommit
 	err := e.st.db.Batch(func(tx *bolt.Tx) error {
 		var err error
 		after = nil
-		c := &attemptCommit{r: r, start: start, after: &after}
+		c := &attemptCommit{r: r, start: start, others: others, after: &after}
 		if havePending {
 			c.pending = &pending
 		}
@@ -438,6 +462,8 @@ type attemptCommit struct {
 	pending *api.StepConfig
 	// start is when the engine answered run for this attempt (0: unknown).
 	start int64
+	// others: other attempts of the instance are in flight (a pending pause waits for them).
+	others bool
 	after *[]afterCommit
 }
 
@@ -446,8 +472,10 @@ func (c *attemptCommit) then(f afterCommit) { *c.after = append(*c.after, f) }
 // attemptTx records the attempt in its step and decides what follows.
 func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 	r := c.r
+	// A report of the current run is committed even when another branch of it already
+	// ended the run (pause, sleep): the run waits for its attempts in flight.
 	in, err := getInstance(tx, r.Workflow, r.ID)
-	if err != nil || in.RunID != r.RunID || (in.Status != api.StatusRunning && in.Status != api.StatusWaitingForPause) {
+	if err != nil || in.RunID != r.RunID || api.Finite(in.Status) {
 		return abortAnswer, nil
 	}
 	s, err := getStep(tx, r.Workflow, r.ID, "do", r.Name, r.N)
@@ -499,15 +527,27 @@ func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 }
 
 // settleTx commits a step that is done: its outcome goes back to the run, or the run
-// ends here when a pause is pending.
+// ends here when a pause is pending or the run has ended already.
 func (e *Engine) settleTx(tx *bolt.Tx, in *api.Instance, s *api.Step, c *attemptCommit) (*StepAnswer, error) {
 	if err := putStep(tx, in.Workflow, in.ID, s); err != nil {
 		return nil, err
 	}
-	if in.Status == api.StatusWaitingForPause {
-		return suspendAnswer, e.suspendTx(tx, in, 0, "", c.after)
+	switch in.Status {
+	case api.StatusRunning:
+		return doneAnswer(s), nil
+	case api.StatusWaitingForPause:
+		return suspendAnswer, e.pauseTx(tx, in, c)
 	}
-	return doneAnswer(s), nil
+	return suspendAnswer, nil
+}
+
+// pauseTx lets a pending pause take effect after an attempt settled, unless other
+// attempts of the run are still in flight: the last of them to settle pauses.
+func (e *Engine) pauseTx(tx *bolt.Tx, in *api.Instance, c *attemptCommit) error {
+	if c.others {
+		return nil
+	}
+	return e.suspendTx(tx, in, 0, "", c.after)
 }
 
 // retryTx commits failed attempt a of s with its retry delay: the next attempt runs now
@@ -521,7 +561,12 @@ func (e *Engine) retryTx(tx *bolt.Tx, in *api.Instance, s *api.Step, a api.Attem
 	if err := putStep(tx, r.Workflow, r.ID, s); err != nil {
 		return nil, err
 	}
-	if in.Status == api.StatusWaitingForPause || delay > 0 {
+	switch {
+	case in.Status != api.StatusRunning && in.Status != api.StatusWaitingForPause:
+		return suspendAnswer, nil // the run has ended; the replay waits for s.WakeAt
+	case in.Status == api.StatusWaitingForPause:
+		return suspendAnswer, e.pauseTx(tx, in, c)
+	case delay > 0:
 		return suspendAnswer, e.suspendTx(tx, in, s.WakeAt, "", c.after)
 	}
 	next, key := r.Attempt+1, attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt+1)
