@@ -101,6 +101,9 @@ func (e *Engine) applyStepConfig(c *api.StepConfig, raw json.RawMessage) error {
 		if err != nil {
 			return err
 		}
+		if d == 0 {
+			return fmt.Errorf("timeout: must be more than 0")
+		}
 		c.TimeoutMs = d
 	}
 	return nil

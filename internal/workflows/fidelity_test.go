@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,4 +57,129 @@ func TestPauseWaitsForConcurrentSteps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Step configs and names are checked as Cloudflare checks them, before the callback
+// runs: an invalid one throws a WorkflowFatalError naming the problem into the run.
+func TestStepConfigChecks(t *testing.T) {
+	h := newHarness(t, 0.1, wfDef{api.WorkflowConfig{Name: "configs"}, "Configs", "CONFIGS"})
+	long := strings.Repeat("w", 256)
+	cases := []struct {
+		id      string
+		payload map[string]any
+		want    string // "" = valid: the callback runs once
+	}{
+		{"timeout-zero", map[string]any{"config": map[string]any{"timeout": 0}}, "timeout"},
+		{"timeout-zero-string", map[string]any{"config": map[string]any{"timeout": "0"}}, "timeout"},
+		{"retries-no-delay", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 1}}}, "retries.delay"},
+		{"retries-no-limit", map[string]any{"config": map[string]any{"retries": map[string]any{"delay": 50}}}, "retries.limit"},
+		{"retries-unknown-key", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 5, "delay": "10 minutes", "i-like-trains": "yes"}}}, "retries.i-like-trains"},
+		{"retries-bad-delay", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 3, "delay": "i like trains", "backoff": "constant"}}}, "retries.delay"},
+		{"retries-bad-backoff", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 3, "delay": 10, "backoff": "random"}}}, "retries.backoff"},
+		{"unknown-key", map[string]any{"config": map[string]any{"timeout": "5 minutes", "colour": "red"}}, "colour"},
+		{"sensitive-all", map[string]any{"config": map[string]any{"timeout": "5 minutes", "sensitive": "all"}}, "sensitive"},
+		{"name-control-char", map[string]any{"name": "a\x00b"}, "Step name"},
+		{"name-257", map[string]any{"name": long + "w"}, "exceeds max length (256 chars)"},
+		{"valid-256", map[string]any{"name": long}, ""},
+		{"valid-limit-0", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 0, "delay": 100000, "backoff": "exponential"}, "timeout": "15 minutes"}}, ""},
+		{"valid-delay-0", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 5, "delay": 0, "backoff": "constant"}, "timeout": "2 minutes"}}, ""},
+		{"valid-sensitive", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 3, "delay": 10, "backoff": "constant"}, "timeout": "2 minutes", "sensitive": "output"}}, ""},
+		{"valid-delay-function", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 3, "backoff": "constant"}}, "delayFn": true}, ""},
+	}
+	for _, tc := range cases {
+		if tc.payload["name"] == nil {
+			tc.payload["name"] = "s"
+		}
+		h.create("configs", tc.id, tc.payload)
+	}
+	for _, tc := range cases {
+		t.Run(tc.id, func(t *testing.T) {
+			in := h.waitStatus("configs", tc.id, api.StatusComplete, api.StatusErrored)
+			var out struct {
+				Ok            int
+				Name, Message string
+			}
+			if err := json.Unmarshal(in.Output, &out); err != nil {
+				t.Fatalf("output %s (status %s, error %+v)", in.Output, in.Status, in.Error)
+			}
+			ran := len(h.counter.times(tc.id + ":ran"))
+			if tc.want == "" {
+				if out.Ok != 1 || ran != 1 {
+					t.Fatalf("valid config: output %s, callback ran %d times; want it to run once", in.Output, ran)
+				}
+				return
+			}
+			if out.Name != "WorkflowFatalError" || !strings.Contains(out.Message, tc.want) || ran != 0 {
+				t.Fatalf("got %s: %q (callback ran %d times); want WorkflowFatalError naming %q before the callback", out.Name, out.Message, ran, tc.want)
+			}
+		})
+	}
+}
+
+// retries.delay as a function: it is called after each failed attempt with the step
+// context and the error, and its answers (ms or a duration string, then the backoff)
+// are the delays recorded and waited; a throwing function fails the step for good.
+func TestDelayFunction(t *testing.T) {
+	const scale = 0.1
+	h := newHarness(t, scale, wfDef{api.WorkflowConfig{Name: "delayfn"}, "DelayFn", "DELAYFN"})
+	h.create("delayfn", "d1", map[string]any{})
+	h.create("delayfn", "d2", map[string]any{"throwing": true})
+	in := h.waitStatus("delayfn", "d1", api.StatusErrored, api.StatusComplete)
+	if in.Error == nil || in.Error.Message != "boom 4" {
+		t.Fatalf("d1: status %s, error %+v; want the 4th attempt's error", in.Status, in.Error)
+	}
+	s := h.step("delayfn", "d1", "do", "flaky", 1)
+	if s == nil || len(s.Attempts) != 4 {
+		t.Fatalf("d1 steps: %+v", s)
+	}
+	for i, want := range []int64{1000, 2000, 3000} {
+		a, next := s.Attempts[i], s.Attempts[i+1]
+		if a.RetryDelayMs == nil || *a.RetryDelayMs != want {
+			t.Errorf("attempt %d: recorded delay %s, want %d", i+1, fmtMs(a.RetryDelayMs), want)
+		}
+		if waited := next.Start - a.End; waited < int64(float64(want)*scale)-5 {
+			t.Errorf("attempt %d: next attempt started %d ms after, want at least %v ms", i+1, waited, float64(want)*scale)
+		}
+	}
+	in = h.waitStatus("delayfn", "d2", api.StatusErrored, api.StatusComplete)
+	if in.Error == nil || in.Error.Name != "NonRetryableDelayError" || in.Error.Message != `The delay function for step "flaky-1" threw an error: no delay for you` {
+		t.Fatalf("d2: status %s, error %+v", in.Status, in.Error)
+	}
+	if s := h.step("delayfn", "d2", "do", "flaky", 1); s == nil || len(s.Attempts) != 1 {
+		t.Fatalf("d2 steps: %+v; want one attempt", s)
+	}
+}
+
+// Shapes user code reads: createBatch([]) fails with Cloudflare's message; an errored
+// instance's status() has output null; a waitForEvent timeout of 500 ms is accepted
+// (it times out).
+func TestBindingShapes(t *testing.T) {
+	h := newHarness(t, 1,
+		wfDef{api.WorkflowConfig{Name: "configs"}, "Configs", "CONFIGS"},
+		wfDef{api.WorkflowConfig{Name: "shortwait"}, "ShortWait", "SHORTWAIT"})
+	var out struct {
+		Error struct{ Name, Message string }
+	}
+	if st := h.binding("CONFIGS", "createBatch", []any{}, &out); st != 400 || out.Error.Message != "WorkflowError: batchCreate should have at least 1 instance" {
+		t.Errorf("createBatch([]): %d %+v", st, out.Error)
+	}
+	h.create("configs", "errs", map[string]any{"name": "s", "config": map[string]any{"timeout": 0}, "rethrow": true})
+	h.waitStatus("configs", "errs", api.StatusErrored, api.StatusComplete)
+	var status map[string]any
+	h.binding("CONFIGS", "status", map[string]any{"id": "errs"}, &status)
+	if v, ok := status["output"]; !ok || v != nil || status["status"] != "errored" {
+		t.Errorf("status() of an errored instance: %v; want output: null", status)
+	}
+	h.create("shortwait", "w1", map[string]any{})
+	in := h.waitStatus("shortwait", "w1", api.StatusComplete, api.StatusErrored)
+	if string(in.Output) != `"WorkflowTimeoutError"` {
+		t.Errorf("waitForEvent timeout 500 ms: status %s, output %s, error %+v", in.Status, in.Output, in.Error)
+	}
+}
+
+func fmtMs(p *int64) string {
+	if p == nil {
+		return "none"
+	}
+	return fmt.Sprint(*p)
 }

@@ -44,6 +44,11 @@ type AttemptReport struct {
 	OK       bool            `json:"ok"`
 	Result   json.RawMessage `json:"result,omitempty"` // absent = undefined
 	Error    *api.ErrorInfo  `json:"error,omitempty"`
+	// NonRetryable: the step fails for good whatever its retries (its delay function failed).
+	NonRetryable bool `json:"nonRetryable,omitempty"`
+	// RetryDelay is what the step's retries.delay function returned for this failed
+	// attempt (ms or a duration string); the backoff applies to it. Absent: the config's delay.
+	RetryDelay json.RawMessage `json:"retryDelay,omitempty"`
 }
 
 // StepAnswer tells the runner what to do.
@@ -235,7 +240,7 @@ func (e *Engine) stepTx(tx *bolt.Tx, w *wfState, r StepRequest, after *[]afterCo
 		return ans, nil
 	}
 	if err := e.checkStepName(r.Name); err != nil {
-		return throwAnswer("Error", err.Error()), nil
+		return throwAnswer("WorkflowFatalError", err.Error()), nil
 	}
 	// A step boundary: a pending pause takes effect here.
 	if st.in.Status == api.StatusWaitingForPause {
@@ -279,7 +284,7 @@ func (e *Engine) doTx(tx *bolt.Tx, w *wfState, r StepRequest, st stepState, afte
 		}
 		cfg, err := e.resolveConfig(&w.cfg, r.Name, r.Config)
 		if err != nil {
-			return throwAnswer("Error", err.Error()), nil
+			return throwAnswer("WorkflowFatalError", err.Error()), nil
 		}
 		in.Steps++
 		s = &api.Step{Kind: "do", Name: r.Name, N: r.N, Config: &cfg}
@@ -370,13 +375,17 @@ func (e *Engine) waitTx(tx *bolt.Tx, r StepRequest, st stepState, after *[]after
 
 // waitTimeout is a new waitForEvent's timeout in ms (24 hours when not given).
 func (e *Engine) waitTimeout(r StepRequest) (int64, error) {
+	const day = 24 * 3600 * 1000
 	if len(r.Timeout) == 0 || string(r.Timeout) == "null" {
-		return 24 * 3600 * 1000, nil
+		return day, nil
 	}
 	maxMs := e.lim(limits.WorkflowSleepMs)
 	d, err := duration.ParseJSON("waitForEvent timeout", r.Timeout)
-	if err == nil && (d < 1000 || d > maxMs) {
-		err = fmt.Errorf("waitForEvent %q timeout %d ms: want 1 s to %d ms (%s)", r.Name, d, maxMs, e.cite(limits.WorkflowSleepMs))
+	if err == nil && d > maxMs {
+		err = fmt.Errorf("waitForEvent %q timeout %d ms: want at most %d ms (%s)", r.Name, d, maxMs, e.cite(limits.WorkflowSleepMs))
+	}
+	if err == nil && d == 0 {
+		d = day // as a missing timeout, like Cloudflare's engine
 	}
 	return d, err
 }
@@ -464,7 +473,7 @@ type attemptCommit struct {
 	start int64
 	// others: other attempts of the instance are in flight (a pending pause waits for them).
 	others bool
-	after *[]afterCommit
+	after  *[]afterCommit
 }
 
 func (c *attemptCommit) then(f afterCommit) { *c.after = append(*c.after, f) }
@@ -518,7 +527,7 @@ func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 		errInfo = &api.ErrorInfo{Name: "Error", Message: "step failed"}
 	}
 	a.Error = errInfo
-	if nonRetryable || errInfo.Name == "NonRetryableError" || r.Attempt > s.Config.Retries.Limit {
+	if nonRetryable || r.NonRetryable || errInfo.Name == "NonRetryableError" || r.Attempt > s.Config.Retries.Limit {
 		s.Attempts = append(s.Attempts, a)
 		s.Done, s.Error, s.CommittedAt = true, errInfo, now
 		return e.settleTx(tx, in, s, c)
@@ -555,6 +564,17 @@ func (e *Engine) pauseTx(tx *bolt.Tx, in *api.Instance, c *attemptCommit) error 
 func (e *Engine) retryTx(tx *bolt.Tx, in *api.Instance, s *api.Step, a api.Attempt, c *attemptCommit) (*StepAnswer, error) {
 	r := c.r
 	delay := s.Config.DelayMs(r.Attempt)
+	if len(r.RetryDelay) > 0 {
+		base, err := duration.ParseJSON("retries.delay", r.RetryDelay)
+		if err != nil {
+			a.Error = &api.ErrorInfo{Name: "NonRetryableDelayError", Message: fmt.Sprintf(
+				`The delay function for step "%s-%d" returned an invalid delay value (expected a number of ms or a duration string like "30 seconds"): %v`, r.Name, r.N, err)}
+			s.Attempts = append(s.Attempts, a)
+			s.Done, s.Error, s.CommittedAt = true, a.Error, a.End
+			return e.settleTx(tx, in, s, c)
+		}
+		delay = s.Config.Backoff(base, r.Attempt)
+	}
 	a.RetryDelayMs = &delay
 	s.Attempts = append(s.Attempts, a)
 	s.WakeAt = a.End + e.scaled(delay)

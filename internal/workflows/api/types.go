@@ -110,8 +110,11 @@ type StepConfig struct {
 
 // DelayMs is the wait after failed attempt n (1-based) under this config: exponential
 // delay × 2^(n−1), linear delay × n, constant delay (as Cloudflare's engine computes it).
-func (c StepConfig) DelayMs(n int) int64 {
-	d := c.Retries.DelayMs
+func (c StepConfig) DelayMs(n int) int64 { return c.Backoff(c.Retries.DelayMs, n) }
+
+// Backoff is the wait after failed attempt n (1-based) for a base delay d under this
+// config's backoff.
+func (c StepConfig) Backoff(d int64, n int) int64 {
 	switch c.Retries.Backoff {
 	case "exponential":
 		for i := 1; i < n; i++ {
