@@ -183,3 +183,42 @@ func fmtMs(p *int64) string {
 	}
 	return fmt.Sprint(*p)
 }
+
+// kill -9 of the sidecar while several step.do calls are in flight: a step whose result
+// was acknowledged (committed) before the kill never runs again, and every committed
+// result is its counter's final value.
+func TestConcurrentStepsSurviveSidecarKill(t *testing.T) {
+	const n = 5
+	h := newHarness(t, 1, wfDef{api.WorkflowConfig{Name: "parallel"}, "Parallel", "PARALLEL"})
+	h.create("parallel", "k1", map[string]any{"n": n, "slowMs": 300, "staggerMs": 400})
+	done := func(i int) bool {
+		s := h.step("parallel", "k1", "do", fmt.Sprintf("p%d", i), 1)
+		return s != nil && s.Done
+	}
+	h.waitFor("the first two steps to commit", 30*time.Second, func() bool { return done(0) && done(1) })
+	var acked []int
+	for i := range n {
+		if done(i) {
+			acked = append(acked, i)
+		}
+	}
+	h.mu.Lock()
+	h.sidecar.kill()
+	h.mu.Unlock()
+	h.startSidecar()
+	in := h.waitStatus("parallel", "k1", api.StatusComplete, api.StatusErrored)
+	var out struct{ Got []int }
+	if err := json.Unmarshal(in.Output, &out); err != nil || len(out.Got) != n {
+		t.Fatalf("output %s (status %s, error %+v)", in.Output, in.Status, in.Error)
+	}
+	for _, i := range acked {
+		if c := len(h.counter.times(fmt.Sprintf("k1:p%d", i))); c != 1 {
+			t.Errorf("step p%d, acknowledged before the kill, ran %d times", i, c)
+		}
+	}
+	for i := range n {
+		if c := len(h.counter.times(fmt.Sprintf("k1:p%d", i))); out.Got[i] != c {
+			t.Errorf("step p%d: committed result %d, but its callback ran %d times", i, out.Got[i], c)
+		}
+	}
+}
