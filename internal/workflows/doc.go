@@ -3,7 +3,8 @@
 //
 //   - internal/workflows: the engine (engine.go: lifecycle and scheduling; runtime.go:
 //     the runner's step and attempt calls; config.go: step configs and limits; http.go:
-//     the API server; store.go: the bbolt store)
+//     the API server)
+//   - internal/workflows/store: the bbolt store of instances, steps and events
 //   - internal/workflows/api: the wire types, the engine's config file and Client, the
 //     one client of the API
 //   - internal/workflows/duration: the one WorkflowDuration grammar

@@ -18,12 +18,13 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/store"
 )
 
 // Engine runs workflow instances by replay; see the package comment.
 type Engine struct {
 	o      Options
-	st     *store
+	db     *bolt.DB
 	client *http.Client
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -77,13 +78,13 @@ func (h *readyHeap) Pop() any {
 // again (replay), waiting ones get their timers back, queued ones keep their order.
 func New(o Options) (*Engine, error) {
 	o = o.withDefaults()
-	st, err := openStore(o.DataDir)
+	db, err := store.Open(o.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
-		o: o, st: st, ctx: ctx, cancel: cancel,
+		o: o, db: db, ctx: ctx, cancel: cancel,
 		client:       &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}},
 		wfs:          map[string]*wfState{},
 		timers:       map[string]*time.Timer{},
@@ -92,7 +93,7 @@ func New(o Options) (*Engine, error) {
 		pendingCount: map[string]int{},
 	}
 	fail := func(err error) (*Engine, error) {
-		st.db.Close()
+		db.Close()
 		cancel()
 		return nil, err
 	}
@@ -104,7 +105,7 @@ func New(o Options) (*Engine, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := st.db.Update(e.recoverTx); err != nil {
+	if err := db.Update(e.recoverTx); err != nil {
 		return fail(fmt.Errorf("workflows: recover: %w", err))
 	}
 	for name := range e.wfs {
@@ -137,7 +138,7 @@ func (e *Engine) workflowDefaults(c api.WorkflowConfig) api.WorkflowConfig {
 func (e *Engine) recoverTx(tx *bolt.Tx) error {
 	now := nowMs()
 	var fenced []*api.Instance
-	err := tx.Bucket(bInstances).ForEach(func(_, v []byte) error {
+	err := store.Instances(tx).ForEach(func(_, v []byte) error {
 		var in api.Instance
 		if err := json.Unmarshal(v, &in); err != nil {
 			return err
@@ -169,7 +170,7 @@ func (e *Engine) recoverTx(tx *bolt.Tx) error {
 		return err
 	}
 	for _, in := range fenced {
-		if err := putInstance(tx, in); err != nil {
+		if err := store.PutInstance(tx, in); err != nil {
 			return err
 		}
 	}
@@ -206,7 +207,7 @@ func (e *Engine) SweepRetention() (int, error) {
 	err := e.update(func(tx *bolt.Tx) error {
 		n = 0
 		var doomed []*api.Instance
-		err := tx.Bucket(bInstances).ForEach(func(_, v []byte) error {
+		err := store.Instances(tx).ForEach(func(_, v []byte) error {
 			var in api.Instance
 			if err := json.Unmarshal(v, &in); err != nil {
 				return err
@@ -228,7 +229,7 @@ func (e *Engine) SweepRetention() (int, error) {
 			return err
 		}
 		for _, in := range doomed {
-			if err := deleteInstanceData(tx, in.Workflow, in.ID, true); err != nil {
+			if err := store.DeleteInstance(tx, in.Workflow, in.ID, true); err != nil {
 				return err
 			}
 			n++
@@ -248,7 +249,7 @@ func (e *Engine) Close() error {
 	}
 	e.mu.Unlock()
 	e.cancel()
-	return e.st.db.Close()
+	return e.db.Close()
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }
@@ -269,7 +270,7 @@ func (e *Engine) wf(name string) (*wfState, error) {
 	return w, nil
 }
 
-func (e *Engine) update(f func(tx *bolt.Tx) error) error { return e.st.db.Update(f) }
+func (e *Engine) update(f func(tx *bolt.Tx) error) error { return e.db.Update(f) }
 
 func (e *Engine) pushReady(w *wfState, id string, prio int, seq uint64) {
 	if w.inReady[id] {
@@ -290,8 +291,8 @@ func (e *Engine) wake(wfName, id string) {
 		return
 	}
 	var in *api.Instance
-	_ = e.st.db.View(func(tx *bolt.Tx) error {
-		in, _ = getInstance(tx, wfName, id)
+	_ = e.db.View(func(tx *bolt.Tx) error {
+		in, _ = store.GetInstance(tx, wfName, id)
 		return nil
 	})
 	if in == nil || (in.Status != api.StatusWaiting && in.Status != api.StatusRunning && in.Status != api.StatusQueued && in.Status != api.StatusWaitingForPause) {
@@ -302,7 +303,7 @@ func (e *Engine) wake(wfName, id string) {
 }
 
 func (e *Engine) armTimer(wfName, id string, at int64) {
-	k := string(ikey(wfName, id))
+	k := string(store.Key(wfName, id))
 	if t := e.timers[k]; t != nil {
 		t.Stop()
 	}
@@ -316,7 +317,7 @@ func (e *Engine) armTimer(wfName, id string, at int64) {
 }
 
 func (e *Engine) stopTimer(wfName, id string) {
-	k := string(ikey(wfName, id))
+	k := string(store.Key(wfName, id))
 	if t := e.timers[k]; t != nil {
 		t.Stop()
 		delete(e.timers, k)
@@ -374,7 +375,7 @@ func (e *Engine) pump(wfName string) {
 // startRunTx moves an instance that can run to running under a new run id and returns
 // the run to dispatch (nil: the instance is gone or cannot run).
 func startRunTx(tx *bolt.Tx, wfName, id string) (*runJob, error) {
-	in, err := getInstance(tx, wfName, id)
+	in, err := store.GetInstance(tx, wfName, id)
 	if err != nil {
 		return nil, nil
 	}
@@ -390,9 +391,9 @@ func startRunTx(tx *bolt.Tx, wfName, id string) (*runJob, error) {
 	in.WakeAt, in.WaitType = 0, ""
 	if in.Started == 0 {
 		in.Started = nowMs()
-		in.StartOrder = nextSeq(tx, "start-seq")
+		in.StartOrder = store.NextSeq(tx, "start-seq")
 	}
-	if err := putInstance(tx, in); err != nil {
+	if err := store.PutInstance(tx, in); err != nil {
 		return nil, err
 	}
 	params := in.Params
@@ -491,7 +492,7 @@ func (e *Engine) callRunner(job *runJob) (*runResult, error) {
 // finishRunTx commits a run's outcome (runErr: the runner could not be asked) and says
 // whether the instance is to be dispatched again.
 func (e *Engine) finishRunTx(tx *bolt.Tx, job *runJob, res *runResult, runErr error) (retry bool, err error) {
-	in, gerr := getInstance(tx, job.Workflow, job.ID)
+	in, gerr := store.GetInstance(tx, job.Workflow, job.ID)
 	if gerr != nil || in.RunID != job.RunID {
 		return false, nil // deleted, restarted or terminated meanwhile
 	}
@@ -511,7 +512,7 @@ func (e *Engine) finishRunTx(tx *bolt.Tx, job *runJob, res *runResult, runErr er
 			in.Status, in.Error = api.StatusErrored, res.Error
 		}
 		in.Ended = nowMs()
-		return false, putInstance(tx, in)
+		return false, store.PutInstance(tx, in)
 	}
 	// suspended / aborted: the step handler already set the state
 	return live, nil
@@ -519,8 +520,8 @@ func (e *Engine) finishRunTx(tx *bolt.Tx, job *runJob, res *runResult, runErr er
 
 func (e *Engine) wakeLocked(w *wfState, wfName, id string) {
 	var in *api.Instance
-	_ = e.st.db.View(func(tx *bolt.Tx) error {
-		in, _ = getInstance(tx, wfName, id)
+	_ = e.db.View(func(tx *bolt.Tx) error {
+		in, _ = store.GetInstance(tx, wfName, id)
 		return nil
 	})
 	if in == nil {
@@ -580,12 +581,12 @@ func (e *Engine) Create(wfName string, o api.CreateOptions) (*api.Instance, erro
 }
 
 func (e *Engine) createTx(tx *bolt.Tx, wfName string, o api.CreateOptions) (*api.Instance, error) {
-	if _, err := getInstance(tx, wfName, o.ID); err == nil {
+	if _, err := store.GetInstance(tx, wfName, o.ID); err == nil {
 		return nil, api.Errorf(409, api.CodeInstanceExists, "An instance with this ID already exists: %q (use restart to run it again)", o.ID)
 	}
-	in := &api.Instance{Workflow: wfName, ID: o.ID, Seq: nextSeq(tx, "instance-seq"), Status: api.StatusQueued, Params: o.Params, Created: nowMs(),
+	in := &api.Instance{Workflow: wfName, ID: o.ID, Seq: store.NextSeq(tx, "instance-seq"), Status: api.StatusQueued, Params: o.Params, Created: nowMs(),
 		Schedule: o.Schedule, ScheduledMs: o.ScheduledMs}
-	return in, putInstance(tx, in)
+	return in, store.PutInstance(tx, in)
 }
 
 // CreateBatch creates up to 100 instances in one commit. Invalid options fail the whole
@@ -651,9 +652,9 @@ func (e *Engine) Get(wfName, id string) (*api.Instance, error) {
 		return nil, err
 	}
 	var in *api.Instance
-	err := e.st.db.View(func(tx *bolt.Tx) error {
+	err := e.db.View(func(tx *bolt.Tx) error {
 		var gerr error
-		in, gerr = getInstance(tx, wfName, id)
+		in, gerr = store.GetInstance(tx, wfName, id)
 		return gerr
 	})
 	if err != nil {
@@ -665,11 +666,11 @@ func (e *Engine) Get(wfName, id string) (*api.Instance, error) {
 // Steps returns an instance's step records (attempt times included), in key order.
 func (e *Engine) Steps(wfName, id string) ([]api.Step, error) {
 	var out []api.Step
-	err := e.st.db.View(func(tx *bolt.Tx) error {
-		if _, err := getInstance(tx, wfName, id); err != nil {
+	err := e.db.View(func(tx *bolt.Tx) error {
+		if _, err := store.GetInstance(tx, wfName, id); err != nil {
 			return notFound(id)
 		}
-		b, _ := stepBucket(tx, wfName, id, false)
+		b, _ := store.StepBucket(tx, wfName, id, false)
 		if b == nil {
 			return nil
 		}
@@ -693,14 +694,14 @@ func (e *Engine) mutate(wfName, id string, f func(tx *bolt.Tx, in *api.Instance)
 	var in *api.Instance
 	err := e.update(func(tx *bolt.Tx) error {
 		var gerr error
-		in, gerr = getInstance(tx, wfName, id)
+		in, gerr = store.GetInstance(tx, wfName, id)
 		if gerr != nil {
 			return notFound(id)
 		}
 		if err := f(tx, in); err != nil {
 			return err
 		}
-		return putInstance(tx, in)
+		return store.PutInstance(tx, in)
 	})
 	return in, err
 }
@@ -775,7 +776,7 @@ func (e *Engine) Restart(wfName, id string) (*api.Instance, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	in, err := e.mutate(wfName, id, func(tx *bolt.Tx, in *api.Instance) error {
-		if err := deleteInstanceData(tx, wfName, id, false); err != nil {
+		if err := store.DeleteInstance(tx, wfName, id, false); err != nil {
 			return err
 		}
 		in.Status, in.Output, in.Error, in.Ended, in.Steps = api.StatusQueued, nil, nil, 0, 0
@@ -806,10 +807,10 @@ func (e *Engine) Delete(wfName, id string) error {
 		return err
 	}
 	err := e.update(func(tx *bolt.Tx) error {
-		if _, err := getInstance(tx, wfName, id); err != nil {
+		if _, err := store.GetInstance(tx, wfName, id); err != nil {
 			return notFound(id)
 		}
-		return deleteInstanceData(tx, wfName, id, true)
+		return store.DeleteInstance(tx, wfName, id, true)
 	})
 	if err == nil {
 		e.stopTimer(wfName, id)
@@ -835,13 +836,13 @@ func (e *Engine) SendEvent(wfName, id, typ string, payload json.RawMessage) erro
 		if api.Finite(in.Status) {
 			return api.Errorf(409, "instance.cannot_send_event", "Cannot send event %q to instance %q: it is %s", typ, id, in.Status)
 		}
-		b, err := eventBucket(tx, wfName, id, true)
+		b, err := store.EventBucket(tx, wfName, id, true)
 		if err != nil {
 			return err
 		}
-		ev := Event{Seq: nextSeq(tx, "event-seq"), Type: typ, Payload: payload, Timestamp: nowMs()}
+		ev := store.Event{Seq: store.NextSeq(tx, "event-seq"), Type: typ, Payload: payload, Timestamp: nowMs()}
 		v, _ := json.Marshal(ev)
-		if err := b.Put(u64(ev.Seq), v); err != nil {
+		if err := b.Put(store.U64(ev.Seq), v); err != nil {
 			return err
 		}
 		wake = in.Status == api.StatusWaiting && in.WaitType == typ
@@ -875,12 +876,12 @@ func (e *Engine) List(wfName, status string, limit int, cursor string) (*api.Lis
 		}
 	}
 	page := &api.ListPage{Instances: []*api.Instance{}}
-	prefix := ikey(wfName, "")
-	err := e.st.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bInstances).Cursor()
+	prefix := store.Key(wfName, "")
+	err := e.db.View(func(tx *bolt.Tx) error {
+		c := store.Instances(tx).Cursor()
 		start := prefix
 		if cursor != "" {
-			start = append(ikey(wfName, cursor), 0)
+			start = append(store.Key(wfName, cursor), 0)
 		}
 		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			var in api.Instance
@@ -911,9 +912,9 @@ func (e *Engine) Stats(wfName string) (*api.Stats, error) {
 	}
 	s := &api.Stats{Counts: map[string]int{}, Inflight: len(w.inflight), MaxInflight: w.maxInflight, Concurrency: w.cfg.Concurrency, Steps: w.cfg.Steps}
 	e.mu.Unlock()
-	prefix := ikey(wfName, "")
-	err = e.st.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bInstances).Cursor()
+	prefix := store.Key(wfName, "")
+	err = e.db.View(func(tx *bolt.Tx) error {
+		c := store.Instances(tx).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			var in api.Instance
 			if err := json.Unmarshal(v, &in); err != nil {

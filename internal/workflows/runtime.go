@@ -10,6 +10,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 	"github.com/workerd-operator/workerd-operator/internal/workflows/duration"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/store"
 )
 
 // StepRequest is the runner's question about one step call (POST /workflows/_run/step).
@@ -84,7 +85,7 @@ func (e *Engine) dropPending(wf, id, pk string) {
 		return
 	}
 	delete(e.pending, pk)
-	ik := string(ikey(wf, id))
+	ik := string(store.Key(wf, id))
 	if e.pendingCount[ik]--; e.pendingCount[ik] <= 0 {
 		delete(e.pendingCount, ik)
 	}
@@ -92,13 +93,13 @@ func (e *Engine) dropPending(wf, id, pk string) {
 
 // dropAllPending forgets an instance's uncommitted steps (restart, terminate, delete).
 func (e *Engine) dropAllPending(wf, id string) {
-	prefix := string(ikey(wf, id)) + "\x00"
+	prefix := string(store.Key(wf, id)) + "\x00"
 	for k := range e.pending {
 		if strings.HasPrefix(k, prefix) {
 			delete(e.pending, k)
 		}
 	}
-	delete(e.pendingCount, string(ikey(wf, id)))
+	delete(e.pendingCount, string(store.Key(wf, id)))
 }
 
 func attemptKey(wf, id, name string, n, attempt int) string {
@@ -108,7 +109,7 @@ func attemptKey(wf, id, name string, n, attempt int) string {
 // attemptsInFlight reports whether attempts of the instance other than except were
 // answered run and not reported yet. Called with mu held.
 func (e *Engine) attemptsInFlight(wf, id, except string) bool {
-	prefix := string(ikey(wf, id)) + "\x00"
+	prefix := string(store.Key(wf, id)) + "\x00"
 	for k := range e.attemptStart {
 		if k != except && strings.HasPrefix(k, prefix) {
 			return true
@@ -120,7 +121,7 @@ func (e *Engine) attemptsInFlight(wf, id, except string) bool {
 // dropAttempts forgets the instance's attempts in flight (its run has ended: the runner
 // reports every attempt before it ends a run). Called with mu held.
 func (e *Engine) dropAttempts(wf, id string) {
-	prefix := string(ikey(wf, id)) + "\x00"
+	prefix := string(store.Key(wf, id)) + "\x00"
 	for k := range e.attemptStart {
 		if strings.HasPrefix(k, prefix) {
 			delete(e.attemptStart, k)
@@ -142,7 +143,7 @@ func (e *Engine) suspendTx(tx *bolt.Tx, in *api.Instance, wakeAt int64, waitType
 		wf, id := in.Workflow, in.ID
 		*after = append(*after, func() { e.armTimer(wf, id, wakeAt) })
 	}
-	return putInstance(tx, in)
+	return store.PutInstance(tx, in)
 }
 
 // Step answers one step call of a run (see StepAnswer). Everything it decides is
@@ -157,7 +158,7 @@ func (e *Engine) Step(r StepRequest) (*StepAnswer, error) {
 	// Replay fast path: a completed step, and a new step.do while running, are answered
 	// from a read-only transaction.
 	var ans *StepAnswer
-	_ = e.st.db.View(func(tx *bolt.Tx) error {
+	_ = e.db.View(func(tx *bolt.Tx) error {
 		ans = e.stepFast(tx, w, r)
 		return nil
 	})
@@ -191,7 +192,7 @@ type stepState struct {
 // lookupStep reads r's instance and step. The answer is not nil when the call is
 // answered already: abort (stale run) or the completed step's outcome.
 func (e *Engine) lookupStep(tx *bolt.Tx, r StepRequest) (stepState, *StepAnswer) {
-	in, err := getInstance(tx, r.Workflow, r.ID)
+	in, err := store.GetInstance(tx, r.Workflow, r.ID)
 	if err != nil || in.RunID != r.RunID || (in.Status != api.StatusRunning && in.Status != api.StatusWaitingForPause) {
 		return stepState{}, abortAnswer
 	}
@@ -199,7 +200,7 @@ func (e *Engine) lookupStep(tx *bolt.Tx, r StepRequest) (stepState, *StepAnswer)
 	if kind == "sleepUntil" {
 		kind = "sleep"
 	}
-	s, serr := getStep(tx, r.Workflow, r.ID, kind, r.Name, r.N)
+	s, serr := store.GetStep(tx, r.Workflow, r.ID, kind, r.Name, r.N)
 	if serr == nil && s.Done {
 		return stepState{}, doneAnswer(s)
 	}
@@ -211,13 +212,13 @@ func (e *Engine) lookupStep(tx *bolt.Tx, r StepRequest) (stepState, *StepAnswer)
 // attempt's outcome (one fsync per step).
 func (e *Engine) stepFast(tx *bolt.Tx, w *wfState, r StepRequest) *StepAnswer {
 	st, ans := e.lookupStep(tx, r)
-	if ans != nil || r.Kind != "do" || st.serr != errNotFound || st.in.Status != api.StatusRunning || e.checkStepName(r.Name) != nil {
+	if ans != nil || r.Kind != "do" || st.serr != store.ErrNotFound || st.in.Status != api.StatusRunning || e.checkStepName(r.Name) != nil {
 		return ans
 	}
 	pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
 	cfg, ok := e.pending[pk]
 	if !ok {
-		ik := string(ikey(r.Workflow, r.ID))
+		ik := string(store.Key(r.Workflow, r.ID))
 		if st.in.Steps+e.pendingCount[ik] >= w.cfg.Steps {
 			return nil // the slow path errors the instance
 		}
@@ -280,7 +281,7 @@ func (e *Engine) doTx(tx *bolt.Tx, w *wfState, r StepRequest, st stepState, afte
 			in.Status, in.Ended = api.StatusErrored, now
 			in.Error = &api.ErrorInfo{Name: "WorkflowFatalError", Message: fmt.Sprintf(
 				"The limit of %d steps has been reached. This limit can be changed in your worker configuration. (%s)", w.cfg.Steps, e.cite(limits.WorkflowSteps))}
-			return &StepAnswer{Action: "throw", Error: in.Error}, putInstance(tx, in)
+			return &StepAnswer{Action: "throw", Error: in.Error}, store.PutInstance(tx, in)
 		}
 		cfg, err := e.resolveConfig(&w.cfg, r.Name, r.Config)
 		if err != nil {
@@ -288,10 +289,10 @@ func (e *Engine) doTx(tx *bolt.Tx, w *wfState, r StepRequest, st stepState, afte
 		}
 		in.Steps++
 		s = &api.Step{Kind: "do", Name: r.Name, N: r.N, Config: &cfg}
-		if err := putStep(tx, r.Workflow, r.ID, s); err != nil {
+		if err := store.PutStep(tx, r.Workflow, r.ID, s); err != nil {
 			return nil, err
 		}
-		if err := putInstance(tx, in); err != nil {
+		if err := store.PutInstance(tx, in); err != nil {
 			return nil, err
 		}
 	}
@@ -316,9 +317,9 @@ func (e *Engine) sleepTx(tx *bolt.Tx, r StepRequest, st stepState, after *[]afte
 	}
 	if now >= s.WakeAt {
 		s.Done, s.CommittedAt = true, now
-		return doneAnswer(s), putStep(tx, r.Workflow, r.ID, s)
+		return doneAnswer(s), store.PutStep(tx, r.Workflow, r.ID, s)
 	}
-	if err := putStep(tx, r.Workflow, r.ID, s); err != nil {
+	if err := store.PutStep(tx, r.Workflow, r.ID, s); err != nil {
 		return nil, err
 	}
 	return suspendAnswer, e.suspendTx(tx, st.in, s.WakeAt, "", after)
@@ -364,7 +365,7 @@ func (e *Engine) waitTx(tx *bolt.Tx, r StepRequest, st stepState, after *[]after
 		s.Done, s.CommittedAt = true, now
 		s.Error = &api.ErrorInfo{Name: "WorkflowTimeoutError", Message: fmt.Sprintf("Execution timed out after %dms", s.Config.TimeoutMs)}
 	}
-	if err := putStep(tx, r.Workflow, r.ID, s); err != nil {
+	if err := store.PutStep(tx, r.Workflow, r.ID, s); err != nil {
 		return nil, err
 	}
 	if s.Done {
@@ -393,13 +394,13 @@ func (e *Engine) waitTimeout(r StepRequest) (int64, error) {
 // takeEvent consumes the oldest unconsumed event of r.Type, if any, into s (done, with
 // {payload, timestamp, type} as its result).
 func takeEvent(tx *bolt.Tx, r StepRequest, s *api.Step, now int64) (bool, error) {
-	b, _ := eventBucket(tx, r.Workflow, r.ID, false)
+	b, _ := store.EventBucket(tx, r.Workflow, r.ID, false)
 	if b == nil {
 		return false, nil
 	}
 	c := b.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
-		var ev Event
+		var ev store.Event
 		if err := json.Unmarshal(v, &ev); err != nil {
 			return false, err
 		}
@@ -443,7 +444,7 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 	e.mu.Unlock()
 	var ans *StepAnswer
 	var after []afterCommit
-	err := e.st.db.Batch(func(tx *bolt.Tx) error {
+	err := e.db.Batch(func(tx *bolt.Tx) error {
 		var err error
 		after = nil
 		c := &attemptCommit{r: r, start: start, others: others, after: &after}
@@ -483,18 +484,18 @@ func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 	r := c.r
 	// A report of the current run is committed even when another branch of it already
 	// ended the run (pause, sleep): the run waits for its attempts in flight.
-	in, err := getInstance(tx, r.Workflow, r.ID)
+	in, err := store.GetInstance(tx, r.Workflow, r.ID)
 	if err != nil || in.RunID != r.RunID || api.Finite(in.Status) {
 		return abortAnswer, nil
 	}
-	s, err := getStep(tx, r.Workflow, r.ID, "do", r.Name, r.N)
+	s, err := store.GetStep(tx, r.Workflow, r.ID, "do", r.Name, r.N)
 	if err != nil {
 		if c.pending == nil {
 			return abortAnswer, nil
 		}
 		s = &api.Step{Kind: "do", Name: r.Name, N: r.N, Config: c.pending}
 		in.Steps++
-		if err := putInstance(tx, in); err != nil {
+		if err := store.PutInstance(tx, in); err != nil {
 			return nil, err
 		}
 		pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
@@ -538,7 +539,7 @@ func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 // settleTx commits a step that is done: its outcome goes back to the run, or the run
 // ends here when a pause is pending or the run has ended already.
 func (e *Engine) settleTx(tx *bolt.Tx, in *api.Instance, s *api.Step, c *attemptCommit) (*StepAnswer, error) {
-	if err := putStep(tx, in.Workflow, in.ID, s); err != nil {
+	if err := store.PutStep(tx, in.Workflow, in.ID, s); err != nil {
 		return nil, err
 	}
 	switch in.Status {
@@ -578,7 +579,7 @@ func (e *Engine) retryTx(tx *bolt.Tx, in *api.Instance, s *api.Step, a api.Attem
 	a.RetryDelayMs = &delay
 	s.Attempts = append(s.Attempts, a)
 	s.WakeAt = a.End + e.scaled(delay)
-	if err := putStep(tx, r.Workflow, r.ID, s); err != nil {
+	if err := store.PutStep(tx, r.Workflow, r.ID, s); err != nil {
 		return nil, err
 	}
 	switch {
