@@ -40,15 +40,16 @@ func workflowsError(err error) error {
 // engine's HTTP API (docs/workflows.md).
 func newWorkflowsCommand() *cobra.Command {
 	f := &workflowsFlags{}
+	local := api.PodURL("127.0.0.1")
 	cmd := &cobra.Command{
 		Use:   "workflows",
 		Short: "List, inspect, terminate and delete workflow instances through a sidecar's engine",
 		Long: "Talks to the workflow engine's HTTP API on a sidecar (docs/workflows.md), e.g.\n" +
-			"  workerd-operator workflows --sidecar http://127.0.0.1:9092 --workflow orders list --status errored\n" +
-			"  workerd-operator workflows --sidecar http://127.0.0.1:9092 --workflow orders status order-1\n" +
-			"  workerd-operator workflows --sidecar http://127.0.0.1:9092 --workflow orders terminate order-1 order-2",
+			"  workerd-operator workflows --sidecar " + local + " --workflow orders list --status errored\n" +
+			"  workerd-operator workflows --sidecar " + local + " --workflow orders status order-1\n" +
+			"  workerd-operator workflows --sidecar " + local + " --workflow orders terminate order-1 order-2",
 	}
-	cmd.PersistentFlags().StringVar(&f.sidecarURL, "sidecar", api.PodURL("127.0.0.1"), "base URL of the sidecar running the workflow engine")
+	cmd.PersistentFlags().StringVar(&f.sidecarURL, "sidecar", local, "base URL of the sidecar running the workflow engine")
 	cmd.PersistentFlags().StringVar(&f.workflow, "workflow", "", "Workflow name (required)")
 	cmd.AddCommand(newWorkflowsListCommand(f), newWorkflowsStatusCommand(f), newWorkflowsBulkCommand(f, "terminate"), newWorkflowsBulkCommand(f, "delete"))
 	return cmd

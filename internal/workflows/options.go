@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
@@ -16,7 +17,7 @@ type Options struct {
 	// DataDir holds workflows.db (the shard's PVC in a pod).
 	DataDir string
 	// RunnerURL is the base URL of workerd's `workflows` socket serving
-	// internal/shim/workflows-runner.js, e.g. "http://10.0.0.5:9094".
+	// internal/shim/workflows-runner.js: http://<pod IP>:<podcontract.RunnerPort>.
 	RunnerURL string
 	// Workflows served by this engine; create() on another name fails.
 	Workflows []api.WorkflowConfig
@@ -75,7 +76,7 @@ func LoadOptionsFile(path, runnerURL string) (Options, error) {
 		c.RunnerURL = runnerURL
 	}
 	if c.RunnerURL == "" {
-		return Options{}, fmt.Errorf("workflows: --workflows-config %s: runnerURL is required (or --workflows-runner-url) (the workerd `workflows` socket, e.g. http://$(POD_IP):9094)", path)
+		return Options{}, fmt.Errorf("workflows: --workflows-config %s: runnerURL is required (or --workflows-runner-url) (the workerd `workflows` socket, e.g. http://$(POD_IP):%d)", path, podcontract.RunnerPort)
 	}
 	o := Options{RunnerURL: c.RunnerURL, Workflows: c.Workflows}
 	if c.Profile != "" {

@@ -25,7 +25,7 @@ const maxAnswer = 64 << 20
 // Client calls one engine's API. Errors the engine answers are *APIError (its status,
 // code and message); others (unreachable, not JSON) name the URL.
 type Client struct {
-	// BaseURL is the sidecar's base URL, e.g. "http://10.0.0.5:9092".
+	// BaseURL is the sidecar's base URL, e.g. PodURL(<pod IP>).
 	BaseURL string
 	// HTTP makes the calls; nil = a client with DefaultTimeout.
 	HTTP *http.Client

@@ -3,7 +3,7 @@ package api
 // FileConfig is the engine's config file (JSON), for `workerd-operator sidecar
 // --workflows-config <path>` (docs/workflows.md "Wiring"):
 //
-//	{"runnerURL": "http://10.0.0.5:9094", "profile": "paid",
+//	{"runnerURL": "http://<pod IP>:<runner port>", "profile": "paid",
 //	 "workflows": [{"name": "orders", "steps": 10000, "concurrency": 50,
 //	                "defaults": {"limit": 5, "delayMs": 10000, "backoff": "exponential", "timeoutMs": 600000}}]}
 type FileConfig struct {
