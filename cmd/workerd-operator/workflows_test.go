@@ -8,6 +8,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 	"github.com/workerd-operator/workerd-operator/internal/workflows"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
 // The workflows subcommand against a real sidecar engine (no runner: instances stay
@@ -17,7 +18,7 @@ func TestWorkflowsCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := workflows.Attach(srv, workflows.Options{RunnerURL: "http://" + testenv.FreeLoopbackAddr(t), Workflows: []workflows.WorkflowConfig{{Name: "orders", Concurrency: 1}}})
+	e, err := workflows.Attach(srv, workflows.Options{RunnerURL: "http://" + testenv.FreeLoopbackAddr(t), Workflows: []api.WorkflowConfig{{Name: "orders", Concurrency: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func TestWorkflowsCommand(t *testing.T) {
 	go func() { _ = srv.Serve() }()
 	t.Cleanup(func() { _ = srv.Close(); _ = e.Close() })
 	for _, id := range []string{"a1", "a2", "a3"} {
-		if _, err := e.Create("orders", workflows.CreateOptions{ID: id}); err != nil {
+		if _, err := e.Create("orders", api.CreateOptions{ID: id}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,10 +12,11 @@ import (
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
-	"github.com/workerd-operator/workerd-operator/internal/workflows"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/duration"
 )
 
-// EngineConfigFile is the engine sidecar's config (internal/sidecar/workflows
+// EngineConfigFile is the engine sidecar's config (internal/workflows/api
 // FileConfig), a key of the engine's rendered ConfigMap, read at podcontract.ConfigDir/<file>.
 const EngineConfigFile = "workflows.json"
 
@@ -42,8 +43,8 @@ func workflowSelector(wf *fleetv1alpha1.Workflow) map[string]string {
 // spec.limits.steps, spec.concurrency.limit, spec.retention and spec.defaults, with
 // durations in milliseconds. The runner URL comes by flag (--workflows-runner-url).
 // Errors name the spec field whose duration does not parse.
-func EngineConfig(wf *fleetv1alpha1.Workflow) (workflows.FileConfig, error) {
-	c := workflows.WorkflowConfig{Name: wf.Name}
+func EngineConfig(wf *fleetv1alpha1.Workflow) (api.FileConfig, error) {
+	c := api.WorkflowConfig{Name: wf.Name}
 	s := wf.Spec
 	if s.Limits != nil && s.Limits.Steps != nil {
 		c.Steps = int(*s.Limits.Steps)
@@ -56,14 +57,16 @@ func EngineConfig(wf *fleetv1alpha1.Workflow) (workflows.FileConfig, error) {
 		if v == "" || err != nil {
 			return
 		}
-		*into, err = workflows.ParseDurationString(field, v)
+		if *into, err = duration.Parse(v); err != nil {
+			err = fmt.Errorf("%s: %w", field, err)
+		}
 	}
 	if r := s.Retention; r != nil {
 		ms("spec.retention.success", r.Success, &c.SuccessRetentionMs)
 		ms("spec.retention.error", r.Error, &c.ErrorRetentionMs)
 	}
 	if d := s.Defaults; d != nil {
-		sd := &workflows.StepDefaults{}
+		sd := &api.StepDefaults{}
 		if r := d.Retries; r != nil {
 			if r.Limit != nil {
 				sd.Limit = new(int)
@@ -82,9 +85,9 @@ func EngineConfig(wf *fleetv1alpha1.Workflow) (workflows.FileConfig, error) {
 		c.Defaults = sd
 	}
 	if err != nil {
-		return workflows.FileConfig{}, err
+		return api.FileConfig{}, err
 	}
-	return workflows.FileConfig{Workflows: []workflows.WorkflowConfig{c}}, nil
+	return api.FileConfig{Workflows: []api.WorkflowConfig{c}}, nil
 }
 
 // BuildWorkflowChildren builds the engine of Workflow wf, whose class lives in Worker w:
@@ -94,7 +97,7 @@ func EngineConfig(wf *fleetv1alpha1.Workflow) (workflows.FileConfig, error) {
 // sidecar port (the engine API of docs/workflows.md). The pod is the Worker pod with the
 // `workflows` socket (WorkflowEngineArgs) and the sidecar started with
 // --workflows-config. Pure: no API calls.
-func BuildWorkflowChildren(wf *fleetv1alpha1.Workflow, w *fleetv1alpha1.Worker, out *render.Output, engine workflows.FileConfig, inputsHash string, opts Options) (WorkflowChildren, error) {
+func BuildWorkflowChildren(wf *fleetv1alpha1.Workflow, w *fleetv1alpha1.Worker, out *render.Output, engine api.FileConfig, inputsHash string, opts Options) (WorkflowChildren, error) {
 	raw, err := json.MarshalIndent(engine, "", "  ")
 	if err != nil {
 		return WorkflowChildren{}, err

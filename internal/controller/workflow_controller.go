@@ -2,12 +2,9 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"reflect"
-	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -27,6 +24,7 @@ import (
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
 // indexWorkflowWorkerRef indexes Workflows by spec.workerRef.name.
@@ -137,28 +135,16 @@ func (r *WorkflowReconciler) instanceCounts(ctx context.Context, wf *fleetv1alph
 		if hc == nil {
 			hc = &http.Client{Timeout: 3 * time.Second}
 		}
-		url := "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(podcontract.SidecarPort)) + "/workflows/" + wf.Name + "/stats"
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		stats, err := api.NewClient(api.PodURL(p.Status.PodIP), hc).Stats(ctx, wf.Name)
 		if err != nil {
+			log.FromContext(ctx).V(1).Info("workflow engine stats unavailable", "pod", p.Name, "error", err.Error())
 			return nil
 		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			log.FromContext(ctx).V(1).Info("workflow engine stats unavailable", "url", url, "error", err.Error())
-			return nil
-		}
-		var body struct {
-			Counts map[string]int64 `json:"counts"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			return nil
-		}
-		c := body.Counts
+		c := stats.Counts
 		return &fleetv1alpha1.WorkflowInstanceCounts{
-			Queued: c["queued"], Running: c["running"], Paused: c["paused"], Waiting: c["waiting"],
-			WaitingForPause: c["waitingForPause"], Complete: c["complete"], Errored: c["errored"], Terminated: c["terminated"],
+			Queued: int64(c[api.StatusQueued]), Running: int64(c[api.StatusRunning]), Paused: int64(c[api.StatusPaused]),
+			Waiting: int64(c[api.StatusWaiting]), WaitingForPause: int64(c[api.StatusWaitingForPause]),
+			Complete: int64(c[api.StatusComplete]), Errored: int64(c[api.StatusErrored]), Terminated: int64(c[api.StatusTerminated]),
 		}
 	}
 	return nil

@@ -19,7 +19,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/controller"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
-	"github.com/workerd-operator/workerd-operator/internal/workflows"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
 const orderModule = `import { WorkflowEntrypoint } from "cloudflare:workers";
@@ -122,7 +122,7 @@ func TestWorkflowEngine(t *testing.T) {
 	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: cmName}, cm); err != nil {
 		t.Fatal(err)
 	}
-	var got workflows.FileConfig
+	var got api.FileConfig
 	if err := json.Unmarshal([]byte(cm.Data[controller.EngineConfigFile]), &got); err != nil {
 		t.Fatalf("%s: %v\n%s", controller.EngineConfigFile, err, cm.Data[controller.EngineConfigFile])
 	}

@@ -1,16 +1,13 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
 // WorkflowStarter creates Workflow instances for the cron dispatcher (cron.WorkflowStarter):
@@ -60,38 +58,19 @@ func (s *WorkflowStarter) StartScheduled(ctx context.Context, namespace, workflo
 		return "", fmt.Errorf("no ready engine pod (%s-0) for Workflow %q; see kubectl get workflow %s", render.EngineSetName(workflow), workflow, workflow)
 	}
 	id := ScheduledInstanceID(cron, scheduledTime)
-	body := map[string]any{"id": id, "schedule": cron, "scheduledMs": scheduledTime.UnixMilli()}
+	o := api.CreateOptions{ID: id, Schedule: cron, ScheduledMs: scheduledTime.UnixMilli()}
 	if params != nil && len(params.Raw) > 0 {
-		body["params"] = json.RawMessage(params.Raw)
+		o.Params = json.RawMessage(params.Raw)
 	}
-	raw, _ := json.Marshal(body)
-	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(podcontract.SidecarPort)) + "/workflows/" + workflow + "/instances"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("content-type", "application/json")
-	hc := s.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_, err := api.NewClient(api.PodURL(ip), s.HTTP).Create(ctx, workflow, o)
+	var ae *api.APIError
 	switch {
-	case resp.StatusCode == http.StatusCreated:
+	case err == nil:
 		return id, nil
-	case resp.StatusCode == http.StatusConflict && bytes.Contains(b, []byte(`"10405"`)):
+	case errors.As(err, &ae) && ae.Code == api.CodeInstanceExists:
 		return id, nil // created by an earlier attempt for this slot
+	case ae != nil:
+		return "", fmt.Errorf("engine: %s (%s)", ae.Message, ae.Code)
 	}
-	var e struct {
-		Error struct{ Code, Message string } `json:"error"`
-	}
-	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-		return "", fmt.Errorf("engine: %s (%s)", e.Error.Message, e.Error.Code)
-	}
-	return "", fmt.Errorf("engine: %s: %s", resp.Status, bytes.TrimSpace(b))
+	return "", fmt.Errorf("engine: %w", err)
 }

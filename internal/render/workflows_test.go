@@ -20,6 +20,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 	"github.com/workerd-operator/workerd-operator/internal/workflows"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
 const wfWorker = `import { WorkflowEntrypoint } from "cloudflare:workers";
@@ -103,7 +104,7 @@ func TestWorkflowEngineRendered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := workflows.Attach(srv, workflows.Options{RunnerURL: "http://" + l.Addrs[podcontract.WorkflowSocket], Workflows: []workflows.WorkflowConfig{{Name: "greet"}}}); err != nil {
+	if _, err := workflows.Attach(srv, workflows.Options{RunnerURL: "http://" + l.Addrs[podcontract.WorkflowSocket], Workflows: []api.WorkflowConfig{{Name: "greet"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Listen(); err != nil {

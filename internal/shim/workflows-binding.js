@@ -1,4 +1,4 @@
-// env.MY_WORKFLOW for Worker code (docs/workflows.md): a `wrapped` binding module whose inner
+// env.MY_WORKFLOW for Worker code: a `wrapped` binding module whose inner
 // bindings are `sidecar` (the sidecar that runs the workflow's engine) and `config`
 // ({"workflow": "<name>"}). The API follows Cloudflare's Workflow binding: create,
 // createBatch, get; an instance has id, status(), pause(), resume(), terminate(),
@@ -31,8 +31,7 @@ class WorkflowInstance {
   #path(op) { return `${encodeURIComponent(this.#wf)}/instances/${encodeURIComponent(this.id)}${op ? "/" + op : ""}`; }
   async status() {
     const i = await call(this.#sidecar, "GET", this.#path());
-    const out = { status: i.status, output: i.output, error: i.error ?? undefined };
-    if (out.output === undefined) delete out.output;
+    const out = { status: i.status, output: i.output ?? null, error: i.error ?? undefined };
     if (out.error === undefined) delete out.error;
     return out;
   }
@@ -53,6 +52,9 @@ class Workflow {
     return new WorkflowInstance(this.#sidecar, this.#wf, i.id);
   }
   async createBatch(options) {
+    if (Array.isArray(options) && options.length === 0) {
+      throw new WorkflowError("batch.invalid_size", "WorkflowError: batchCreate should have at least 1 instance");
+    }
     const body = Array.isArray(options) ? { instances: options } : options;
     const r = await call(this.#sidecar, "POST", `${encodeURIComponent(this.#wf)}/batch`, body);
     const created = r.created.map((i) => new WorkflowInstance(this.#sidecar, this.#wf, i.id));

@@ -1,5 +1,5 @@
-// The runner worker served on workerd's internal `workflows` socket (docs/workflows.md).
-// The sidecar's engine POSTs /run {workflow, id, runId, event} and the runner calls the user's
+// The runner worker served on workerd's internal `workflows` socket. The sidecar's
+// engine POSTs /run {workflow, id, runId, event} and the runner calls the user's
 // WorkflowEntrypoint (service binding named after the workflow, entrypoint = className)
 // run(event, step) with the step object of workflows-step.js; the answer is the run's
 // outcome: {outcome: "complete", output} | {outcome: "errored", error: {name, message}} |

@@ -1,17 +1,20 @@
 // The `step` object handed to a WorkflowEntrypoint's run(event, step) by
-// workflows-runner.js (docs/workflows.md; the engine is internal/workflows). Every call asks the sidecar's
+// workflows-runner.js (engine: internal/workflows). Every call asks the sidecar's
 // engine (POST /workflows/_run/step) first: a completed step is answered from the engine's
 // store (replay), a new step.do runs its callback and its result is committed
 // (POST /workflows/_run/attempt) before step.do returns. When the engine says "suspend"
 // (sleep, waitForEvent without an event, a retry delay, a pause) the call never settles
 // and the runner ends the run; nothing is thrown into user code, so a try/catch around a
-// wait cannot swallow a suspension. Occurrence counts per (kind, name) make the cache key.
+// wait cannot swallow a suspension. The run ends only once every step.do attempt in
+// flight (Promise.all) has been reported, so a pause never drops a finished callback's
+// result; no new attempt starts after that. Occurrence counts per (kind, name) make the
+// cache key.
 import { RpcTarget } from "cloudflare:workers";
 
 export class StepAbort extends Error {}
 
 export class Step extends RpcTarget {
-  #sidecar; #job; #counts = new Map(); #stopped = null; #stop;
+  #sidecar; #job; #counts = new Map(); #stopped = null; #stop; #inflight = 0;
   constructor(sidecar, job) {
     super();
     this.#sidecar = sidecar;
@@ -21,10 +24,16 @@ export class Step extends RpcTarget {
 
   get stopped() { return this.#stopped; }
 
-  // halt ends the run with outcome ("suspended" | "aborted") and never settles.
+  // halt ends the run with outcome ("suspended" | "aborted") once no attempt is in
+  // flight, and never settles.
   #halt(outcome) {
-    if (!this.#stopped) { this.#stopped = outcome; this.#stop(outcome); }
+    if (!this.#stopped) this.#stopped = outcome;
+    this.#settle();
     return new Promise(() => {});
+  }
+
+  #settle() {
+    if (this.#stopped && this.#inflight === 0) this.#stop(this.#stopped);
   }
 
   #count(kind, name) {
@@ -34,8 +43,9 @@ export class Step extends RpcTarget {
     return n;
   }
 
+  // call asks the engine; after the run stopped only attempt reports still go out.
   async #call(path, body) {
-    if (this.#stopped) return this.#halt(this.#stopped);
+    if (this.#stopped && path !== "attempt") return this.#halt(this.#stopped);
     let res;
     try {
       res = await this.#sidecar.fetch("http://sidecar/workflows/_run/" + path, {
@@ -63,25 +73,26 @@ export class Step extends RpcTarget {
     if (typeof config === "function" && fn === undefined) { fn = config; config = undefined; }
     if (typeof fn !== "function") throw new TypeError(`step.do("${name}"): the last argument must be a function`);
     name = String(name);
+    checkStepName(name);
+    const problem = stepConfigProblem(config);
+    if (problem) throw fatal(`Step config for "${name}" is in a invalid format: ${problem}. See ${CONFIG_DOCS}`);
     const count = this.#count("do", name);
+    const delayFn = typeof config?.retries?.delay === "function" ? config.retries.delay : undefined;
     let cfg;
     try { cfg = config === undefined ? undefined : JSON.parse(JSON.stringify(config)); }
-    catch (e) { throw new TypeError(`Step config for "${name}" is in a invalid format: ${e.message}`); }
+    catch (e) { throw fatal(`Step config for "${name}" is in a invalid format: ${e.message}. See ${CONFIG_DOCS}`); }
     let ans = await this.#call("step", { kind: "do", name, count, config: cfg });
     while (ans.action === "run") {
-      const attempt = ans.attempt;
-      let report;
+      if (this.#stopped) return this.#halt(this.#stopped);
+      this.#inflight++;
       try {
-        const ctx = { step: { name, count }, attempt, config: ans.config };
-        const value = await withTimeout(Promise.resolve().then(() => fn(ctx)), ans.timeoutMs, ans.config?.timeout);
-        let json;
-        try { json = value === undefined ? undefined : JSON.stringify(value); }
-        catch (e) { throw new TypeError(`Value returned from step "${name}" is not serialisable`); }
-        report = { ok: true, result: json === undefined ? undefined : JSON.parse(json) };
-      } catch (e) {
-        report = { ok: false, error: { name: String(e?.name ?? "Error"), message: String(e?.message ?? e) } };
+        let report = await attempt(name, count, ans, fn);
+        if (delayFn && willRetry(report, ans)) report = await withDelay(report, delayFn, name, count, ans);
+        ans = await this.#call("attempt", { name, count, attempt: ans.attempt, ...report });
+      } finally {
+        this.#inflight--;
       }
-      ans = await this.#call("attempt", { name, count, attempt, ...report });
+      if (this.#stopped) return this.#halt(this.#stopped);
     }
     return this.#answer(ans);
   }
@@ -106,6 +117,93 @@ export class Step extends RpcTarget {
     const v = this.#answer(ans);
     if (v && typeof v === "object" && "timestamp" in v) v.timestamp = new Date(v.timestamp);
     return v;
+  }
+}
+
+// attempt runs one attempt of a step.do callback and returns its report.
+async function attempt(name, count, ans, fn) {
+  try {
+    const ctx = { step: { name, count }, attempt: ans.attempt, config: ans.config };
+    const value = await withTimeout(Promise.resolve().then(() => fn(ctx)), ans.timeoutMs, ans.config?.timeout);
+    let json;
+    try { json = value === undefined ? undefined : JSON.stringify(value); }
+    catch (e) { throw new TypeError(`Value returned from step "${name}" is not serialisable`); }
+    return { ok: true, result: json === undefined ? undefined : JSON.parse(json) };
+  } catch (e) {
+    return { ok: false, error: { name: String(e?.name ?? "Error"), message: String(e?.message ?? e) } };
+  }
+}
+
+// Cloudflare's checks of a step.do call (its name and config), made before anything
+// runs; the values of durations, the retry limit and the backoff are the engine's to check.
+const CONFIG_DOCS = "https://developers.cloudflare.com/workflows/build/sleeping-and-retrying/";
+const MAX_STEP_NAME_LENGTH = 256;
+
+function fatal(message) { return makeError({ name: "WorkflowFatalError", message }); }
+
+function checkStepName(name) {
+  if (name.length > MAX_STEP_NAME_LENGTH || /[\x00-\x1F]/.test(name)) {
+    throw fatal(`Step name "${name}" exceeds max length (${MAX_STEP_NAME_LENGTH} chars) or invalid characters found`);
+  }
+}
+
+function isObject(v) { return v !== null && typeof v === "object" && !Array.isArray(v); }
+
+// stepConfigProblem names what is wrong with a step.do config, or returns "".
+function stepConfigProblem(config) {
+  if (config === undefined || config === null) return "";
+  if (!isObject(config)) return "the config must be an object {retries, timeout, sensitive}";
+  for (const k of Object.keys(config)) {
+    if (!["retries", "timeout", "sensitive"].includes(k)) return `unknown key "${k}"`;
+  }
+  const t = config.timeout;
+  if (t !== undefined) {
+    if (typeof t !== "number" && typeof t !== "string") return "timeout must be a number of milliseconds or a duration string";
+    if (t == 0 || (typeof t === "number" && !(t > 0))) return `timeout ${JSON.stringify(t)} must be more than 0`;
+  }
+  if (config.sensitive !== undefined && config.sensitive !== "output") return `sensitive must be "output"`;
+  return config.retries === undefined ? "" : retriesProblem(config.retries);
+}
+
+function retriesProblem(r) {
+  if (!isObject(r)) return "retries must be an object {limit, delay, backoff}";
+  for (const k of Object.keys(r)) {
+    if (!["limit", "delay", "backoff"].includes(k)) return `retries.${k} is not a retries key (limit, delay, backoff)`;
+  }
+  if (r.limit === undefined) return "retries.limit is required";
+  if (typeof r.limit !== "number" || !(r.limit >= 0)) return "retries.limit must be a number >= 0";
+  if (r.delay === undefined) return "retries.delay is required";
+  const d = r.delay;
+  if (typeof d === "number" ? !(d >= 0) : typeof d !== "string" && typeof d !== "function") {
+    return "retries.delay must be a number of milliseconds >= 0, a duration string or a function";
+  }
+  return "";
+}
+
+// willRetry: a failed attempt that the engine will retry (as it decides in Attempt).
+function willRetry(report, ans) {
+  return !report.ok && report.error?.name !== "NonRetryableError" && ans.attempt <= (ans.config?.retries?.limit ?? 0);
+}
+
+const DELAY_FUNCTION_TIMEOUT_MS = 5000;
+
+// withDelay asks a retries.delay function for the delay after a failed attempt; the
+// engine applies the backoff to what it returns. A function that throws or does not
+// return within 5 seconds fails the step for good.
+async function withDelay(report, delayFn, name, count, ans) {
+  const ctx = { step: { name, count }, attempt: ans.attempt, config: ans.config };
+  const timedOut = {};
+  let t;
+  try {
+    const late = new Promise((_, reject) => { t = setTimeout(() => reject(timedOut), DELAY_FUNCTION_TIMEOUT_MS); });
+    const delay = await Promise.race([Promise.resolve().then(() => delayFn({ ctx, error: makeError(report.error) })), late]);
+    return { ...report, retryDelay: delay === undefined ? null : delay };
+  } catch (e) {
+    const why = e === timedOut ? `did not return within ${DELAY_FUNCTION_TIMEOUT_MS / 1000} seconds` : `threw an error: ${e?.message ?? e}`;
+    return { ok: false, nonRetryable: true,
+      error: { name: "NonRetryableDelayError", message: `The delay function for step "${name}-${count}" ${why}` } };
+  } finally {
+    clearTimeout(t);
   }
 }
 

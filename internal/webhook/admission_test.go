@@ -15,6 +15,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/duration"
 )
 
 // admitCase is one create (or create-then-update) through the real API server with the
@@ -294,7 +295,7 @@ func cases(tbl *limits.Table) []admitCase {
 	})...)
 	for _, p := range limits.Profiles {
 		max := tbl.Get(p, limits.WorkflowRetentionMs)
-		in, out := FormatDuration(max), fmt.Sprint(max+1)
+		in, out := duration.Format(max), fmt.Sprint(max+1)
 		cs = append(cs,
 			admitCase{name: "workflow-retention-" + string(p) + "-inside", obj: newWorkflow("ret-in-"+string(p), p, func(s *v1alpha1.WorkflowSpec) {
 				s.Retention = &v1alpha1.WorkflowRetention{Success: in, Error: in}
@@ -327,7 +328,7 @@ func cases(tbl *limits.Table) []admitCase {
 		// On Free the step default is also the maximum: no "near the limit" warning.
 		admitCase{name: "workflow-free-defaults-no-warning", obj: newWorkflow("wf-free-dflt", limits.Free, nil), wantNoWarn: "spec.limits.steps"},
 		admitCase{name: "workflow-timeout-max", obj: newWorkflow("timeout-max", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
-			s.Defaults = &v1alpha1.StepDefaults{Timeout: FormatDuration(sleepMax)}
+			s.Defaults = &v1alpha1.StepDefaults{Timeout: duration.Format(sleepMax)}
 		})},
 		admitCase{name: "workflow-timeout-over-max", obj: newWorkflow("timeout-over", limits.Paid, func(s *v1alpha1.WorkflowSpec) {
 			s.Defaults = &v1alpha1.StepDefaults{Timeout: fmt.Sprint(sleepMax + 1)}
@@ -595,8 +596,8 @@ func TestDefaultingThroughAPIServer(t *testing.T) {
 	if wf.Spec.Limits == nil || wf.Spec.Limits.Steps == nil || int64(*wf.Spec.Limits.Steps) != limits.Get(limits.Free, limits.WorkflowStepsDefault) {
 		t.Errorf("workflow steps default = %v, want %d", wf.Spec.Limits, limits.Get(limits.Free, limits.WorkflowStepsDefault))
 	}
-	if d := wf.Spec.Defaults; d == nil || d.Timeout != FormatDuration(limits.Get(limits.Paid, limits.WorkflowStepTimeoutMs)) ||
-		d.Retries == nil || d.Retries.Delay != FormatDuration(limits.Get(limits.Paid, limits.WorkflowRetryDelayMs)) ||
+	if d := wf.Spec.Defaults; d == nil || d.Timeout != duration.Format(limits.Get(limits.Paid, limits.WorkflowStepTimeoutMs)) ||
+		d.Retries == nil || d.Retries.Delay != duration.Format(limits.Get(limits.Paid, limits.WorkflowRetryDelayMs)) ||
 		d.Retries.Backoff != v1alpha1.BackoffExponential || int64(*d.Retries.Limit) != limits.Get(limits.Paid, limits.WorkflowRetryLimit) {
 		t.Errorf("workflow step defaults = %+v", d)
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"regexp"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/duration"
 )
 
 // WarnFraction is the share of a limit from which a value is admitted with a warning.
@@ -111,55 +110,6 @@ func (c *check) result(kind, name string) (admission.Warnings, error) {
 	return c.warns, apierrors.NewInvalid(schema.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: kind}, name, c.errs)
 }
 
-// durationRE is v1alpha1.WorkflowDurationPattern with the parts captured.
-var durationRE = regexp.MustCompile(`^([0-9]+)(?: (millisecond|second|minute|hour|day|week|month|year)s?)?$`)
-
-var unitMs = map[string]int64{
-	"":            1,
-	"millisecond": 1,
-	"second":      1000,
-	"minute":      60 * 1000,
-	"hour":        3600 * 1000,
-	"day":         86400 * 1000,
-	"week":        7 * 86400 * 1000,
-	"month":       30 * 86400 * 1000,
-	"year":        365 * 86400 * 1000,
-}
-
-// ParseDuration parses a Cloudflare WorkflowDuration string ("10 seconds", "1 minute",
-// "250" = 250 ms) into milliseconds. A month is 30 days, a year 365 days.
-// Errors: not of that shape, or more than math.MaxInt64 ms.
-func ParseDuration(s string) (int64, error) {
-	m := durationRE.FindStringSubmatch(s)
-	if m == nil {
-		return 0, fmt.Errorf("%q is not a duration: want a number of milliseconds or \"<n> <unit>\" with unit millisecond, second, minute, hour, day, week, month or year", s)
-	}
-	n, err := strconv.ParseInt(m[1], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration: %s is too large", s, m[1])
-	}
-	u := unitMs[m[2]]
-	if n > math.MaxInt64/u {
-		return 0, fmt.Errorf("%q is not a duration: too large", s)
-	}
-	return n * u, nil
-}
-
-// FormatDuration writes ms as a WorkflowDuration string in the largest whole unit
-// (600000 → "10 minutes").
-func FormatDuration(ms int64) string {
-	for _, u := range []string{"year", "week", "day", "hour", "minute", "second"} {
-		if f := unitMs[u]; ms >= f && ms%f == 0 {
-			n := ms / f
-			if n == 1 {
-				return "1 " + u
-			}
-			return strconv.FormatInt(n, 10) + " " + u + "s"
-		}
-	}
-	return strconv.FormatInt(ms, 10)
-}
-
 // validateDuration checks a duration field: well-formed, and within [min, limit n].
 // zero is nil when 0 is allowed, else why it is not and the source, e.g. "a step
 // attempt with timeout 0 can never succeed; source: ...".
@@ -167,7 +117,7 @@ func (c *check) validateDuration(path *field.Path, s string, zero *string, n lim
 	if s == "" {
 		return nil
 	}
-	ms, err := ParseDuration(s)
+	ms, err := duration.Parse(s)
 	if err != nil {
 		return field.Invalid(path, s, err.Error()+" (source: "+limits.DocWorkflowsAPI+")")
 	}
@@ -177,7 +127,7 @@ func (c *check) validateDuration(path *field.Path, s string, zero *string, n lim
 	l := c.limit(n)
 	max := c.t.Get(c.p, n)
 	if ms > max {
-		return field.Invalid(path, s, fmt.Sprintf("must be at most %s (%d ms) (%s)", FormatDuration(max), max, l.Cite(c.p)))
+		return field.Invalid(path, s, fmt.Sprintf("must be at most %s (%d ms) (%s)", duration.Format(max), max, l.Cite(c.p)))
 	}
 	return nil
 }

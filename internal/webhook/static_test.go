@@ -67,31 +67,6 @@ func TestScriptSizeDocumented(t *testing.T) {
 	}
 }
 
-func TestParseDuration(t *testing.T) {
-	cases := []struct {
-		in   string
-		want int64
-		err  bool
-	}{
-		{"0", 0, false}, {"250", 250, false}, {"1 second", 1000, false}, {"10 seconds", 10000, false},
-		{"10 minutes", 600000, false}, {"2 hours", 7200000, false}, {"365 days", 365 * 86400000, false},
-		{"1 week", 7 * 86400000, false}, {"1 month", 30 * 86400000, false}, {"1 year", 365 * 86400000, false},
-		{"1 fortnight", 0, true}, {"-1", 0, true}, {"1  second", 0, true}, {"99999999999999999999", 0, true},
-		{"9223372036854775807 years", 0, true}, {"", 0, true},
-	}
-	for _, c := range cases {
-		got, err := ParseDuration(c.in)
-		if (err != nil) != c.err || got != c.want {
-			t.Errorf("ParseDuration(%q) = %d, %v; want %d, error %v", c.in, got, err, c.want, c.err)
-		}
-		if err == nil && c.want > 0 {
-			if back, _ := ParseDuration(FormatDuration(got)); back != got {
-				t.Errorf("FormatDuration(%d) = %q does not parse back", got, FormatDuration(got))
-			}
-		}
-	}
-}
-
 func TestNewestCompatibilityDate(t *testing.T) {
 	for in, want := range map[string]string{"1.20261117.1": "2026-11-17", "1.20240101.0": "2024-01-01"} {
 		if got, err := NewestCompatibilityDate(in); err != nil || got != want {

@@ -10,6 +10,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/cron"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/duration"
 )
 
 // WorkflowDefaulter defaults a Workflow: spec.limits.steps (the profile of the Worker
@@ -60,13 +61,13 @@ func (d *WorkflowDefaulter) Default(ctx context.Context, wf *v1alpha1.Workflow) 
 		r.Limit = ptr(int32(t.Get(limits.Paid, limits.WorkflowRetryLimit)))
 	}
 	if r.Delay == "" {
-		r.Delay = FormatDuration(t.Get(limits.Paid, limits.WorkflowRetryDelayMs))
+		r.Delay = duration.Format(t.Get(limits.Paid, limits.WorkflowRetryDelayMs))
 	}
 	if r.Backoff == "" {
 		r.Backoff = v1alpha1.BackoffExponential
 	}
 	if s.Defaults.Timeout == "" {
-		s.Defaults.Timeout = FormatDuration(t.Get(limits.Paid, limits.WorkflowStepTimeoutMs))
+		s.Defaults.Timeout = duration.Format(t.Get(limits.Paid, limits.WorkflowStepTimeoutMs))
 	}
 	return nil
 }

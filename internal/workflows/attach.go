@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
 // Attach makes an Engine (DataDir defaults to the server's) and mounts its API at
@@ -16,7 +17,7 @@ func Attach(s *sidecar.Server, o Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Handle(PathPrefix, e.Handler())
+	s.Handle(api.PathPrefix, e.Handler())
 	s.OnShutdown(func(context.Context) error { return e.Close() })
 	return e, nil
 }

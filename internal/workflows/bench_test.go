@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
-	"github.com/workerd-operator/workerd-operator/internal/workflows"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
 // BenchmarkEngines runs the same workflow (WF_BENCH_INSTANCES instances x WF_BENCH_STEPS
@@ -26,7 +26,7 @@ import (
 func BenchmarkEngines(b *testing.B) {
 	n, m := envInt("WF_BENCH_INSTANCES", 100), envInt("WF_BENCH_STEPS", 10)
 	b.Run("sidecar", func(b *testing.B) {
-		h := newHarness(b, 1, wfDef{workflows.WorkflowConfig{Name: "bench"}, "Bench", "BENCH"})
+		h := newHarness(b, 1, wfDef{api.WorkflowConfig{Name: "bench"}, "Bench", "BENCH"})
 		runBench(b, h, "http://"+h.httpAddr, n, m)
 	})
 	b.Run("builtin", func(b *testing.B) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workerd-operator/workerd-operator/internal/workflows"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
 func envInt(name string, def int) int {
@@ -31,7 +31,7 @@ func TestCrashSafety(t *testing.T) {
 		t.Skip("crash test: long")
 	}
 	nInst, nSteps, minKills := envInt("WF_CRASH_INSTANCES", 200), envInt("WF_CRASH_STEPS", 20), envInt("WF_CRASH_KILLS", 20)
-	h := newHarness(t, 1, wfDef{workflows.WorkflowConfig{Name: "counted"}, "Counted", "COUNTED"})
+	h := newHarness(t, 1, wfDef{api.WorkflowConfig{Name: "counted"}, "Counted", "COUNTED"})
 	for b := 0; b < nInst; b += 100 {
 		var batch []map[string]any
 		for i := b; i < min(b+100, nInst); i++ {
@@ -43,11 +43,11 @@ func TestCrashSafety(t *testing.T) {
 		}
 	}
 	completed := func() int {
-		var s workflows.Stats
+		var s api.Stats
 		if h.api("GET", "/workflows/counted/stats", nil, &s) != 200 {
 			return -1
 		}
-		return s.Counts[workflows.StatusComplete]
+		return s.Counts[api.StatusComplete]
 	}
 	// Kill at random moments while instances are still running; the run is slowed by the
 	// kills themselves, so it stays in progress until both counts are reached.

@@ -1,5 +1,13 @@
-// Package workflows is the sidecar's Workflows engine (issue 6; DESIGN.md §6; seed 000;
-// reference/cloudflare-semantics.md §3) and its HTTP API under /workflows/ (docs/workflows.md).
+// Package workflows is the sidecar's Workflows engine, with Cloudflare Workflows
+// semantics, and its HTTP API under /workflows/ (docs/workflows.md). Layout:
+//
+//   - internal/workflows: the engine (engine.go: lifecycle and scheduling; runtime.go:
+//     the runner's step and attempt calls; config.go: step configs and limits; http.go:
+//     the API server)
+//   - internal/workflows/store: the bbolt store of instances, steps and events
+//   - internal/workflows/api: the wire types, the engine's config file and Client, the
+//     one client of the API
+//   - internal/workflows/duration: the one WorkflowDuration grammar
 //
 // Instances live in a bbolt file (<data dir>/workflows.db, fsync on every commit): the
 // instance record, one record per step (do, sleep, waitForEvent: name + occurrence count)
@@ -22,5 +30,5 @@
 // Lifecycle: queued → running ⇄ waiting / waitingForPause → paused → complete | errored |
 // terminated. At most WorkflowConfig.Concurrency instances run at once per workflow
 // (waiting ones do not count); woken and recovered instances start first, then queued
-// ones oldest first (seed 000). Limits come from internal/limits.
+// ones oldest first. Limits come from internal/limits.
 package workflows

@@ -7,19 +7,19 @@ import (
 	"time"
 
 	"github.com/workerd-operator/workerd-operator/internal/limits"
-	"github.com/workerd-operator/workerd-operator/internal/workflows"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
 // Done-means 1: do -> sleep("2 seconds") -> waitForEvent -> do completes after sendEvent,
 // with the right output in status() (through the env binding in Worker code).
 func TestSleepWaitForEventComplete(t *testing.T) {
-	h := newHarness(t, 1, wfDef{workflows.WorkflowConfig{Name: "basic"}, "Basic", "BASIC"})
+	h := newHarness(t, 1, wfDef{api.WorkflowConfig{Name: "basic"}, "Basic", "BASIC"})
 	var created struct{ ID string }
 	if st := h.binding("BASIC", "create", map[string]any{"id": "order-1", "params": map[string]any{"n": 41}}, &created); st != 200 || created.ID != "order-1" {
 		t.Fatalf("create through the binding: %d %+v", st, created)
 	}
 	// The sleep is recorded with its deadline, then the wait suspends the instance.
-	in := h.waitStatus("basic", "order-1", workflows.StatusWaiting)
+	in := h.waitStatus("basic", "order-1", api.StatusWaiting)
 	h.waitFor("the waitForEvent step", 30*time.Second, func() bool {
 		in = h.get("basic", "order-1")
 		return in.WaitType == "approve"
@@ -30,13 +30,13 @@ func TestSleepWaitForEventComplete(t *testing.T) {
 	}
 	var st map[string]any
 	h.binding("BASIC", "status", map[string]any{"id": "order-1"}, &st)
-	if st["status"] != workflows.StatusWaiting {
+	if st["status"] != api.StatusWaiting {
 		t.Fatalf("status() before the event = %v, want waiting", st)
 	}
 	if code := h.binding("BASIC", "sendEvent", map[string]any{"id": "order-1", "type": "approve", "payload": map[string]any{"add": 100, "by": "ops"}}, nil); code != 200 {
 		t.Fatalf("sendEvent: %d", code)
 	}
-	h.waitStatus("basic", "order-1", workflows.StatusComplete)
+	h.waitStatus("basic", "order-1", api.StatusComplete)
 	h.binding("BASIC", "status", map[string]any{"id": "order-1"}, &st)
 	want := map[string]any{"status": "complete", "output": map[string]any{
 		"a": map[string]any{"n": 42.0}, "b": map[string]any{"total": 142.0}, "by": "ops"}}
@@ -53,7 +53,7 @@ func TestSleepWaitForEventComplete(t *testing.T) {
 // Done-means 3 and 2: NonRetryableError("") stops at one attempt; retry arithmetic is
 // read from the engine's recorded attempts (delays unscaled; the harness scales waits).
 func TestRetries(t *testing.T) {
-	h := newHarness(t, 0.05, wfDef{workflows.WorkflowConfig{Name: "retry"}, "Retry", "RETRY"})
+	h := newHarness(t, 0.05, wfDef{api.WorkflowConfig{Name: "retry"}, "Retry", "RETRY"})
 	defLimit := int(limits.Get(limits.DefaultProfile, limits.WorkflowRetryLimit))
 	defDelay := limits.Get(limits.DefaultProfile, limits.WorkflowRetryDelayMs)
 	cases := []struct {
@@ -65,25 +65,25 @@ func TestRetries(t *testing.T) {
 		errName    string
 	}{
 		{"NonRetryableError with an empty message", map[string]any{"mode": "nonretryable", "config": map[string]any{"retries": map[string]any{"limit": 5, "delay": "1 second"}}},
-			workflows.StatusErrored, 1, nil, "NonRetryableError"},
+			api.StatusErrored, 1, nil, "NonRetryableError"},
 		{"exponential 1 second", map[string]any{"mode": "throw", "config": map[string]any{"retries": map[string]any{"limit": 5, "delay": "1 second", "backoff": "exponential"}}},
-			workflows.StatusErrored, 6, []int64{1000, 2000, 4000, 8000, 16000}, "Error"},
+			api.StatusErrored, 6, []int64{1000, 2000, 4000, 8000, 16000}, "Error"},
 		{"linear 1 second", map[string]any{"mode": "throw", "config": map[string]any{"retries": map[string]any{"limit": 5, "delay": "1 second", "backoff": "linear"}}},
-			workflows.StatusErrored, 6, []int64{1000, 2000, 3000, 4000, 5000}, "Error"},
+			api.StatusErrored, 6, []int64{1000, 2000, 3000, 4000, 5000}, "Error"},
 		{"limit 0", map[string]any{"mode": "throw", "config": map[string]any{"retries": map[string]any{"limit": 0, "delay": "1 second"}}},
-			workflows.StatusErrored, 1, nil, "Error"},
+			api.StatusErrored, 1, nil, "Error"},
 		{"delay 0 retries at once", map[string]any{"mode": "throw", "config": map[string]any{"retries": map[string]any{"limit": 3, "delay": 0}}},
-			workflows.StatusErrored, 4, []int64{0, 0, 0}, "Error"},
+			api.StatusErrored, 4, []int64{0, 0, 0}, "Error"},
 		{"default config (limit and delay from internal/limits)", map[string]any{"mode": "throw"},
-			workflows.StatusErrored, defLimit + 1, expDelays(defDelay, defLimit), "Error"},
+			api.StatusErrored, defLimit + 1, expDelays(defDelay, defLimit), "Error"},
 		{"timeout 2 seconds fails the slow attempt", map[string]any{"mode": "slow-first", "slowMs": 3000, "config": map[string]any{"timeout": "2 seconds", "retries": map[string]any{"limit": 2, "delay": 0}}},
-			workflows.StatusComplete, 2, []int64{0}, "WorkflowTimeoutError"},
+			api.StatusComplete, 2, []int64{0}, "WorkflowTimeoutError"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			id := "retry-" + string(rune('a'+i))
 			h.create("retry", id, tc.params)
-			in := h.waitStatus("retry", id, workflows.StatusErrored, workflows.StatusComplete)
+			in := h.waitStatus("retry", id, api.StatusErrored, api.StatusComplete)
 			if in.Status != tc.wantStatus {
 				t.Fatalf("status %s (error %+v), want %s", in.Status, in.Error, tc.wantStatus)
 			}
@@ -110,7 +110,7 @@ func TestRetries(t *testing.T) {
 			if e := s.Attempts[0].Error; e == nil || e.Name != tc.errName {
 				t.Errorf("first attempt error %+v, want name %s", e, tc.errName)
 			}
-			if tc.wantStatus == workflows.StatusErrored && (in.Error == nil || in.Error.Name != tc.errName) {
+			if tc.wantStatus == api.StatusErrored && (in.Error == nil || in.Error.Name != tc.errName) {
 				t.Errorf("instance error %+v, want name %s", in.Error, tc.errName)
 			}
 			if tc.errName == "NonRetryableError" && in.Error.Message != "" {

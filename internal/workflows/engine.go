@@ -17,38 +17,14 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/store"
 )
-
-// Options configure an Engine.
-type Options struct {
-	// DataDir holds workflows.db (the shard's PVC in a pod).
-	DataDir string
-	// RunnerURL is the base URL of workerd's `workflows` socket serving
-	// internal/shim/workflows-runner.js, e.g. "http://10.0.0.5:9094".
-	RunnerURL string
-	// Workflows served by this engine; create() on another name fails.
-	Workflows []WorkflowConfig
-	// Profile and Table give the limits (limits.DefaultProfile and limits.Default() when zero).
-	Profile limits.Profile
-	Table   *limits.Table
-	// TimeScale multiplies every engine-side duration (sleeps, retry delays, waitForEvent
-	// timeouts, step timeouts) before it is waited; recorded values stay unscaled. 1 when 0.
-	// Tests use it to keep real processes without waiting real minutes.
-	TimeScale float64
-	// RetentionSweep is how often finished instances past their retention are deleted
-	// (1 minute when 0).
-	RetentionSweep time.Duration
-	// DispatchRetry is the pause before a run that could not reach workerd is dispatched
-	// again (200 ms when 0).
-	DispatchRetry time.Duration
-	// Logf logs engine events (nothing when nil).
-	Logf func(format string, args ...any)
-}
 
 // Engine runs workflow instances by replay; see the package comment.
 type Engine struct {
 	o      Options
-	st     *store
+	db     *bolt.DB
 	client *http.Client
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -57,8 +33,8 @@ type Engine struct {
 	wfs          map[string]*wfState
 	timers       map[string]*time.Timer
 	attemptStart map[string]int64
-	pending      map[string]StepConfig // new step.do calls not committed yet
-	pendingCount map[string]int        // per instance
+	pending      map[string]api.StepConfig // new step.do calls not committed yet
+	pendingCount map[string]int            // per instance
 	closed       bool
 	// runnerBackoff: no dispatch before this time (the runner was unreachable).
 	runnerBackoff time.Time
@@ -66,7 +42,7 @@ type Engine struct {
 }
 
 type wfState struct {
-	cfg         WorkflowConfig
+	cfg         api.WorkflowConfig
 	inflight    map[string]bool
 	pendingWake map[string]bool
 	ready       readyHeap
@@ -98,126 +74,107 @@ func (h *readyHeap) Pop() any {
 	return x
 }
 
-// APIError is an error with an HTTP status and a stable code.
-type APIError struct {
-	Status  int    `json:"-"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-func (e *APIError) Error() string { return e.Message }
-
-func apiErr(status int, code, format string, a ...any) *APIError {
-	return &APIError{Status: status, Code: code, Message: fmt.Sprintf(format, a...)}
-}
-
 // New opens the store under o.DataDir and recovers: running instances are dispatched
 // again (replay), waiting ones get their timers back, queued ones keep their order.
 func New(o Options) (*Engine, error) {
-	if o.Profile == "" {
-		o.Profile = limits.DefaultProfile
-	}
-	if o.Table == nil {
-		o.Table = limits.Default()
-	}
-	if o.TimeScale <= 0 {
-		o.TimeScale = 1
-	}
-	if o.RetentionSweep <= 0 {
-		o.RetentionSweep = time.Minute
-	}
-	if o.DispatchRetry <= 0 {
-		o.DispatchRetry = 200 * time.Millisecond
-	}
-	o.RunnerURL = strings.TrimSuffix(o.RunnerURL, "/")
-	st, err := openStore(o.DataDir)
+	o = o.withDefaults()
+	db, err := store.Open(o.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
-		o: o, st: st, ctx: ctx, cancel: cancel,
+		o: o, db: db, ctx: ctx, cancel: cancel,
 		client:       &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}},
 		wfs:          map[string]*wfState{},
 		timers:       map[string]*time.Timer{},
 		attemptStart: map[string]int64{},
-		pending:      map[string]StepConfig{},
+		pending:      map[string]api.StepConfig{},
 		pendingCount: map[string]int{},
+	}
+	fail := func(err error) (*Engine, error) {
+		db.Close()
+		cancel()
+		return nil, err
 	}
 	for _, c := range o.Workflows {
 		if err := e.checkName("workflow name", c.Name, limits.WorkflowInstanceIDChars); err != nil {
-			st.db.Close()
-			cancel()
-			return nil, fmt.Errorf("workflows: %w", err)
+			return fail(fmt.Errorf("workflows: %w", err))
 		}
-		if c.Steps <= 0 {
-			c.Steps = int(e.lim(limits.WorkflowStepsDefault))
-		}
-		if c.Concurrency <= 0 {
-			c.Concurrency = int(e.lim(limits.WorkflowRunningInstances))
-		}
-		if c.SuccessRetentionMs <= 0 {
-			c.SuccessRetentionMs = e.lim(limits.WorkflowRetentionMs)
-		}
-		if c.ErrorRetentionMs <= 0 {
-			c.ErrorRetentionMs = e.lim(limits.WorkflowRetentionMs)
-		}
-		e.wfs[c.Name] = &wfState{cfg: c, inflight: map[string]bool{}, pendingWake: map[string]bool{}, inReady: map[string]bool{}}
+		e.wfs[c.Name] = &wfState{cfg: e.workflowDefaults(c), inflight: map[string]bool{}, pendingWake: map[string]bool{}, inReady: map[string]bool{}}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	now := nowMs()
-	err = st.db.Update(func(tx *bolt.Tx) error {
-		var fenced []*Instance
-		err := tx.Bucket(bInstances).ForEach(func(_, v []byte) error {
-			var in Instance
-			if err := json.Unmarshal(v, &in); err != nil {
-				return err
-			}
-			if in.Status == StatusRunning || in.Status == StatusWaitingForPause {
-				// Fence runs of the previous process before anything is served.
-				in.RunID++
-				c := in
-				fenced = append(fenced, &c)
-			}
-			w := e.wfs[in.Workflow]
-			if w == nil {
-				return nil
-			}
-			switch in.Status {
-			case StatusRunning, StatusWaitingForPause:
-				e.pushReady(w, in.ID, 0, in.Seq)
-			case StatusQueued:
-				e.pushReady(w, in.ID, 1, in.Seq)
-			case StatusWaiting:
-				if in.WakeAt > 0 && in.WakeAt <= now {
-					e.pushReady(w, in.ID, 0, in.Seq)
-				} else if in.WakeAt > 0 {
-					e.armTimer(in.Workflow, in.ID, in.WakeAt)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, in := range fenced {
-			if err := putInstance(tx, in); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		st.db.Close()
-		cancel()
-		return nil, fmt.Errorf("workflows: recover: %w", err)
+	if err := db.Update(e.recoverTx); err != nil {
+		return fail(fmt.Errorf("workflows: recover: %w", err))
 	}
 	for name := range e.wfs {
 		e.pump(name)
 	}
 	go e.sweepLoop()
 	return e, nil
+}
+
+// workflowDefaults fills c's zero limits from the profile.
+func (e *Engine) workflowDefaults(c api.WorkflowConfig) api.WorkflowConfig {
+	if c.Steps <= 0 {
+		c.Steps = int(e.lim(limits.WorkflowStepsDefault))
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = int(e.lim(limits.WorkflowRunningInstances))
+	}
+	if c.SuccessRetentionMs <= 0 {
+		c.SuccessRetentionMs = e.lim(limits.WorkflowRetentionMs)
+	}
+	if c.ErrorRetentionMs <= 0 {
+		c.ErrorRetentionMs = e.lim(limits.WorkflowRetentionMs)
+	}
+	return c
+}
+
+// recoverTx fences the runs of the previous process (running and waitingForPause
+// instances get a new run id before anything is served) and queues every instance
+// that can go on: running ones first, queued ones in order; waiting ones get their timers.
+func (e *Engine) recoverTx(tx *bolt.Tx) error {
+	now := nowMs()
+	var fenced []*api.Instance
+	err := store.Instances(tx).ForEach(func(_, v []byte) error {
+		var in api.Instance
+		if err := json.Unmarshal(v, &in); err != nil {
+			return err
+		}
+		if in.Status == api.StatusRunning || in.Status == api.StatusWaitingForPause {
+			in.RunID++
+			c := in
+			fenced = append(fenced, &c)
+		}
+		w := e.wfs[in.Workflow]
+		if w == nil {
+			return nil
+		}
+		switch in.Status {
+		case api.StatusRunning, api.StatusWaitingForPause:
+			e.pushReady(w, in.ID, 0, in.Seq)
+		case api.StatusQueued:
+			e.pushReady(w, in.ID, 1, in.Seq)
+		case api.StatusWaiting:
+			if in.WakeAt > 0 && in.WakeAt <= now {
+				e.pushReady(w, in.ID, 0, in.Seq)
+			} else if in.WakeAt > 0 {
+				e.armTimer(in.Workflow, in.ID, in.WakeAt)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, in := range fenced {
+		if err := store.PutInstance(tx, in); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *Engine) sweepLoop() {
@@ -249,18 +206,18 @@ func (e *Engine) SweepRetention() (int, error) {
 	n := 0
 	err := e.update(func(tx *bolt.Tx) error {
 		n = 0
-		var doomed []*Instance
-		err := tx.Bucket(bInstances).ForEach(func(_, v []byte) error {
-			var in Instance
+		var doomed []*api.Instance
+		err := store.Instances(tx).ForEach(func(_, v []byte) error {
+			var in api.Instance
 			if err := json.Unmarshal(v, &in); err != nil {
 				return err
 			}
 			w := e.wfs[in.Workflow]
-			if w == nil || !finite(in.Status) || in.Ended == 0 {
+			if w == nil || !api.Finite(in.Status) || in.Ended == 0 {
 				return nil
 			}
 			keep := w.cfg.SuccessRetentionMs
-			if in.Status == StatusErrored {
+			if in.Status == api.StatusErrored {
 				keep = w.cfg.ErrorRetentionMs
 			}
 			if in.Ended+keep <= now {
@@ -272,7 +229,7 @@ func (e *Engine) SweepRetention() (int, error) {
 			return err
 		}
 		for _, in := range doomed {
-			if err := deleteInstanceData(tx, in.Workflow, in.ID, true); err != nil {
+			if err := store.DeleteInstance(tx, in.Workflow, in.ID, true); err != nil {
 				return err
 			}
 			n++
@@ -292,7 +249,7 @@ func (e *Engine) Close() error {
 	}
 	e.mu.Unlock()
 	e.cancel()
-	return e.st.db.Close()
+	return e.db.Close()
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }
@@ -308,12 +265,12 @@ func (e *Engine) logf(format string, a ...any) {
 func (e *Engine) wf(name string) (*wfState, error) {
 	w := e.wfs[name]
 	if w == nil {
-		return nil, apiErr(404, "workflow.not_found", "workflow %q is not served by this engine", name)
+		return nil, api.Errorf(404, "workflow.not_found", "workflow %q is not served by this engine", name)
 	}
 	return w, nil
 }
 
-func (e *Engine) update(f func(tx *bolt.Tx) error) error { return e.st.db.Update(f) }
+func (e *Engine) update(f func(tx *bolt.Tx) error) error { return e.db.Update(f) }
 
 func (e *Engine) pushReady(w *wfState, id string, prio int, seq uint64) {
 	if w.inReady[id] {
@@ -333,12 +290,12 @@ func (e *Engine) wake(wfName, id string) {
 		w.pendingWake[id] = true
 		return
 	}
-	var in *Instance
-	_ = e.st.db.View(func(tx *bolt.Tx) error {
-		in, _ = getInstance(tx, wfName, id)
+	var in *api.Instance
+	_ = e.db.View(func(tx *bolt.Tx) error {
+		in, _ = store.GetInstance(tx, wfName, id)
 		return nil
 	})
-	if in == nil || (in.Status != StatusWaiting && in.Status != StatusRunning && in.Status != StatusQueued && in.Status != StatusWaitingForPause) {
+	if in == nil || (in.Status != api.StatusWaiting && in.Status != api.StatusRunning && in.Status != api.StatusQueued && in.Status != api.StatusWaitingForPause) {
 		return
 	}
 	e.pushReady(w, id, 0, in.Seq)
@@ -346,7 +303,7 @@ func (e *Engine) wake(wfName, id string) {
 }
 
 func (e *Engine) armTimer(wfName, id string, at int64) {
-	k := string(ikey(wfName, id))
+	k := string(store.Key(wfName, id))
 	if t := e.timers[k]; t != nil {
 		t.Stop()
 	}
@@ -360,7 +317,7 @@ func (e *Engine) armTimer(wfName, id string, at int64) {
 }
 
 func (e *Engine) stopTimer(wfName, id string) {
-	k := string(ikey(wfName, id))
+	k := string(store.Key(wfName, id))
 	if t := e.timers[k]; t != nil {
 		t.Stop()
 		delete(e.timers, k)
@@ -395,38 +352,9 @@ func (e *Engine) pump(wfName string) {
 		}
 		var job *runJob
 		err := e.update(func(tx *bolt.Tx) error {
-			in, err := getInstance(tx, wfName, it.id)
-			if err != nil {
-				return nil
-			}
-			switch in.Status {
-			case StatusQueued, StatusRunning, StatusWaiting:
-				in.Status = StatusRunning
-			case StatusWaitingForPause:
-			default:
-				return nil
-			}
-			in.RunID++
-			in.Dispatches++
-			in.WakeAt, in.WaitType = 0, ""
-			if in.Started == 0 {
-				in.Started = nowMs()
-				in.StartOrder = nextSeq(tx, "start-seq")
-			}
-			if err := putInstance(tx, in); err != nil {
-				return err
-			}
-			params := in.Params
-			if len(params) == 0 {
-				params = json.RawMessage("null")
-			}
-			ts := in.Created
-			if in.ScheduledMs != 0 {
-				ts = in.ScheduledMs
-			}
-			job = &runJob{Workflow: wfName, ID: in.ID, RunID: in.RunID, Event: runEvent{
-				Payload: params, Timestamp: ts, InstanceID: in.ID, WorkflowName: wfName, Schedule: in.Schedule}}
-			return nil
+			var err error
+			job, err = startRunTx(tx, wfName, it.id)
+			return err
 		})
 		if err != nil {
 			e.logf("workflows: dispatch %s/%s: %v", wfName, it.id, err)
@@ -442,6 +370,42 @@ func (e *Engine) pump(wfName string) {
 		}
 		go e.dispatch(job)
 	}
+}
+
+// startRunTx moves an instance that can run to running under a new run id and returns
+// the run to dispatch (nil: the instance is gone or cannot run).
+func startRunTx(tx *bolt.Tx, wfName, id string) (*runJob, error) {
+	in, err := store.GetInstance(tx, wfName, id)
+	if err != nil {
+		return nil, nil
+	}
+	switch in.Status {
+	case api.StatusQueued, api.StatusRunning, api.StatusWaiting:
+		in.Status = api.StatusRunning
+	case api.StatusWaitingForPause:
+	default:
+		return nil, nil
+	}
+	in.RunID++
+	in.Dispatches++
+	in.WakeAt, in.WaitType = 0, ""
+	if in.Started == 0 {
+		in.Started = nowMs()
+		in.StartOrder = store.NextSeq(tx, "start-seq")
+	}
+	if err := store.PutInstance(tx, in); err != nil {
+		return nil, err
+	}
+	params := in.Params
+	if len(params) == 0 {
+		params = json.RawMessage("null")
+	}
+	ts := in.Created
+	if in.ScheduledMs != 0 {
+		ts = in.ScheduledMs
+	}
+	return &runJob{Workflow: wfName, ID: in.ID, RunID: in.RunID, Event: runEvent{
+		Payload: params, Timestamp: ts, InstanceID: in.ID, WorkflowName: wfName, Schedule: in.Schedule}}, nil
 }
 
 type runEvent struct {
@@ -462,69 +426,25 @@ type runJob struct {
 type runResult struct {
 	Outcome string          `json:"outcome"` // complete | errored | suspended | aborted
 	Output  json.RawMessage `json:"output,omitempty"`
-	Error   *ErrorInfo      `json:"error,omitempty"`
+	Error   *api.ErrorInfo  `json:"error,omitempty"`
 }
 
+// dispatch runs job on the runner and commits its outcome.
 func (e *Engine) dispatch(job *runJob) {
-	body, _ := json.Marshal(job)
-	var res runResult
-	err := func() error {
-		req, err := http.NewRequestWithContext(e.ctx, "POST", e.o.RunnerURL+"/run", bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := e.client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("runner answered %d: %.300s", resp.StatusCode, b)
-		}
-		if err := json.Unmarshal(b, &res); err != nil || res.Outcome == "" {
-			return fmt.Errorf("runner answer %.300q is not a run outcome", b)
-		}
-		return nil
-	}()
+	res, err := e.callRunner(job)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	w := e.wfs[job.Workflow]
 	delete(w.inflight, job.ID)
+	e.dropAttempts(job.Workflow, job.ID)
 	if e.closed {
 		return
 	}
 	retry := false
 	uerr := e.update(func(tx *bolt.Tx) error {
-		in, gerr := getInstance(tx, job.Workflow, job.ID)
-		if gerr != nil || in.RunID != job.RunID {
-			return nil // deleted, restarted or terminated meanwhile
-		}
-		if err != nil {
-			e.logf("workflows: run %s/%s #%d: %v (dispatching again)", job.Workflow, job.ID, job.RunID, err)
-			retry = in.Status == StatusRunning || in.Status == StatusWaitingForPause
-			return nil
-		}
-		switch res.Outcome {
-		case "complete", "errored":
-			if in.Status != StatusRunning && in.Status != StatusWaitingForPause {
-				return nil
-			}
-			if res.Outcome == "complete" {
-				in.Status, in.Output = StatusComplete, res.Output
-			} else {
-				in.Status, in.Error = StatusErrored, res.Error
-			}
-			in.Ended = nowMs()
-			return putInstance(tx, in)
-		default: // suspended / aborted: the step handler already set the state
-			retry = in.Status == StatusRunning || in.Status == StatusWaitingForPause
-		}
-		return nil
+		var ferr error
+		retry, ferr = e.finishRunTx(tx, job, res, err)
+		return ferr
 	})
 	if uerr != nil {
 		e.logf("workflows: commit run %s/%s: %v", job.Workflow, job.ID, uerr)
@@ -542,17 +462,73 @@ func (e *Engine) dispatch(job *runJob) {
 	e.pump(job.Workflow)
 }
 
+// callRunner POSTs job to the runner's /run and reads its outcome.
+func (e *Engine) callRunner(job *runJob) (*runResult, error) {
+	body, _ := json.Marshal(job)
+	req, err := http.NewRequestWithContext(e.ctx, "POST", e.o.RunnerURL+"/run", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("runner answered %d: %.300s", resp.StatusCode, b)
+	}
+	var res runResult
+	if err := json.Unmarshal(b, &res); err != nil || res.Outcome == "" {
+		return nil, fmt.Errorf("runner answer %.300q is not a run outcome", b)
+	}
+	return &res, nil
+}
+
+// finishRunTx commits a run's outcome (runErr: the runner could not be asked) and says
+// whether the instance is to be dispatched again.
+func (e *Engine) finishRunTx(tx *bolt.Tx, job *runJob, res *runResult, runErr error) (retry bool, err error) {
+	in, gerr := store.GetInstance(tx, job.Workflow, job.ID)
+	if gerr != nil || in.RunID != job.RunID {
+		return false, nil // deleted, restarted or terminated meanwhile
+	}
+	live := in.Status == api.StatusRunning || in.Status == api.StatusWaitingForPause
+	if runErr != nil {
+		e.logf("workflows: run %s/%s #%d: %v (dispatching again)", job.Workflow, job.ID, job.RunID, runErr)
+		return live, nil
+	}
+	switch res.Outcome {
+	case "complete", "errored":
+		if !live {
+			return false, nil
+		}
+		if res.Outcome == "complete" {
+			in.Status, in.Output = api.StatusComplete, res.Output
+		} else {
+			in.Status, in.Error = api.StatusErrored, res.Error
+		}
+		in.Ended = nowMs()
+		return false, store.PutInstance(tx, in)
+	}
+	// suspended / aborted: the step handler already set the state
+	return live, nil
+}
+
 func (e *Engine) wakeLocked(w *wfState, wfName, id string) {
-	var in *Instance
-	_ = e.st.db.View(func(tx *bolt.Tx) error {
-		in, _ = getInstance(tx, wfName, id)
+	var in *api.Instance
+	_ = e.db.View(func(tx *bolt.Tx) error {
+		in, _ = store.GetInstance(tx, wfName, id)
 		return nil
 	})
 	if in == nil {
 		return
 	}
 	switch in.Status {
-	case StatusWaiting, StatusRunning, StatusQueued, StatusWaitingForPause:
+	case api.StatusWaiting, api.StatusRunning, api.StatusQueued, api.StatusWaitingForPause:
 		e.pushReady(w, id, 0, in.Seq)
 	}
 }
@@ -565,33 +541,22 @@ func newID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// CreateOptions are create()'s options: id (generated UUID when empty) and params (JSON).
-type CreateOptions struct {
-	ID     string          `json:"id,omitempty"`
-	Params json.RawMessage `json:"params,omitempty"`
-	// Schedule and ScheduledMs are set for an instance created by a cron firing (a
-	// CronSchedule with a workflowRef target): the run's event gets `schedule` (the cron
-	// expression) and its `timestamp` is the slot's scheduledTime (ms since the epoch).
-	Schedule    string `json:"schedule,omitempty"`
-	ScheduledMs int64  `json:"scheduledMs,omitempty"`
-}
-
-func (e *Engine) validateCreate(o *CreateOptions) *APIError {
+func (e *Engine) validateCreate(o *api.CreateOptions) *api.APIError {
 	if o.ID == "" {
 		o.ID = newID()
 	}
 	if err := e.checkName("id", o.ID, limits.WorkflowInstanceIDChars); err != nil {
-		return apiErr(400, "instance.invalid_id", "Workflow instance has invalid id: %v", err)
+		return api.Errorf(400, "instance.invalid_id", "Workflow instance has invalid id: %v", err)
 	}
 	if err := e.checkPayload("params", o.Params); err != nil {
-		return apiErr(400, "instance.params_too_large", "%v", err)
+		return api.Errorf(400, "instance.params_too_large", "%v", err)
 	}
 	return nil
 }
 
 // Create makes a queued instance. Errors: invalid id or params (400), unknown workflow
 // (404), id in use (409, code 10405).
-func (e *Engine) Create(wfName string, o CreateOptions) (*Instance, error) {
+func (e *Engine) Create(wfName string, o api.CreateOptions) (*api.Instance, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	w, err := e.wf(wfName)
@@ -601,7 +566,7 @@ func (e *Engine) Create(wfName string, o CreateOptions) (*Instance, error) {
 	if aerr := e.validateCreate(&o); aerr != nil {
 		return nil, aerr
 	}
-	var in *Instance
+	var in *api.Instance
 	err = e.update(func(tx *bolt.Tx) error {
 		var cerr error
 		in, cerr = e.createTx(tx, wfName, o)
@@ -615,29 +580,21 @@ func (e *Engine) Create(wfName string, o CreateOptions) (*Instance, error) {
 	return in, nil
 }
 
-func (e *Engine) createTx(tx *bolt.Tx, wfName string, o CreateOptions) (*Instance, error) {
-	if _, err := getInstance(tx, wfName, o.ID); err == nil {
-		return nil, apiErr(409, "10405", "An instance with this ID already exists: %q (use restart to run it again)", o.ID)
+func (e *Engine) createTx(tx *bolt.Tx, wfName string, o api.CreateOptions) (*api.Instance, error) {
+	if _, err := store.GetInstance(tx, wfName, o.ID); err == nil {
+		return nil, api.Errorf(409, api.CodeInstanceExists, "An instance with this ID already exists: %q (use restart to run it again)", o.ID)
 	}
-	in := &Instance{Workflow: wfName, ID: o.ID, Seq: nextSeq(tx, "instance-seq"), Status: StatusQueued, Params: o.Params, Created: nowMs(),
+	in := &api.Instance{Workflow: wfName, ID: o.ID, Seq: store.NextSeq(tx, "instance-seq"), Status: api.StatusQueued, Params: o.Params, Created: nowMs(),
 		Schedule: o.Schedule, ScheduledMs: o.ScheduledMs}
-	return in, putInstance(tx, in)
-}
-
-// BatchError is one failed entry of CreateBatch.
-type BatchError struct {
-	Index   int    `json:"index"`
-	ID      string `json:"id,omitempty"`
-	Code    int    `json:"code"`
-	Message string `json:"message"`
+	return in, store.PutInstance(tx, in)
 }
 
 // CreateBatch creates up to 100 instances in one commit. Invalid options fail the whole
 // call before anything is created; duplicates are reported per entry (10405 in use,
 // 10415 repeated in the batch).
-func (e *Engine) CreateBatch(wfName string, opts []CreateOptions) ([]*Instance, []BatchError, error) {
+func (e *Engine) CreateBatch(wfName string, opts []api.CreateOptions) ([]*api.Instance, []api.BatchError, error) {
 	if len(opts) < 1 || len(opts) > 100 {
-		return nil, nil, apiErr(400, "batch.invalid_size", "createBatch: %d instances; want 1 to 100", len(opts))
+		return nil, nil, api.Errorf(400, "batch.invalid_size", "createBatch: %d instances; want 1 to 100", len(opts))
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -651,22 +608,22 @@ func (e *Engine) CreateBatch(wfName string, opts []CreateOptions) ([]*Instance, 
 			return nil, nil, aerr
 		}
 	}
-	var created []*Instance
-	var errs []BatchError
+	var created []*api.Instance
+	var errs []api.BatchError
 	err = e.update(func(tx *bolt.Tx) error {
 		created, errs = nil, nil
 		seen := map[string]bool{}
 		for i, o := range opts {
 			if seen[o.ID] {
-				errs = append(errs, BatchError{Index: i, ID: o.ID, Code: 10415, Message: "An earlier entry in the same batch uses this ID"})
+				errs = append(errs, api.BatchError{Index: i, ID: o.ID, Code: 10415, Message: "An earlier entry in the same batch uses this ID"})
 				continue
 			}
 			seen[o.ID] = true
 			in, cerr := e.createTx(tx, wfName, o)
 			if cerr != nil {
-				var ae *APIError
+				var ae *api.APIError
 				if errors.As(cerr, &ae) {
-					errs = append(errs, BatchError{Index: i, ID: o.ID, Code: 10405, Message: "An instance with this ID already exists"})
+					errs = append(errs, api.BatchError{Index: i, ID: o.ID, Code: 10405, Message: "An instance with this ID already exists"})
 					continue
 				}
 				return cerr
@@ -685,19 +642,19 @@ func (e *Engine) CreateBatch(wfName string, opts []CreateOptions) ([]*Instance, 
 	return created, errs, nil
 }
 
-func notFound(id string) *APIError {
-	return apiErr(404, "instance.not_found", "(instance.not_found) Instance does not exist: %q", id)
+func notFound(id string) *api.APIError {
+	return api.Errorf(404, "instance.not_found", "(instance.not_found) Instance does not exist: %q", id)
 }
 
 // Get returns an instance. Errors: 404 instance.not_found.
-func (e *Engine) Get(wfName, id string) (*Instance, error) {
+func (e *Engine) Get(wfName, id string) (*api.Instance, error) {
 	if _, err := e.wf(wfName); err != nil {
 		return nil, err
 	}
-	var in *Instance
-	err := e.st.db.View(func(tx *bolt.Tx) error {
+	var in *api.Instance
+	err := e.db.View(func(tx *bolt.Tx) error {
 		var gerr error
-		in, gerr = getInstance(tx, wfName, id)
+		in, gerr = store.GetInstance(tx, wfName, id)
 		return gerr
 	})
 	if err != nil {
@@ -707,18 +664,18 @@ func (e *Engine) Get(wfName, id string) (*Instance, error) {
 }
 
 // Steps returns an instance's step records (attempt times included), in key order.
-func (e *Engine) Steps(wfName, id string) ([]Step, error) {
-	var out []Step
-	err := e.st.db.View(func(tx *bolt.Tx) error {
-		if _, err := getInstance(tx, wfName, id); err != nil {
+func (e *Engine) Steps(wfName, id string) ([]api.Step, error) {
+	var out []api.Step
+	err := e.db.View(func(tx *bolt.Tx) error {
+		if _, err := store.GetInstance(tx, wfName, id); err != nil {
 			return notFound(id)
 		}
-		b, _ := stepBucket(tx, wfName, id, false)
+		b, _ := store.StepBucket(tx, wfName, id, false)
 		if b == nil {
 			return nil
 		}
 		return b.ForEach(func(_, v []byte) error {
-			var s Step
+			var s api.Step
 			if err := json.Unmarshal(v, &s); err != nil {
 				return err
 			}
@@ -730,21 +687,21 @@ func (e *Engine) Steps(wfName, id string) ([]Step, error) {
 }
 
 // mutate loads an instance under the lock, lets f change it, and commits.
-func (e *Engine) mutate(wfName, id string, f func(tx *bolt.Tx, in *Instance) error) (*Instance, error) {
+func (e *Engine) mutate(wfName, id string, f func(tx *bolt.Tx, in *api.Instance) error) (*api.Instance, error) {
 	if _, err := e.wf(wfName); err != nil {
 		return nil, err
 	}
-	var in *Instance
+	var in *api.Instance
 	err := e.update(func(tx *bolt.Tx) error {
 		var gerr error
-		in, gerr = getInstance(tx, wfName, id)
+		in, gerr = store.GetInstance(tx, wfName, id)
 		if gerr != nil {
 			return notFound(id)
 		}
 		if err := f(tx, in); err != nil {
 			return err
 		}
-		return putInstance(tx, in)
+		return store.PutInstance(tx, in)
 	})
 	return in, err
 }
@@ -752,15 +709,15 @@ func (e *Engine) mutate(wfName, id string, f func(tx *bolt.Tx, in *Instance) err
 // Pause: running → waitingForPause (paused once the current step finishes); queued or
 // waiting → paused. Other states: no effect (documented behaviour). A paused sleep keeps
 // its absolute deadline: on resume a sleep whose deadline passed continues at once.
-func (e *Engine) Pause(wfName, id string) (*Instance, error) {
+func (e *Engine) Pause(wfName, id string) (*api.Instance, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.mutate(wfName, id, func(_ *bolt.Tx, in *Instance) error {
+	return e.mutate(wfName, id, func(_ *bolt.Tx, in *api.Instance) error {
 		switch in.Status {
-		case StatusRunning:
-			in.Status = StatusWaitingForPause
-		case StatusQueued, StatusWaiting:
-			in.Status = StatusPaused
+		case api.StatusRunning:
+			in.Status = api.StatusWaitingForPause
+		case api.StatusQueued, api.StatusWaiting:
+			in.Status = api.StatusPaused
 			e.stopTimer(wfName, id)
 		}
 		return nil
@@ -769,16 +726,16 @@ func (e *Engine) Pause(wfName, id string) (*Instance, error) {
 
 // Resume: paused → queued (replays from the top when a slot is free); waitingForPause →
 // running (the pause is cancelled). Other states: no effect.
-func (e *Engine) Resume(wfName, id string) (*Instance, error) {
+func (e *Engine) Resume(wfName, id string) (*api.Instance, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	requeue := false
-	in, err := e.mutate(wfName, id, func(_ *bolt.Tx, in *Instance) error {
+	in, err := e.mutate(wfName, id, func(_ *bolt.Tx, in *api.Instance) error {
 		switch in.Status {
-		case StatusPaused:
-			in.Status, requeue = StatusQueued, true
-		case StatusWaitingForPause:
-			in.Status = StatusRunning
+		case api.StatusPaused:
+			in.Status, requeue = api.StatusQueued, true
+		case api.StatusWaitingForPause:
+			in.Status = api.StatusRunning
 		}
 		return nil
 	})
@@ -797,14 +754,14 @@ func (e *Engine) Resume(wfName, id string) (*Instance, error) {
 // Terminate moves an instance to terminated; a run in flight is fenced off (its next
 // step call is aborted). Errors: 409 instance.cannot_terminate on complete, errored or
 // terminated instances (the status does not change).
-func (e *Engine) Terminate(wfName, id string) (*Instance, error) {
+func (e *Engine) Terminate(wfName, id string) (*api.Instance, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.mutate(wfName, id, func(_ *bolt.Tx, in *Instance) error {
-		if finite(in.Status) {
-			return apiErr(409, "instance.cannot_terminate", "(instance.cannot_terminate) Cannot terminate instance %q: it is %s, a finite state", id, in.Status)
+	return e.mutate(wfName, id, func(_ *bolt.Tx, in *api.Instance) error {
+		if api.Finite(in.Status) {
+			return api.Errorf(409, "instance.cannot_terminate", "(instance.cannot_terminate) Cannot terminate instance %q: it is %s, a finite state", id, in.Status)
 		}
-		in.Status, in.Ended = StatusTerminated, nowMs()
+		in.Status, in.Ended = api.StatusTerminated, nowMs()
 		e.dropAllPending(wfName, id)
 		in.RunID++
 		in.WakeAt, in.WaitType = 0, ""
@@ -815,14 +772,14 @@ func (e *Engine) Terminate(wfName, id string) (*Instance, error) {
 
 // Restart erases the instance's steps and events and runs it again from the start
 // with the same id and params (any state).
-func (e *Engine) Restart(wfName, id string) (*Instance, error) {
+func (e *Engine) Restart(wfName, id string) (*api.Instance, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	in, err := e.mutate(wfName, id, func(tx *bolt.Tx, in *Instance) error {
-		if err := deleteInstanceData(tx, wfName, id, false); err != nil {
+	in, err := e.mutate(wfName, id, func(tx *bolt.Tx, in *api.Instance) error {
+		if err := store.DeleteInstance(tx, wfName, id, false); err != nil {
 			return err
 		}
-		in.Status, in.Output, in.Error, in.Ended, in.Steps = StatusQueued, nil, nil, 0, 0
+		in.Status, in.Output, in.Error, in.Ended, in.Steps = api.StatusQueued, nil, nil, 0, 0
 		e.dropAllPending(wfName, id)
 		in.RunID++
 		in.WakeAt, in.WaitType = 0, ""
@@ -850,10 +807,10 @@ func (e *Engine) Delete(wfName, id string) error {
 		return err
 	}
 	err := e.update(func(tx *bolt.Tx) error {
-		if _, err := getInstance(tx, wfName, id); err != nil {
+		if _, err := store.GetInstance(tx, wfName, id); err != nil {
 			return notFound(id)
 		}
-		return deleteInstanceData(tx, wfName, id, true)
+		return store.DeleteInstance(tx, wfName, id, true)
 	})
 	if err == nil {
 		e.stopTimer(wfName, id)
@@ -867,28 +824,28 @@ func (e *Engine) Delete(wfName, id string) error {
 // 1 MiB (400), instance complete/errored/terminated (409), unknown instance (404).
 func (e *Engine) SendEvent(wfName, id, typ string, payload json.RawMessage) error {
 	if err := e.checkName("event type", typ, limits.WorkflowEventTypeChars); err != nil {
-		return apiErr(400, "workflow.invalid_event_type", "(workflow.invalid_event_type) %v", err)
+		return api.Errorf(400, "workflow.invalid_event_type", "(workflow.invalid_event_type) %v", err)
 	}
 	if err := e.checkPayload("event payload", payload); err != nil {
-		return apiErr(400, "event.payload_too_large", "%v", err)
+		return api.Errorf(400, "event.payload_too_large", "%v", err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	wake := false
-	_, err := e.mutate(wfName, id, func(tx *bolt.Tx, in *Instance) error {
-		if finite(in.Status) {
-			return apiErr(409, "instance.cannot_send_event", "Cannot send event %q to instance %q: it is %s", typ, id, in.Status)
+	_, err := e.mutate(wfName, id, func(tx *bolt.Tx, in *api.Instance) error {
+		if api.Finite(in.Status) {
+			return api.Errorf(409, "instance.cannot_send_event", "Cannot send event %q to instance %q: it is %s", typ, id, in.Status)
 		}
-		b, err := eventBucket(tx, wfName, id, true)
+		b, err := store.EventBucket(tx, wfName, id, true)
 		if err != nil {
 			return err
 		}
-		ev := Event{Seq: nextSeq(tx, "event-seq"), Type: typ, Payload: payload, Timestamp: nowMs()}
+		ev := store.Event{Seq: store.NextSeq(tx, "event-seq"), Type: typ, Payload: payload, Timestamp: nowMs()}
 		v, _ := json.Marshal(ev)
-		if err := b.Put(u64(ev.Seq), v); err != nil {
+		if err := b.Put(store.U64(ev.Seq), v); err != nil {
 			return err
 		}
-		wake = in.Status == StatusWaiting && in.WaitType == typ
+		wake = in.Status == api.StatusWaiting && in.WaitType == typ
 		return nil
 	})
 	if err == nil && wake {
@@ -897,16 +854,9 @@ func (e *Engine) SendEvent(wfName, id, typ string, payload json.RawMessage) erro
 	return err
 }
 
-// ListPage is one page of List.
-type ListPage struct {
-	Instances []*Instance `json:"instances"`
-	// Cursor continues the listing (absent on the last page).
-	Cursor string `json:"cursor,omitempty"`
-}
-
 // List pages through a workflow's instances in id order, optionally only those with
 // status; limit 1..1000 (50 when 0); cursor is the previous page's Cursor.
-func (e *Engine) List(wfName, status string, limit int, cursor string) (*ListPage, error) {
+func (e *Engine) List(wfName, status string, limit int, cursor string) (*api.ListPage, error) {
 	if _, err := e.wf(wfName); err != nil {
 		return nil, err
 	}
@@ -914,27 +864,27 @@ func (e *Engine) List(wfName, status string, limit int, cursor string) (*ListPag
 		limit = 50
 	}
 	if limit < 0 || limit > 1000 {
-		return nil, apiErr(400, "list.invalid_limit", "limit %d: want 1 to 1000", limit)
+		return nil, api.Errorf(400, "list.invalid_limit", "limit %d: want 1 to 1000", limit)
 	}
 	if status != "" {
 		ok := false
-		for _, s := range Statuses {
+		for _, s := range api.Statuses {
 			ok = ok || s == status
 		}
 		if !ok {
-			return nil, apiErr(400, "list.invalid_status", "status %q: want one of %s", status, strings.Join(Statuses, ", "))
+			return nil, api.Errorf(400, "list.invalid_status", "status %q: want one of %s", status, strings.Join(api.Statuses, ", "))
 		}
 	}
-	page := &ListPage{Instances: []*Instance{}}
-	prefix := ikey(wfName, "")
-	err := e.st.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bInstances).Cursor()
+	page := &api.ListPage{Instances: []*api.Instance{}}
+	prefix := store.Key(wfName, "")
+	err := e.db.View(func(tx *bolt.Tx) error {
+		c := store.Instances(tx).Cursor()
 		start := prefix
 		if cursor != "" {
-			start = append(ikey(wfName, cursor), 0)
+			start = append(store.Key(wfName, cursor), 0)
 		}
 		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			var in Instance
+			var in api.Instance
 			if err := json.Unmarshal(v, &in); err != nil {
 				return err
 			}
@@ -952,31 +902,21 @@ func (e *Engine) List(wfName, status string, limit int, cursor string) (*ListPag
 	return page, err
 }
 
-// Stats are a workflow's counters: instances per status, runs in flight now and the
-// most ever in flight since the engine started.
-type Stats struct {
-	Counts      map[string]int `json:"counts"`
-	Inflight    int            `json:"inflight"`
-	MaxInflight int            `json:"maxInflight"`
-	Concurrency int            `json:"concurrency"`
-	Steps       int            `json:"steps"`
-}
-
 // Stats counts a workflow's instances by status.
-func (e *Engine) Stats(wfName string) (*Stats, error) {
+func (e *Engine) Stats(wfName string) (*api.Stats, error) {
 	e.mu.Lock()
 	w, err := e.wf(wfName)
 	if err != nil {
 		e.mu.Unlock()
 		return nil, err
 	}
-	s := &Stats{Counts: map[string]int{}, Inflight: len(w.inflight), MaxInflight: w.maxInflight, Concurrency: w.cfg.Concurrency, Steps: w.cfg.Steps}
+	s := &api.Stats{Counts: map[string]int{}, Inflight: len(w.inflight), MaxInflight: w.maxInflight, Concurrency: w.cfg.Concurrency, Steps: w.cfg.Steps}
 	e.mu.Unlock()
-	prefix := ikey(wfName, "")
-	err = e.st.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bInstances).Cursor()
+	prefix := store.Key(wfName, "")
+	err = e.db.View(func(tx *bolt.Tx) error {
+		c := store.Instances(tx).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			var in Instance
+			var in api.Instance
 			if err := json.Unmarshal(v, &in); err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 	"github.com/workerd-operator/workerd-operator/internal/workflows"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
 // childEnv carries a child sidecar's options (JSON of childConfig): the tests run the
@@ -25,11 +26,11 @@ import (
 const childEnv = "WORKFLOWS_TEST_SIDECAR"
 
 type childConfig struct {
-	Addr      string                     `json:"addr"`
-	DataDir   string                     `json:"dataDir"`
-	RunnerURL string                     `json:"runnerURL"`
-	Workflows []workflows.WorkflowConfig `json:"workflows"`
-	TimeScale float64                    `json:"timeScale"`
+	Addr      string               `json:"addr"`
+	DataDir   string               `json:"dataDir"`
+	RunnerURL string               `json:"runnerURL"`
+	Workflows []api.WorkflowConfig `json:"workflows"`
+	TimeScale float64              `json:"timeScale"`
 }
 
 func TestMain(m *testing.M) {
@@ -75,7 +76,7 @@ func runChild(raw string) int {
 
 // wfDef is one workflow of the test worker: engine config + class + user binding name.
 type wfDef struct {
-	cfg     workflows.WorkflowConfig
+	cfg     api.WorkflowConfig
 	class   string
 	binding string
 }
@@ -302,23 +303,23 @@ func (h *harness) create(wf, id string, params any) {
 	}
 }
 
-func (h *harness) get(wf, id string) workflows.Instance {
+func (h *harness) get(wf, id string) api.Instance {
 	h.t.Helper()
-	var in workflows.Instance
+	var in api.Instance
 	if st := h.api("GET", "/workflows/"+wf+"/instances/"+id, nil, &in); st != 200 {
 		h.t.Fatalf("get %s/%s: %d", wf, id, st)
 	}
 	return in
 }
 
-func (h *harness) steps(wf, id string) []workflows.Step {
+func (h *harness) steps(wf, id string) []api.Step {
 	h.t.Helper()
-	var out struct{ Steps []workflows.Step }
+	var out struct{ Steps []api.Step }
 	h.api("GET", "/workflows/"+wf+"/instances/"+id+"/steps", nil, &out)
 	return out.Steps
 }
 
-func (h *harness) step(wf, id, kind, name string, n int) *workflows.Step {
+func (h *harness) step(wf, id, kind, name string, n int) *api.Step {
 	for _, s := range h.steps(wf, id) {
 		if s.Kind == kind && s.Name == name && s.N == n {
 			return &s
@@ -339,9 +340,9 @@ func (h *harness) waitFor(what string, limit time.Duration, cond func() bool) {
 	}
 }
 
-func (h *harness) waitStatus(wf, id string, want ...string) workflows.Instance {
+func (h *harness) waitStatus(wf, id string, want ...string) api.Instance {
 	h.t.Helper()
-	var in workflows.Instance
+	var in api.Instance
 	h.waitFor(fmt.Sprintf("%s/%s to be %v", wf, id, want), 120*time.Second, func() bool {
 		in = h.get(wf, id)
 		for _, w := range want {

@@ -7,10 +7,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-)
 
-// PathPrefix is where Handler is mounted on the sidecar (sidecar.Server.Handle).
-const PathPrefix = "/workflows/"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
+)
 
 // maxBody bounds request bodies: 100 entries of the params limit plus framing.
 const maxBody = 128 << 20
@@ -21,72 +20,24 @@ func (e *Engine) Handler() http.Handler {
 	m := http.NewServeMux()
 	m.HandleFunc("POST /workflows/_run/step", func(w http.ResponseWriter, r *http.Request) {
 		var req StepRequest
-		if !decode(w, r, &req) {
-			return
+		if decode(w, r, &req) {
+			reply(w, 200, wrap(e.Step(req)))
 		}
-		reply(w, 200, wrap(e.Step(req)))
 	})
 	m.HandleFunc("POST /workflows/_run/attempt", func(w http.ResponseWriter, r *http.Request) {
 		var req AttemptReport
-		if !decode(w, r, &req) {
-			return
+		if decode(w, r, &req) {
+			reply(w, 200, wrap(e.Attempt(req)))
 		}
-		reply(w, 200, wrap(e.Attempt(req)))
 	})
 	m.HandleFunc("POST /workflows/{wf}/instances", func(w http.ResponseWriter, r *http.Request) {
-		var o CreateOptions
-		if !decode(w, r, &o) {
-			return
+		var o api.CreateOptions
+		if decode(w, r, &o) {
+			reply(w, 201, wrap(e.Create(r.PathValue("wf"), o)))
 		}
-		reply(w, 201, wrap(e.Create(r.PathValue("wf"), o)))
 	})
-	m.HandleFunc("POST /workflows/{wf}/batch", func(w http.ResponseWriter, r *http.Request) {
-		var b struct {
-			Instances []CreateOptions `json:"instances"`
-			Count     int             `json:"count"`
-			Params    json.RawMessage `json:"params"`
-		}
-		if !decode(w, r, &b) {
-			return
-		}
-		if b.Count != 0 && b.Instances != nil {
-			replyErr(w, apiErr(400, "batch.invalid_options", "createBatch: give either count or instances, not both"))
-			return
-		}
-		if b.Count != 0 {
-			if b.Count < 1 || b.Count > 100 {
-				replyErr(w, apiErr(400, "batch.invalid_size", "createBatch: count %d: want 1 to 100", b.Count))
-				return
-			}
-			for range b.Count {
-				b.Instances = append(b.Instances, CreateOptions{Params: b.Params})
-			}
-		}
-		created, errs, err := e.CreateBatch(r.PathValue("wf"), b.Instances)
-		if err != nil {
-			replyErr(w, err)
-			return
-		}
-		if errs == nil {
-			errs = []BatchError{}
-		}
-		if created == nil {
-			created = []*Instance{}
-		}
-		reply(w, 200, map[string]any{"created": created, "errors": errs})
-	})
-	m.HandleFunc("GET /workflows/{wf}/instances", func(w http.ResponseWriter, r *http.Request) {
-		limit := 0
-		if s := r.URL.Query().Get("limit"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil {
-				replyErr(w, apiErr(400, "list.invalid_limit", "limit %q is not an integer", s))
-				return
-			}
-			limit = n
-		}
-		reply(w, 200, wrap(e.List(r.PathValue("wf"), r.URL.Query().Get("status"), limit, r.URL.Query().Get("cursor"))))
-	})
+	m.HandleFunc("POST /workflows/{wf}/batch", e.serveBatch)
+	m.HandleFunc("GET /workflows/{wf}/instances", e.serveList)
 	m.HandleFunc("GET /workflows/{wf}/stats", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, 200, wrap(e.Stats(r.PathValue("wf"))))
 	})
@@ -96,79 +47,129 @@ func (e *Engine) Handler() http.Handler {
 	m.HandleFunc("GET /workflows/{wf}/instances/{id}/steps", func(w http.ResponseWriter, r *http.Request) {
 		steps, err := e.Steps(r.PathValue("wf"), r.PathValue("id"))
 		if steps == nil {
-			steps = []Step{}
+			steps = []api.Step{}
 		}
 		reply(w, 200, wrap(map[string]any{"steps": steps}, err))
 	})
 	m.HandleFunc("DELETE /workflows/{wf}/instances/{id}", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, 200, wrap(map[string]any{"deleted": r.PathValue("id")}, e.Delete(r.PathValue("wf"), r.PathValue("id"))))
 	})
-	for op, f := range map[string]func(string, string) (*Instance, error){
+	for op, f := range map[string]func(string, string) (*api.Instance, error){
 		"pause": e.Pause, "resume": e.Resume, "terminate": e.Terminate, "restart": e.Restart,
 	} {
 		m.HandleFunc("POST /workflows/{wf}/instances/{id}/"+op, func(w http.ResponseWriter, r *http.Request) {
 			reply(w, 200, wrap(f(r.PathValue("wf"), r.PathValue("id"))))
 		})
 	}
-	m.HandleFunc("POST /workflows/{wf}/instances/{id}/events", func(w http.ResponseWriter, r *http.Request) {
-		var ev struct {
-			Type    string          `json:"type"`
-			Payload json.RawMessage `json:"payload"`
-		}
-		if !decode(w, r, &ev) {
-			return
-		}
-		reply(w, 200, wrap(map[string]any{"ok": true}, e.SendEvent(r.PathValue("wf"), r.PathValue("id"), ev.Type, ev.Payload)))
-	})
-	m.HandleFunc("POST /workflows/{wf}/bulk/{op}", func(w http.ResponseWriter, r *http.Request) {
-		var b struct {
-			IDs []string `json:"ids"`
-		}
-		if !decode(w, r, &b) {
-			return
-		}
-		if len(b.IDs) < 1 || len(b.IDs) > 1000 {
-			replyErr(w, apiErr(400, "bulk.invalid_size", "bulk %s: %d ids; want 1 to 1000", r.PathValue("op"), len(b.IDs)))
-			return
-		}
-		wf, op := r.PathValue("wf"), r.PathValue("op")
-		if op != "terminate" && op != "delete" {
-			replyErr(w, apiErr(404, "bulk.unknown_op", "bulk operation %q: want terminate or delete", op))
-			return
-		}
-		done := []string{}
-		type itemErr struct {
-			ID      string `json:"id"`
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		}
-		errs := []itemErr{}
-		seen := map[string]bool{}
-		for _, id := range b.IDs {
-			if seen[id] {
-				continue
-			}
-			seen[id] = true
-			var err error
-			if op == "terminate" {
-				_, err = e.Terminate(wf, id)
-			} else {
-				err = e.Delete(wf, id)
-			}
-			if err != nil {
-				ie := itemErr{ID: id, Code: "internal", Message: err.Error()}
-				var ae *APIError
-				if errors.As(err, &ae) {
-					ie.Code = ae.Code
-				}
-				errs = append(errs, ie)
-				continue
-			}
-			done = append(done, id)
-		}
-		reply(w, 200, map[string]any{"done": done, "errors": errs})
-	})
+	m.HandleFunc("POST /workflows/{wf}/instances/{id}/events", e.serveEvent)
+	m.HandleFunc("POST /workflows/{wf}/bulk/{op}", e.serveBulk)
 	return m
+}
+
+// serveBatch: createBatch with either instances (each with its id and params) or a
+// count of instances sharing params.
+func (e *Engine) serveBatch(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		Instances []api.CreateOptions `json:"instances"`
+		Count     int                 `json:"count"`
+		Params    json.RawMessage     `json:"params"`
+	}
+	if !decode(w, r, &b) {
+		return
+	}
+	if b.Count != 0 && b.Instances != nil {
+		replyErr(w, api.Errorf(400, "batch.invalid_options", "createBatch: give either count or instances, not both"))
+		return
+	}
+	if b.Count != 0 {
+		if b.Count < 1 || b.Count > 100 {
+			replyErr(w, api.Errorf(400, "batch.invalid_size", "createBatch: count %d: want 1 to 100", b.Count))
+			return
+		}
+		for range b.Count {
+			b.Instances = append(b.Instances, api.CreateOptions{Params: b.Params})
+		}
+	}
+	created, errs, err := e.CreateBatch(r.PathValue("wf"), b.Instances)
+	if err != nil {
+		replyErr(w, err)
+		return
+	}
+	if errs == nil {
+		errs = []api.BatchError{}
+	}
+	if created == nil {
+		created = []*api.Instance{}
+	}
+	reply(w, 200, map[string]any{"created": created, "errors": errs})
+}
+
+func (e *Engine) serveList(w http.ResponseWriter, r *http.Request) {
+	limit := 0
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			replyErr(w, api.Errorf(400, "list.invalid_limit", "limit %q is not an integer", s))
+			return
+		}
+		limit = n
+	}
+	reply(w, 200, wrap(e.List(r.PathValue("wf"), r.URL.Query().Get("status"), limit, r.URL.Query().Get("cursor"))))
+}
+
+func (e *Engine) serveEvent(w http.ResponseWriter, r *http.Request) {
+	var ev struct {
+		Type    string          `json:"type"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if decode(w, r, &ev) {
+		reply(w, 200, wrap(map[string]any{"ok": true}, e.SendEvent(r.PathValue("wf"), r.PathValue("id"), ev.Type, ev.Payload)))
+	}
+}
+
+// serveBulk terminates or deletes up to 1000 instances, each on its own: the answer
+// lists the ids done and an error per id that failed (api.BulkResult).
+func (e *Engine) serveBulk(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		IDs []string `json:"ids"`
+	}
+	if !decode(w, r, &b) {
+		return
+	}
+	wf, op := r.PathValue("wf"), r.PathValue("op")
+	if len(b.IDs) < 1 || len(b.IDs) > 1000 {
+		replyErr(w, api.Errorf(400, "bulk.invalid_size", "bulk %s: %d ids; want 1 to 1000", op, len(b.IDs)))
+		return
+	}
+	if op != "terminate" && op != "delete" {
+		replyErr(w, api.Errorf(404, "bulk.unknown_op", "bulk operation %q: want terminate or delete", op))
+		return
+	}
+	res := api.BulkResult{Done: []string{}, Errors: []api.BulkError{}}
+	seen := map[string]bool{}
+	for _, id := range b.IDs {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		var err error
+		if op == "terminate" {
+			_, err = e.Terminate(wf, id)
+		} else {
+			err = e.Delete(wf, id)
+		}
+		if err != nil {
+			be := api.BulkError{ID: id, Code: "internal", Message: err.Error()}
+			var ae *api.APIError
+			if errors.As(err, &ae) {
+				be.Code = ae.Code
+			}
+			res.Errors = append(res.Errors, be)
+			continue
+		}
+		res.Done = append(res.Done, id)
+	}
+	reply(w, 200, res)
 }
 
 type result struct {
@@ -181,14 +182,14 @@ func wrap[T any](v T, err error) result { return result{v, err} }
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		replyErr(w, apiErr(413, "request.too_large", "request body: %v", err))
+		replyErr(w, api.Errorf(413, "request.too_large", "request body: %v", err))
 		return false
 	}
 	if len(b) == 0 {
 		b = []byte("{}")
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		replyErr(w, apiErr(400, "request.invalid_json", "request body is not the expected JSON: %v", err))
+		replyErr(w, api.Errorf(400, "request.invalid_json", "request body is not the expected JSON: %v", err))
 		return false
 	}
 	return true
@@ -208,9 +209,9 @@ func reply(w http.ResponseWriter, status int, v any) {
 }
 
 func replyErr(w http.ResponseWriter, err error) {
-	var ae *APIError
+	var ae *api.APIError
 	if !errors.As(err, &ae) {
-		ae = &APIError{Status: 500, Code: "internal", Message: fmt.Sprintf("workflows: %v", err)}
+		ae = &api.APIError{Status: 500, Code: "internal", Message: fmt.Sprintf("workflows: %v", err)}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(ae.Status)

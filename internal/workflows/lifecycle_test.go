@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workerd-operator/workerd-operator/internal/workflows"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
 // Done-means 4: three events sent before the first wait are received in order by three
 // waits; a wait that timed out (caught) does not swallow the next event.
 func TestEvents(t *testing.T) {
-	h := newHarness(t, 0.1, wfDef{workflows.WorkflowConfig{Name: "events"}, "Events", "EVENTS"})
+	h := newHarness(t, 0.1, wfDef{api.WorkflowConfig{Name: "events"}, "Events", "EVENTS"})
 	t.Run("buffered FIFO", func(t *testing.T) {
 		h.create("events", "buffered", map[string]any{"mode": "buffered"})
 		h.waitFor("the start wait", 30*time.Second, func() bool { return h.get("events", "buffered").WaitType == "start" })
@@ -24,7 +24,7 @@ func TestEvents(t *testing.T) {
 			}
 		}
 		h.api("POST", "/workflows/events/instances/buffered/events", map[string]any{"type": "start"}, nil)
-		in := h.waitStatus("events", "buffered", workflows.StatusComplete, workflows.StatusErrored)
+		in := h.waitStatus("events", "buffered", api.StatusComplete, api.StatusErrored)
 		if got := string(in.Output); got != `["approval-1","approval-2","approval-3"]` {
 			t.Fatalf("output %s (status %s, error %+v)", got, in.Status, in.Error)
 		}
@@ -39,13 +39,13 @@ func TestEvents(t *testing.T) {
 			return h.step("events", "late", "waitForEvent", "later", 1) != nil
 		})
 		h.api("POST", "/workflows/events/instances/late/events", map[string]any{"type": "late", "payload": "the event"}, nil)
-		in := h.waitStatus("events", "late", workflows.StatusComplete, workflows.StatusErrored)
+		in := h.waitStatus("events", "late", api.StatusComplete, api.StatusErrored)
 		if got := string(in.Output); got != `["WorkflowTimeoutError","the event"]` {
 			t.Fatalf("output %s (status %s, error %+v)", got, in.Status, in.Error)
 		}
 	})
 	t.Run("invalid event type", func(t *testing.T) {
-		var out struct{ Error workflows.APIError }
+		var out struct{ Error api.APIError }
 		st := h.api("POST", "/workflows/events/instances/late/events", map[string]any{"type": "a.b"}, &out)
 		if st != 400 || out.Error.Code != "workflow.invalid_event_type" || !strings.Contains(out.Error.Message, "workflow_event_type_chars") {
 			t.Fatalf("sendEvent type a.b: %d %+v", st, out.Error)
@@ -56,20 +56,20 @@ func TestEvents(t *testing.T) {
 // Done-means 6: limits.steps: 2 -> do, sleep, do completes; do, do, do errors with the
 // step-limit message.
 func TestStepLimit(t *testing.T) {
-	h := newHarness(t, 0.1, wfDef{workflows.WorkflowConfig{Name: "limited", Steps: 2}, "Limited", "LIMITED"})
+	h := newHarness(t, 0.1, wfDef{api.WorkflowConfig{Name: "limited", Steps: 2}, "Limited", "LIMITED"})
 	cases := []struct {
 		id     string
 		shape  []string
 		status string
 		msg    string
 	}{
-		{"do-sleep-do", []string{"do", "sleep", "do"}, workflows.StatusComplete, ""},
-		{"do-do-do", []string{"do", "do", "do"}, workflows.StatusErrored, "The limit of 2 steps has been reached. This limit can be changed in your worker configuration."},
+		{"do-sleep-do", []string{"do", "sleep", "do"}, api.StatusComplete, ""},
+		{"do-do-do", []string{"do", "do", "do"}, api.StatusErrored, "The limit of 2 steps has been reached. This limit can be changed in your worker configuration."},
 	}
 	for _, tc := range cases {
 		t.Run(tc.id, func(t *testing.T) {
 			h.create("limited", tc.id, map[string]any{"shape": tc.shape})
-			in := h.waitStatus("limited", tc.id, workflows.StatusComplete, workflows.StatusErrored)
+			in := h.waitStatus("limited", tc.id, api.StatusComplete, api.StatusErrored)
 			if in.Status != tc.status {
 				t.Fatalf("status %s (error %+v), want %s", in.Status, in.Error, tc.status)
 			}
@@ -84,16 +84,16 @@ func TestStepLimit(t *testing.T) {
 // step's side effect happens once; resume continues; terminate on a complete instance
 // fails with a clear error and the status stays complete.
 func TestPauseResumeTerminate(t *testing.T) {
-	h := newHarness(t, 1, wfDef{workflows.WorkflowConfig{Name: "pausable"}, "Pausable", "PAUSABLE"})
+	h := newHarness(t, 1, wfDef{api.WorkflowConfig{Name: "pausable"}, "Pausable", "PAUSABLE"})
 	h.create("pausable", "p1", map[string]any{"slowMs": 3000})
 	h.waitFor("the slow step to start", 30*time.Second, func() bool { return len(h.counter.times("p1:slow")) == 1 })
 	if st := h.binding("PAUSABLE", "pause", map[string]any{"id": "p1"}, nil); st != 200 {
 		t.Fatalf("pause: %d", st)
 	}
-	if in := h.get("pausable", "p1"); in.Status != workflows.StatusWaitingForPause {
+	if in := h.get("pausable", "p1"); in.Status != api.StatusWaitingForPause {
 		t.Fatalf("status during the step after pause() = %s, want waitingForPause", in.Status)
 	}
-	h.waitStatus("pausable", "p1", workflows.StatusPaused)
+	h.waitStatus("pausable", "p1", api.StatusPaused)
 	if s := h.step("pausable", "p1", "do", "slow", 1); s == nil || !s.Done || string(s.Result) != "1" {
 		t.Fatalf("slow step after pause: %+v", s)
 	}
@@ -103,7 +103,7 @@ func TestPauseResumeTerminate(t *testing.T) {
 	if st := h.binding("PAUSABLE", "resume", map[string]any{"id": "p1"}, nil); st != 200 {
 		t.Fatalf("resume: %d", st)
 	}
-	in := h.waitStatus("pausable", "p1", workflows.StatusComplete, workflows.StatusErrored)
+	in := h.waitStatus("pausable", "p1", api.StatusComplete, api.StatusErrored)
 	if string(in.Output) != `{"slow":1,"quick":1}` {
 		t.Fatalf("output %s (status %s, error %+v)", in.Output, in.Status, in.Error)
 	}
@@ -116,7 +116,7 @@ func TestPauseResumeTerminate(t *testing.T) {
 	if st := h.binding("PAUSABLE", "terminate", map[string]any{"id": "p1"}, &out); st != 400 || out.Error.Code != "instance.cannot_terminate" || !strings.Contains(out.Error.Message, "complete") {
 		t.Fatalf("terminate on complete: %d %+v", st, out)
 	}
-	if in := h.get("pausable", "p1"); in.Status != workflows.StatusComplete {
+	if in := h.get("pausable", "p1"); in.Status != api.StatusComplete {
 		t.Fatalf("status after a refused terminate = %s", in.Status)
 	}
 	// terminate during the slow step: terminated at once, the next step never runs.
@@ -125,7 +125,7 @@ func TestPauseResumeTerminate(t *testing.T) {
 	if st := h.binding("PAUSABLE", "terminate", map[string]any{"id": "p2"}, nil); st != 200 {
 		t.Fatalf("terminate: %d", st)
 	}
-	if in := h.get("pausable", "p2"); in.Status != workflows.StatusTerminated {
+	if in := h.get("pausable", "p2"); in.Status != api.StatusTerminated {
 		t.Fatalf("status after terminate = %s", in.Status)
 	}
 	time.Sleep(2 * time.Second) // let the slow step finish: its result must not be committed
@@ -141,7 +141,7 @@ func TestPauseResumeTerminate(t *testing.T) {
 // instances free their slot, queued ones start oldest first.
 func TestConcurrencyLimit(t *testing.T) {
 	const n, limit = 50, 5
-	h := newHarness(t, 0.1, wfDef{workflows.WorkflowConfig{Name: "sleepy", Concurrency: limit}, "Sleepy", "SLEEPY"})
+	h := newHarness(t, 0.1, wfDef{api.WorkflowConfig{Name: "sleepy", Concurrency: limit}, "Sleepy", "SLEEPY"})
 	var batch []map[string]any
 	for i := 0; i < n; i++ {
 		batch = append(batch, map[string]any{"id": fmt.Sprintf("c%02d", i)})
@@ -152,17 +152,17 @@ func TestConcurrencyLimit(t *testing.T) {
 	}
 	maxRunning := 0
 	h.waitFor("all instances to complete", 120*time.Second, func() bool {
-		var s workflows.Stats
+		var s api.Stats
 		h.api("GET", "/workflows/sleepy/stats", nil, &s)
-		maxRunning = max(maxRunning, s.Counts[workflows.StatusRunning]+s.Counts[workflows.StatusWaitingForPause])
-		return s.Counts[workflows.StatusComplete] == n
+		maxRunning = max(maxRunning, s.Counts[api.StatusRunning]+s.Counts[api.StatusWaitingForPause])
+		return s.Counts[api.StatusComplete] == n
 	})
-	var s workflows.Stats
+	var s api.Stats
 	h.api("GET", "/workflows/sleepy/stats", nil, &s)
 	if s.MaxInflight > limit || maxRunning > limit {
 		t.Fatalf("max runs in flight %d, max running seen %d; limit %d", s.MaxInflight, maxRunning, limit)
 	}
-	var ins []workflows.Instance
+	var ins []api.Instance
 	for i := 0; i < n; i++ {
 		ins = append(ins, h.get("sleepy", fmt.Sprintf("c%02d", i)))
 	}

@@ -8,6 +8,9 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/duration"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/store"
 )
 
 // StepRequest is the runner's question about one step call (POST /workflows/_run/step).
@@ -41,7 +44,12 @@ type AttemptReport struct {
 	Attempt  int             `json:"attempt"`
 	OK       bool            `json:"ok"`
 	Result   json.RawMessage `json:"result,omitempty"` // absent = undefined
-	Error    *ErrorInfo      `json:"error,omitempty"`
+	Error    *api.ErrorInfo  `json:"error,omitempty"`
+	// NonRetryable: the step fails for good whatever its retries (its delay function failed).
+	NonRetryable bool `json:"nonRetryable,omitempty"`
+	// RetryDelay is what the step's retries.delay function returned for this failed
+	// attempt (ms or a duration string); the backoff applies to it. Absent: the config's delay.
+	RetryDelay json.RawMessage `json:"retryDelay,omitempty"`
 }
 
 // StepAnswer tells the runner what to do.
@@ -53,15 +61,15 @@ type AttemptReport struct {
 type StepAnswer struct {
 	Action    string          `json:"action"`
 	Result    json.RawMessage `json:"result,omitempty"`
-	Error     *ErrorInfo      `json:"error,omitempty"`
+	Error     *api.ErrorInfo  `json:"error,omitempty"`
 	Attempt   int             `json:"attempt,omitempty"`
 	TimeoutMs int64           `json:"timeoutMs,omitempty"`
-	Config    *StepConfig     `json:"config,omitempty"`
+	Config    *api.StepConfig `json:"config,omitempty"`
 }
 
 var abortAnswer = &StepAnswer{Action: "abort"}
 
-func doneAnswer(s *Step) *StepAnswer {
+func doneAnswer(s *api.Step) *StepAnswer {
 	if s.Error != nil {
 		return &StepAnswer{Action: "throw", Error: s.Error}
 	}
@@ -77,7 +85,7 @@ func (e *Engine) dropPending(wf, id, pk string) {
 		return
 	}
 	delete(e.pending, pk)
-	ik := string(ikey(wf, id))
+	ik := string(store.Key(wf, id))
 	if e.pendingCount[ik]--; e.pendingCount[ik] <= 0 {
 		delete(e.pendingCount, ik)
 	}
@@ -85,34 +93,57 @@ func (e *Engine) dropPending(wf, id, pk string) {
 
 // dropAllPending forgets an instance's uncommitted steps (restart, terminate, delete).
 func (e *Engine) dropAllPending(wf, id string) {
-	prefix := string(ikey(wf, id)) + "\x00"
+	prefix := string(store.Key(wf, id)) + "\x00"
 	for k := range e.pending {
 		if strings.HasPrefix(k, prefix) {
 			delete(e.pending, k)
 		}
 	}
-	delete(e.pendingCount, string(ikey(wf, id)))
+	delete(e.pendingCount, string(store.Key(wf, id)))
 }
 
 func attemptKey(wf, id, name string, n, attempt int) string {
 	return fmt.Sprintf("%s\x00%s\x00%s\x00%d\x00%d", wf, id, name, n, attempt)
 }
 
+// attemptsInFlight reports whether attempts of the instance other than except were
+// answered run and not reported yet. Called with mu held.
+func (e *Engine) attemptsInFlight(wf, id, except string) bool {
+	prefix := string(store.Key(wf, id)) + "\x00"
+	for k := range e.attemptStart {
+		if k != except && strings.HasPrefix(k, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropAttempts forgets the instance's attempts in flight (its run has ended: the runner
+// reports every attempt before it ends a run). Called with mu held.
+func (e *Engine) dropAttempts(wf, id string) {
+	prefix := string(store.Key(wf, id)) + "\x00"
+	for k := range e.attemptStart {
+		if strings.HasPrefix(k, prefix) {
+			delete(e.attemptStart, k)
+		}
+	}
+}
+
 type afterCommit func()
 
 // suspendTx moves the instance to waiting until wakeAt (or paused when a pause is pending).
-func (e *Engine) suspendTx(tx *bolt.Tx, in *Instance, wakeAt int64, waitType string, after *[]afterCommit) error {
-	if in.Status == StatusWaitingForPause {
-		in.Status = StatusPaused
+func (e *Engine) suspendTx(tx *bolt.Tx, in *api.Instance, wakeAt int64, waitType string, after *[]afterCommit) error {
+	if in.Status == api.StatusWaitingForPause {
+		in.Status = api.StatusPaused
 	} else {
-		in.Status = StatusWaiting
+		in.Status = api.StatusWaiting
 	}
 	in.WakeAt, in.WaitType = wakeAt, waitType
-	if in.Status == StatusWaiting && wakeAt > 0 {
+	if in.Status == api.StatusWaiting && wakeAt > 0 {
 		wf, id := in.Workflow, in.ID
 		*after = append(*after, func() { e.armTimer(wf, id, wakeAt) })
 	}
-	return putInstance(tx, in)
+	return store.PutInstance(tx, in)
 }
 
 // Step answers one step call of a run (see StepAnswer). Everything it decides is
@@ -124,44 +155,11 @@ func (e *Engine) Step(r StepRequest) (*StepAnswer, error) {
 	if w == nil {
 		return abortAnswer, nil
 	}
+	// Replay fast path: a completed step, and a new step.do while running, are answered
+	// from a read-only transaction.
 	var ans *StepAnswer
-	// Replay fast path: a completed step is answered from a read-only transaction.
-	_ = e.st.db.View(func(tx *bolt.Tx) error {
-		in, err := getInstance(tx, r.Workflow, r.ID)
-		if err != nil || in.RunID != r.RunID || (in.Status != StatusRunning && in.Status != StatusWaitingForPause) {
-			ans = abortAnswer
-			return nil
-		}
-		kind := r.Kind
-		if kind == "sleepUntil" {
-			kind = "sleep"
-		}
-		s, serr := getStep(tx, r.Workflow, r.ID, kind, r.Name, r.N)
-		if serr == nil && s.Done {
-			ans = doneAnswer(s)
-			return nil
-		}
-		// A new step.do while running: its record is committed with its first attempt's
-		// outcome (one fsync per step); until then it is pending in memory.
-		if r.Kind == "do" && serr == errNotFound && in.Status == StatusRunning && int64(len(r.Name)) <= e.lim(limits.WorkflowStepNameChars) && r.Name != "" {
-			pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
-			cfg, ok := e.pending[pk]
-			if !ok {
-				ik := string(ikey(r.Workflow, r.ID))
-				if in.Steps+e.pendingCount[ik] >= w.cfg.Steps {
-					return nil // the slow path errors the instance
-				}
-				c, cerr := e.resolveConfig(&w.cfg, r.Name, r.Config)
-				if cerr != nil {
-					return nil
-				}
-				cfg = c
-				e.pending[pk] = cfg
-				e.pendingCount[ik]++
-			}
-			e.attemptStart[attemptKey(r.Workflow, r.ID, r.Name, r.N, 1)] = nowMs()
-			ans = &StepAnswer{Action: "run", Attempt: 1, TimeoutMs: e.scaled(cfg.TimeoutMs), Config: &cfg}
-		}
+	_ = e.db.View(func(tx *bolt.Tx) error {
+		ans = e.stepFast(tx, w, r)
 		return nil
 	})
 	if ans != nil {
@@ -169,158 +167,10 @@ func (e *Engine) Step(r StepRequest) (*StepAnswer, error) {
 	}
 	var after []afterCommit
 	err := e.update(func(tx *bolt.Tx) error {
-		ans, after = nil, nil
-		in, err := getInstance(tx, r.Workflow, r.ID)
-		if err != nil || in.RunID != r.RunID || (in.Status != StatusRunning && in.Status != StatusWaitingForPause) {
-			ans = abortAnswer
-			return nil
-		}
-		if maxName := e.lim(limits.WorkflowStepNameChars); int64(len(r.Name)) > maxName || r.Name == "" {
-			ans = &StepAnswer{Action: "throw", Error: &ErrorInfo{Name: "Error", Message: fmt.Sprintf(
-				"Step name %q exceeds max length (%d chars) or invalid characters found (%s)", r.Name, maxName, e.cite(limits.WorkflowStepNameChars))}}
-			return nil
-		}
-		kind := r.Kind
-		if kind == "sleepUntil" {
-			kind = "sleep"
-		}
-		s, serr := getStep(tx, r.Workflow, r.ID, kind, r.Name, r.N)
-		if serr == nil && s.Done {
-			ans = doneAnswer(s)
-			return nil
-		}
-		// A step boundary: a pending pause takes effect here.
-		if in.Status == StatusWaitingForPause {
-			ans = &StepAnswer{Action: "suspend"}
-			return e.suspendTx(tx, in, 0, "", &after)
-		}
-		now := nowMs()
-		switch r.Kind {
-		case "do":
-			if serr != nil {
-				if in.Steps >= w.cfg.Steps {
-					in.Status, in.Ended = StatusErrored, now
-					in.Error = &ErrorInfo{Name: "WorkflowFatalError", Message: fmt.Sprintf(
-						"The limit of %d steps has been reached. This limit can be changed in your worker configuration. (%s)", w.cfg.Steps, e.cite(limits.WorkflowSteps))}
-					ans = &StepAnswer{Action: "throw", Error: in.Error}
-					return putInstance(tx, in)
-				}
-				cfg, cerr := e.resolveConfig(&w.cfg, r.Name, r.Config)
-				if cerr != nil {
-					ans = &StepAnswer{Action: "throw", Error: &ErrorInfo{Name: "Error", Message: cerr.Error()}}
-					return nil
-				}
-				in.Steps++
-				s = &Step{Kind: "do", Name: r.Name, N: r.N, Config: &cfg}
-				if err := putStep(tx, r.Workflow, r.ID, s); err != nil {
-					return err
-				}
-				if err := putInstance(tx, in); err != nil {
-					return err
-				}
-			}
-			if s.WakeAt > now {
-				ans = &StepAnswer{Action: "suspend"}
-				return e.suspendTx(tx, in, s.WakeAt, "", &after)
-			}
-			attempt := len(s.Attempts) + 1
-			e.attemptStart[attemptKey(r.Workflow, r.ID, r.Name, r.N, attempt)] = now
-			ans = &StepAnswer{Action: "run", Attempt: attempt, TimeoutMs: e.scaled(s.Config.TimeoutMs), Config: s.Config}
-			return nil
-		case "sleep", "sleepUntil":
-			if serr != nil {
-				var wake int64
-				if r.Kind == "sleep" {
-					d, derr := ParseDuration("step.sleep duration", r.Duration)
-					if derr == nil && d > e.lim(limits.WorkflowSleepMs) {
-						derr = fmt.Errorf("step.sleep %q: %d ms is over the %d ms limit (%s)", r.Name, d, e.lim(limits.WorkflowSleepMs), e.cite(limits.WorkflowSleepMs))
-					}
-					if derr != nil {
-						ans = &StepAnswer{Action: "throw", Error: &ErrorInfo{Name: "Error", Message: derr.Error()}}
-						return nil
-					}
-					wake = now + e.scaled(d)
-				} else {
-					d := r.Until - now
-					if d > e.lim(limits.WorkflowSleepMs) {
-						ans = &StepAnswer{Action: "throw", Error: &ErrorInfo{Name: "Error", Message: fmt.Sprintf(
-							"step.sleepUntil %q: %d ms from now is over the %d ms limit (%s)", r.Name, d, e.lim(limits.WorkflowSleepMs), e.cite(limits.WorkflowSleepMs))}}
-						return nil
-					}
-					wake = now + e.scaled(max(d, 0))
-				}
-				s = &Step{Kind: "sleep", Name: r.Name, N: r.N, WakeAt: wake}
-			}
-			if now >= s.WakeAt {
-				s.Done, s.CommittedAt = true, now
-				ans = doneAnswer(s)
-				return putStep(tx, r.Workflow, r.ID, s)
-			}
-			if err := putStep(tx, r.Workflow, r.ID, s); err != nil {
-				return err
-			}
-			ans = &StepAnswer{Action: "suspend"}
-			return e.suspendTx(tx, in, s.WakeAt, "", &after)
-		case "waitForEvent":
-			if err := e.checkName("waitForEvent type", r.Type, limits.WorkflowEventTypeChars); err != nil {
-				ans = &StepAnswer{Action: "throw", Error: &ErrorInfo{Name: "Error", Message: "(workflow.invalid_event_type) " + err.Error()}}
-				return nil
-			}
-			if serr != nil {
-				timeout := int64(24 * 3600 * 1000)
-				if len(r.Timeout) > 0 && string(r.Timeout) != "null" {
-					d, derr := ParseDuration("waitForEvent timeout", r.Timeout)
-					if derr == nil && (d < 1000 || d > e.lim(limits.WorkflowSleepMs)) {
-						derr = fmt.Errorf("waitForEvent %q timeout %d ms: want 1 s to %d ms (%s)", r.Name, d, e.lim(limits.WorkflowSleepMs), e.cite(limits.WorkflowSleepMs))
-					}
-					if derr != nil {
-						ans = &StepAnswer{Action: "throw", Error: &ErrorInfo{Name: "Error", Message: derr.Error()}}
-						return nil
-					}
-					timeout = d
-				}
-				s = &Step{Kind: "waitForEvent", Name: r.Name, N: r.N, WakeAt: now + e.scaled(timeout), Config: &StepConfig{TimeoutMs: timeout}}
-			}
-			// The oldest unconsumed event of this type, if any.
-			if b, _ := eventBucket(tx, r.Workflow, r.ID, false); b != nil {
-				c := b.Cursor()
-				for k, v := c.First(); k != nil; k, v = c.Next() {
-					var ev Event
-					if err := json.Unmarshal(v, &ev); err != nil {
-						return err
-					}
-					if ev.Consumed || ev.Type != r.Type {
-						continue
-					}
-					ev.Consumed = true
-					nv, _ := json.Marshal(ev)
-					if err := b.Put(k, nv); err != nil {
-						return err
-					}
-					payload := ev.Payload
-					if len(payload) == 0 {
-						payload = json.RawMessage("null")
-					}
-					res, _ := json.Marshal(map[string]any{"payload": payload, "timestamp": ev.Timestamp, "type": ev.Type})
-					s.Done, s.Result, s.CommittedAt = true, res, now
-					ans = doneAnswer(s)
-					return putStep(tx, r.Workflow, r.ID, s)
-				}
-			}
-			if now >= s.WakeAt {
-				s.Done, s.CommittedAt = true, now
-				s.Error = &ErrorInfo{Name: "WorkflowTimeoutError", Message: fmt.Sprintf("Execution timed out after %dms", s.Config.TimeoutMs)}
-				ans = doneAnswer(s)
-				return putStep(tx, r.Workflow, r.ID, s)
-			}
-			if err := putStep(tx, r.Workflow, r.ID, s); err != nil {
-				return err
-			}
-			ans = &StepAnswer{Action: "suspend"}
-			return e.suspendTx(tx, in, s.WakeAt, r.Type, &after)
-		}
-		ans = &StepAnswer{Action: "throw", Error: &ErrorInfo{Name: "Error", Message: fmt.Sprintf("unknown step kind %q", r.Kind)}}
-		return nil
+		var err error
+		after = nil
+		ans, err = e.stepTx(tx, w, r, &after)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -331,6 +181,248 @@ func (e *Engine) Step(r StepRequest) (*StepAnswer, error) {
 	return ans, nil
 }
 
+// stepState is what a step call finds in the store: its instance and its step record
+// (serr != nil: no record yet).
+type stepState struct {
+	in   *api.Instance
+	s    *api.Step
+	serr error
+}
+
+// lookupStep reads r's instance and step. The answer is not nil when the call is
+// answered already: abort (stale run) or the completed step's outcome.
+func (e *Engine) lookupStep(tx *bolt.Tx, r StepRequest) (stepState, *StepAnswer) {
+	in, err := store.GetInstance(tx, r.Workflow, r.ID)
+	if err != nil || in.RunID != r.RunID || (in.Status != api.StatusRunning && in.Status != api.StatusWaitingForPause) {
+		return stepState{}, abortAnswer
+	}
+	kind := r.Kind
+	if kind == "sleepUntil" {
+		kind = "sleep"
+	}
+	s, serr := store.GetStep(tx, r.Workflow, r.ID, kind, r.Name, r.N)
+	if serr == nil && s.Done {
+		return stepState{}, doneAnswer(s)
+	}
+	return stepState{in: in, s: s, serr: serr}, nil
+}
+
+// stepFast answers from a read-only transaction, or nil to take the slow path. A new
+// step.do while running is pending in memory: its record is committed with its first
+// attempt's outcome (one fsync per step).
+func (e *Engine) stepFast(tx *bolt.Tx, w *wfState, r StepRequest) *StepAnswer {
+	st, ans := e.lookupStep(tx, r)
+	if ans != nil || r.Kind != "do" || st.serr != store.ErrNotFound || st.in.Status != api.StatusRunning || e.checkStepName(r.Name) != nil {
+		return ans
+	}
+	pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
+	cfg, ok := e.pending[pk]
+	if !ok {
+		ik := string(store.Key(r.Workflow, r.ID))
+		if st.in.Steps+e.pendingCount[ik] >= w.cfg.Steps {
+			return nil // the slow path errors the instance
+		}
+		c, err := e.resolveConfig(&w.cfg, r.Name, r.Config)
+		if err != nil {
+			return nil
+		}
+		cfg = c
+		e.pending[pk] = cfg
+		e.pendingCount[ik]++
+	}
+	e.attemptStart[attemptKey(r.Workflow, r.ID, r.Name, r.N, 1)] = nowMs()
+	return &StepAnswer{Action: "run", Attempt: 1, TimeoutMs: e.scaled(cfg.TimeoutMs), Config: &cfg}
+}
+
+// stepTx answers a step call in a read-write transaction.
+func (e *Engine) stepTx(tx *bolt.Tx, w *wfState, r StepRequest, after *[]afterCommit) (*StepAnswer, error) {
+	st, ans := e.lookupStep(tx, r)
+	if ans != nil {
+		return ans, nil
+	}
+	if err := e.checkStepName(r.Name); err != nil {
+		return throwAnswer("WorkflowFatalError", err.Error()), nil
+	}
+	// A step boundary: a pending pause takes effect here.
+	if st.in.Status == api.StatusWaitingForPause {
+		return suspendAnswer, e.suspendTx(tx, st.in, 0, "", after)
+	}
+	switch r.Kind {
+	case "do":
+		return e.doTx(tx, w, r, st, after)
+	case "sleep", "sleepUntil":
+		return e.sleepTx(tx, r, st, after)
+	case "waitForEvent":
+		return e.waitTx(tx, r, st, after)
+	}
+	return throwAnswer("Error", fmt.Sprintf("unknown step kind %q", r.Kind)), nil
+}
+
+// checkStepName: 1 to the step name limit's characters.
+func (e *Engine) checkStepName(name string) error {
+	if maxName := e.lim(limits.WorkflowStepNameChars); int64(len(name)) > maxName || name == "" {
+		return fmt.Errorf("Step name %q exceeds max length (%d chars) or invalid characters found (%s)", name, maxName, e.cite(limits.WorkflowStepNameChars))
+	}
+	return nil
+}
+
+var suspendAnswer = &StepAnswer{Action: "suspend"}
+
+func throwAnswer(name, message string) *StepAnswer {
+	return &StepAnswer{Action: "throw", Error: &api.ErrorInfo{Name: name, Message: message}}
+}
+
+// doTx records a new step.do (or errors the instance past its step limit) and answers
+// run for its next attempt, or suspend until its retry delay has passed.
+func (e *Engine) doTx(tx *bolt.Tx, w *wfState, r StepRequest, st stepState, after *[]afterCommit) (*StepAnswer, error) {
+	in, s, now := st.in, st.s, nowMs()
+	if st.serr != nil {
+		if in.Steps >= w.cfg.Steps {
+			in.Status, in.Ended = api.StatusErrored, now
+			in.Error = &api.ErrorInfo{Name: "WorkflowFatalError", Message: fmt.Sprintf(
+				"The limit of %d steps has been reached. This limit can be changed in your worker configuration. (%s)", w.cfg.Steps, e.cite(limits.WorkflowSteps))}
+			return &StepAnswer{Action: "throw", Error: in.Error}, store.PutInstance(tx, in)
+		}
+		cfg, err := e.resolveConfig(&w.cfg, r.Name, r.Config)
+		if err != nil {
+			return throwAnswer("WorkflowFatalError", err.Error()), nil
+		}
+		in.Steps++
+		s = &api.Step{Kind: "do", Name: r.Name, N: r.N, Config: &cfg}
+		if err := store.PutStep(tx, r.Workflow, r.ID, s); err != nil {
+			return nil, err
+		}
+		if err := store.PutInstance(tx, in); err != nil {
+			return nil, err
+		}
+	}
+	if s.WakeAt > now {
+		return suspendAnswer, e.suspendTx(tx, in, s.WakeAt, "", after)
+	}
+	attempt := len(s.Attempts) + 1
+	e.attemptStart[attemptKey(r.Workflow, r.ID, r.Name, r.N, attempt)] = now
+	return &StepAnswer{Action: "run", Attempt: attempt, TimeoutMs: e.scaled(s.Config.TimeoutMs), Config: s.Config}, nil
+}
+
+// sleepTx records a sleep's deadline and answers its completion once it has passed,
+// else suspend until then.
+func (e *Engine) sleepTx(tx *bolt.Tx, r StepRequest, st stepState, after *[]afterCommit) (*StepAnswer, error) {
+	s, now := st.s, nowMs()
+	if st.serr != nil {
+		wake, err := e.sleepDeadline(r, now)
+		if err != nil {
+			return throwAnswer("Error", err.Error()), nil
+		}
+		s = &api.Step{Kind: "sleep", Name: r.Name, N: r.N, WakeAt: wake}
+	}
+	if now >= s.WakeAt {
+		s.Done, s.CommittedAt = true, now
+		return doneAnswer(s), store.PutStep(tx, r.Workflow, r.ID, s)
+	}
+	if err := store.PutStep(tx, r.Workflow, r.ID, s); err != nil {
+		return nil, err
+	}
+	return suspendAnswer, e.suspendTx(tx, st.in, s.WakeAt, "", after)
+}
+
+// sleepDeadline is when a new step.sleep or step.sleepUntil called at now ends (scaled).
+// Errors: a duration that does not parse or is over the sleep limit.
+func (e *Engine) sleepDeadline(r StepRequest, now int64) (int64, error) {
+	maxMs := e.lim(limits.WorkflowSleepMs)
+	if r.Kind == "sleep" {
+		d, err := duration.ParseJSON("step.sleep duration", r.Duration)
+		if err == nil && d > maxMs {
+			err = fmt.Errorf("step.sleep %q: %d ms is over the %d ms limit (%s)", r.Name, d, maxMs, e.cite(limits.WorkflowSleepMs))
+		}
+		return now + e.scaled(d), err
+	}
+	d := r.Until - now
+	if d > maxMs {
+		return 0, fmt.Errorf("step.sleepUntil %q: %d ms from now is over the %d ms limit (%s)", r.Name, d, maxMs, e.cite(limits.WorkflowSleepMs))
+	}
+	return now + e.scaled(max(d, 0)), nil
+}
+
+// waitTx answers waitForEvent: the oldest unconsumed event of its type, a
+// WorkflowTimeoutError once its timeout has passed, else suspend until either.
+func (e *Engine) waitTx(tx *bolt.Tx, r StepRequest, st stepState, after *[]afterCommit) (*StepAnswer, error) {
+	if err := e.checkName("waitForEvent type", r.Type, limits.WorkflowEventTypeChars); err != nil {
+		return throwAnswer("Error", "(workflow.invalid_event_type) "+err.Error()), nil
+	}
+	s, now := st.s, nowMs()
+	if st.serr != nil {
+		timeout, err := e.waitTimeout(r)
+		if err != nil {
+			return throwAnswer("Error", err.Error()), nil
+		}
+		s = &api.Step{Kind: "waitForEvent", Name: r.Name, N: r.N, WakeAt: now + e.scaled(timeout), Config: &api.StepConfig{TimeoutMs: timeout}}
+	}
+	taken, err := takeEvent(tx, r, s, now)
+	if err != nil {
+		return nil, err
+	}
+	if !taken && now >= s.WakeAt {
+		s.Done, s.CommittedAt = true, now
+		s.Error = &api.ErrorInfo{Name: "WorkflowTimeoutError", Message: fmt.Sprintf("Execution timed out after %dms", s.Config.TimeoutMs)}
+	}
+	if err := store.PutStep(tx, r.Workflow, r.ID, s); err != nil {
+		return nil, err
+	}
+	if s.Done {
+		return doneAnswer(s), nil
+	}
+	return suspendAnswer, e.suspendTx(tx, st.in, s.WakeAt, r.Type, after)
+}
+
+// waitTimeout is a new waitForEvent's timeout in ms (24 hours when not given).
+func (e *Engine) waitTimeout(r StepRequest) (int64, error) {
+	const day = 24 * 3600 * 1000
+	if len(r.Timeout) == 0 || string(r.Timeout) == "null" {
+		return day, nil
+	}
+	maxMs := e.lim(limits.WorkflowSleepMs)
+	d, err := duration.ParseJSON("waitForEvent timeout", r.Timeout)
+	if err == nil && d > maxMs {
+		err = fmt.Errorf("waitForEvent %q timeout %d ms: want at most %d ms (%s)", r.Name, d, maxMs, e.cite(limits.WorkflowSleepMs))
+	}
+	if err == nil && d == 0 {
+		d = day // as a missing timeout, like Cloudflare's engine
+	}
+	return d, err
+}
+
+// takeEvent consumes the oldest unconsumed event of r.Type, if any, into s (done, with
+// {payload, timestamp, type} as its result).
+func takeEvent(tx *bolt.Tx, r StepRequest, s *api.Step, now int64) (bool, error) {
+	b, _ := store.EventBucket(tx, r.Workflow, r.ID, false)
+	if b == nil {
+		return false, nil
+	}
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		var ev store.Event
+		if err := json.Unmarshal(v, &ev); err != nil {
+			return false, err
+		}
+		if ev.Consumed || ev.Type != r.Type {
+			continue
+		}
+		ev.Consumed = true
+		nv, _ := json.Marshal(ev)
+		if err := b.Put(k, nv); err != nil {
+			return false, err
+		}
+		payload := ev.Payload
+		if len(payload) == 0 {
+			payload = json.RawMessage("null")
+		}
+		res, _ := json.Marshal(map[string]any{"payload": payload, "timestamp": ev.Timestamp, "type": ev.Type})
+		s.Done, s.Result, s.CommittedAt = true, res, now
+		return true, nil
+	}
+	return false, nil
+}
+
 // Attempt commits one step.do attempt and answers: cached (the result to return), throw
 // (retries exhausted or NonRetryableError), run (retry now, delay 0), suspend (retry
 // after a delay, or a pause took effect) or abort (stale run).
@@ -339,111 +431,28 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 	// bbolt's Batch (concurrent attempts share one fsync; the function re-reads everything
 	// from the transaction, so a retried batch is safe), and the after-commit actions run
 	// under the lock again.
-	pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
-	ak := attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt)
 	e.mu.Lock()
 	if e.wfs[r.Workflow] == nil {
 		e.mu.Unlock()
 		return abortAnswer, nil
 	}
-	pcfg, havePending := e.pending[pk]
+	pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
+	ak := attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt)
+	pending, havePending := e.pending[pk]
 	start := e.attemptStart[ak]
+	others := e.attemptsInFlight(r.Workflow, r.ID, ak)
 	e.mu.Unlock()
 	var ans *StepAnswer
 	var after []afterCommit
-	var nextAttempt struct {
-		key string
-		at  int64
-	}
-	err := e.st.db.Batch(func(tx *bolt.Tx) error {
-		ans, after = nil, nil
-		nextAttempt.key = ""
-		in, err := getInstance(tx, r.Workflow, r.ID)
-		if err != nil || in.RunID != r.RunID || (in.Status != StatusRunning && in.Status != StatusWaitingForPause) {
-			ans = abortAnswer
-			return nil
+	err := e.db.Batch(func(tx *bolt.Tx) error {
+		var err error
+		after = nil
+		c := &attemptCommit{r: r, start: start, others: others, after: &after}
+		if havePending {
+			c.pending = &pending
 		}
-		s, err := getStep(tx, r.Workflow, r.ID, "do", r.Name, r.N)
-		if err != nil {
-			if !havePending {
-				ans = abortAnswer
-				return nil
-			}
-			cfg := pcfg
-			s = &Step{Kind: "do", Name: r.Name, N: r.N, Config: &cfg}
-			in.Steps++
-			if err := putInstance(tx, in); err != nil {
-				return err
-			}
-			after = append(after, func() { e.dropPending(r.Workflow, r.ID, pk) })
-		}
-		if s.Done {
-			ans = doneAnswer(s)
-			return nil
-		}
-		if r.Attempt != len(s.Attempts)+1 {
-			ans = abortAnswer
-			return nil
-		}
-		now := nowMs()
-		if start == 0 {
-			start = now
-		}
-		after = append(after, func() { delete(e.attemptStart, ak) })
-		a := Attempt{N: r.Attempt, Start: start, End: now}
-		errInfo := r.Error
-		nonRetryable := false
-		if r.OK {
-			if max := e.lim(limits.WorkflowStepResultBytes); int64(len(r.Result)) > max {
-				errInfo = &ErrorInfo{Name: "Error", Message: fmt.Sprintf("Step %s-%d output is too large. Maximum allowed size is 1MiB. (%d bytes; %s)", r.Name, r.N, len(r.Result), e.cite(limits.WorkflowStepResultBytes))}
-				nonRetryable = true
-			} else {
-				s.Attempts = append(s.Attempts, a)
-				s.Done, s.Result, s.CommittedAt = true, r.Result, now
-				if err := putStep(tx, r.Workflow, r.ID, s); err != nil {
-					return err
-				}
-				if in.Status == StatusWaitingForPause {
-					ans = &StepAnswer{Action: "suspend"}
-					return e.suspendTx(tx, in, 0, "", &after)
-				}
-				ans = doneAnswer(s)
-				return nil
-			}
-		}
-		if errInfo == nil {
-			errInfo = &ErrorInfo{Name: "Error", Message: "step failed"}
-		}
-		nonRetryable = nonRetryable || errInfo.Name == "NonRetryableError"
-		a.Error = errInfo
-		if nonRetryable || r.Attempt > s.Config.Retries.Limit {
-			s.Attempts = append(s.Attempts, a)
-			s.Done, s.Error, s.CommittedAt = true, errInfo, now
-			if err := putStep(tx, r.Workflow, r.ID, s); err != nil {
-				return err
-			}
-			if in.Status == StatusWaitingForPause {
-				ans = &StepAnswer{Action: "suspend"}
-				return e.suspendTx(tx, in, 0, "", &after)
-			}
-			ans = doneAnswer(s)
-			return nil
-		}
-		delay := s.Config.DelayMs(r.Attempt)
-		a.RetryDelayMs = &delay
-		s.Attempts = append(s.Attempts, a)
-		s.WakeAt = now + e.scaled(delay)
-		if err := putStep(tx, r.Workflow, r.ID, s); err != nil {
-			return err
-		}
-		if in.Status == StatusWaitingForPause || delay > 0 {
-			ans = &StepAnswer{Action: "suspend"}
-			return e.suspendTx(tx, in, s.WakeAt, "", &after)
-		}
-		next := r.Attempt + 1
-		nextAttempt.key, nextAttempt.at = attemptKey(r.Workflow, r.ID, r.Name, r.N, next), now
-		ans = &StepAnswer{Action: "run", Attempt: next, TimeoutMs: e.scaled(s.Config.TimeoutMs), Config: s.Config}
-		return nil
+		ans, err = e.attemptTx(tx, c)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -453,8 +462,135 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 	for _, f := range after {
 		f()
 	}
-	if nextAttempt.key != "" {
-		e.attemptStart[nextAttempt.key] = nextAttempt.at
-	}
 	return ans, nil
+}
+
+// attemptCommit is one Attempt's input to its transaction and what runs after it.
+type attemptCommit struct {
+	r AttemptReport
+	// pending is the config of the step when it was still pending in memory.
+	pending *api.StepConfig
+	// start is when the engine answered run for this attempt (0: unknown).
+	start int64
+	// others: other attempts of the instance are in flight (a pending pause waits for them).
+	others bool
+	after  *[]afterCommit
+}
+
+func (c *attemptCommit) then(f afterCommit) { *c.after = append(*c.after, f) }
+
+// attemptTx records the attempt in its step and decides what follows.
+func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
+	r := c.r
+	// A report of the current run is committed even when another branch of it already
+	// ended the run (pause, sleep): the run waits for its attempts in flight.
+	in, err := store.GetInstance(tx, r.Workflow, r.ID)
+	if err != nil || in.RunID != r.RunID || api.Finite(in.Status) {
+		return abortAnswer, nil
+	}
+	s, err := store.GetStep(tx, r.Workflow, r.ID, "do", r.Name, r.N)
+	if err != nil {
+		if c.pending == nil {
+			return abortAnswer, nil
+		}
+		s = &api.Step{Kind: "do", Name: r.Name, N: r.N, Config: c.pending}
+		in.Steps++
+		if err := store.PutInstance(tx, in); err != nil {
+			return nil, err
+		}
+		pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
+		c.then(func() { e.dropPending(r.Workflow, r.ID, pk) })
+	}
+	if s.Done {
+		return doneAnswer(s), nil
+	}
+	if r.Attempt != len(s.Attempts)+1 {
+		return abortAnswer, nil
+	}
+	now := nowMs()
+	if c.start == 0 {
+		c.start = now
+	}
+	ak := attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt)
+	c.then(func() { delete(e.attemptStart, ak) })
+	a := api.Attempt{N: r.Attempt, Start: c.start, End: now}
+	errInfo, nonRetryable := r.Error, false
+	if r.OK {
+		if maxBytes := e.lim(limits.WorkflowStepResultBytes); int64(len(r.Result)) <= maxBytes {
+			s.Attempts = append(s.Attempts, a)
+			s.Done, s.Result, s.CommittedAt = true, r.Result, now
+			return e.settleTx(tx, in, s, c)
+		}
+		errInfo = &api.ErrorInfo{Name: "Error", Message: fmt.Sprintf("Step %s-%d output is too large. Maximum allowed size is 1MiB. (%d bytes; %s)", r.Name, r.N, len(r.Result), e.cite(limits.WorkflowStepResultBytes))}
+		nonRetryable = true
+	}
+	if errInfo == nil {
+		errInfo = &api.ErrorInfo{Name: "Error", Message: "step failed"}
+	}
+	a.Error = errInfo
+	if nonRetryable || r.NonRetryable || errInfo.Name == "NonRetryableError" || r.Attempt > s.Config.Retries.Limit {
+		s.Attempts = append(s.Attempts, a)
+		s.Done, s.Error, s.CommittedAt = true, errInfo, now
+		return e.settleTx(tx, in, s, c)
+	}
+	return e.retryTx(tx, in, s, a, c)
+}
+
+// settleTx commits a step that is done: its outcome goes back to the run, or the run
+// ends here when a pause is pending or the run has ended already.
+func (e *Engine) settleTx(tx *bolt.Tx, in *api.Instance, s *api.Step, c *attemptCommit) (*StepAnswer, error) {
+	if err := store.PutStep(tx, in.Workflow, in.ID, s); err != nil {
+		return nil, err
+	}
+	switch in.Status {
+	case api.StatusRunning:
+		return doneAnswer(s), nil
+	case api.StatusWaitingForPause:
+		return suspendAnswer, e.pauseTx(tx, in, c)
+	}
+	return suspendAnswer, nil
+}
+
+// pauseTx lets a pending pause take effect after an attempt settled, unless other
+// attempts of the run are still in flight: the last of them to settle pauses.
+func (e *Engine) pauseTx(tx *bolt.Tx, in *api.Instance, c *attemptCommit) error {
+	if c.others {
+		return nil
+	}
+	return e.suspendTx(tx, in, 0, "", c.after)
+}
+
+// retryTx commits failed attempt a of s with its retry delay: the next attempt runs now
+// (delay 0) or the run suspends until the delay has passed.
+func (e *Engine) retryTx(tx *bolt.Tx, in *api.Instance, s *api.Step, a api.Attempt, c *attemptCommit) (*StepAnswer, error) {
+	r := c.r
+	delay := s.Config.DelayMs(r.Attempt)
+	if len(r.RetryDelay) > 0 {
+		base, err := duration.ParseJSON("retries.delay", r.RetryDelay)
+		if err != nil {
+			a.Error = &api.ErrorInfo{Name: "NonRetryableDelayError", Message: fmt.Sprintf(
+				`The delay function for step "%s-%d" returned an invalid delay value (expected a number of ms or a duration string like "30 seconds"): %v`, r.Name, r.N, err)}
+			s.Attempts = append(s.Attempts, a)
+			s.Done, s.Error, s.CommittedAt = true, a.Error, a.End
+			return e.settleTx(tx, in, s, c)
+		}
+		delay = s.Config.Backoff(base, r.Attempt)
+	}
+	a.RetryDelayMs = &delay
+	s.Attempts = append(s.Attempts, a)
+	s.WakeAt = a.End + e.scaled(delay)
+	if err := store.PutStep(tx, r.Workflow, r.ID, s); err != nil {
+		return nil, err
+	}
+	switch {
+	case in.Status != api.StatusRunning && in.Status != api.StatusWaitingForPause:
+		return suspendAnswer, nil // the run has ended; the replay waits for s.WakeAt
+	case in.Status == api.StatusWaitingForPause:
+		return suspendAnswer, e.pauseTx(tx, in, c)
+	case delay > 0:
+		return suspendAnswer, e.suspendTx(tx, in, s.WakeAt, "", c.after)
+	}
+	next, key := r.Attempt+1, attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt+1)
+	c.then(func() { e.attemptStart[key] = a.End })
+	return &StepAnswer{Action: "run", Attempt: next, TimeoutMs: e.scaled(s.Config.TimeoutMs), Config: s.Config}, nil
 }

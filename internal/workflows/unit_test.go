@@ -6,45 +6,12 @@ import (
 	"testing"
 
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
-
-func TestParseDuration(t *testing.T) {
-	cases := []struct {
-		in   string
-		want int64
-		err  string
-	}{
-		{`1500`, 1500, ""},
-		{`"2 seconds"`, 2000, ""},
-		{`"1 second"`, 1000, ""},
-		{`"10 minutes"`, 600000, ""},
-		{`"26 hours"`, 26 * 3600000, ""},
-		{`"1 week"`, 7 * 86400000, ""},
-		{`"1 month"`, 30 * 86400000, ""},
-		{`"1 year"`, 365 * 86400000, ""},
-		{`"250 milliseconds"`, 250, ""},
-		{`"0"`, 0, ""},
-		{`"soon"`, 0, `is not a duration`},
-		{`-5`, 0, `is not a duration`},
-		{`true`, 0, `is not a duration`},
-	}
-	for _, tc := range cases {
-		got, err := ParseDuration("timeout", json.RawMessage(tc.in))
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "timeout: ") {
-				t.Errorf("ParseDuration(%s) error %v, want %q naming the field", tc.in, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("ParseDuration(%s) = %d, %v; want %d", tc.in, got, err, tc.want)
-		}
-	}
-}
 
 func TestResolveConfigAndDelays(t *testing.T) {
 	e := &Engine{o: Options{Profile: limits.DefaultProfile, Table: limits.Default()}}
-	wf := &WorkflowConfig{Name: "w"}
+	wf := &api.WorkflowConfig{Name: "w"}
 	def, err := e.resolveConfig(wf, "s", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +77,7 @@ func TestCheckName(t *testing.T) {
 
 // Retention: finished instances past spec.retention are deleted; others stay.
 func TestRetentionSweep(t *testing.T) {
-	e, err := New(Options{DataDir: t.TempDir(), RunnerURL: "http://127.0.0.1:9", Workflows: []WorkflowConfig{
+	e, err := New(Options{DataDir: t.TempDir(), RunnerURL: "http://127.0.0.1:9", Workflows: []api.WorkflowConfig{
 		{Name: "short", SuccessRetentionMs: 1, ErrorRetentionMs: 1}, {Name: "long"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +85,7 @@ func TestRetentionSweep(t *testing.T) {
 	defer e.Close()
 	for _, wf := range []string{"short", "long"} {
 		for _, id := range []string{"done", "queued"} {
-			if _, err := e.Create(wf, CreateOptions{ID: id}); err != nil {
+			if _, err := e.Create(wf, api.CreateOptions{ID: id}); err != nil {
 				t.Fatal(err)
 			}
 		}

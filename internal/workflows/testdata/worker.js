@@ -1,4 +1,4 @@
-// Test workflows for internal/sidecar/workflows (issue 6 "Done means" 1-8).
+// Test workflows for the engine in internal/workflows.
 import { WorkflowEntrypoint } from "cloudflare:workers";
 import { NonRetryableError } from "cloudflare:workflows";
 
@@ -109,6 +109,68 @@ export class Bench extends WorkflowEntrypoint {
     const out = [];
     for (let i = 0; i < event.payload.steps; i++) out.push(await step.do("s" + i, async () => Date.now()));
     return out;
+  }
+}
+
+// Concurrent steps: event.payload.n step.do calls at once (Promise.all), step i bumping
+// its counter and then taking slowMs + i * staggerMs; then one more step.
+export class Parallel extends WorkflowEntrypoint {
+  async run(event, step) {
+    const { n, slowMs, staggerMs } = event.payload;
+    const id = event.instanceId;
+    const got = await Promise.all(Array.from({ length: n }, (_, i) => step.do("p" + i, async () => {
+      const c = await bump(this.env, id + ":p" + i);
+      await scheduler.wait(slowMs + i * staggerMs);
+      return c;
+    })));
+    const after = await step.do("after", async () => bump(this.env, id + ":after"));
+    return { got, after };
+  }
+}
+
+// Step configs and names: one step.do with event.payload's name and config (a function
+// delay when payload.delayFn); the outcome or the error is the output, or the error
+// ends the instance when payload.rethrow.
+export class Configs extends WorkflowEntrypoint {
+  async run(event, step) {
+    const p = event.payload;
+    const config = p.config === undefined ? {} : p.config;
+    if (p.delayFn) config.retries = { ...config.retries, delay: () => 10 };
+    try {
+      const v = await step.do(p.name, config, async () => bump(this.env, event.instanceId + ":ran"));
+      return { ok: v };
+    } catch (e) {
+      if (p.rethrow) throw e;
+      return { name: e.name, message: e.message };
+    }
+  }
+}
+
+// A delay function: the step fails every attempt; the function answers 1000 (ms),
+// "2 seconds", 3000 for attempts 1 to 3 (constant backoff), after checking what it is
+// given; payload.throwing makes it throw instead.
+export class DelayFn extends WorkflowEntrypoint {
+  async run(event, step) {
+    const delay = ({ ctx, error }) => {
+      if (event.payload.throwing) throw new Error("no delay for you");
+      if (ctx.step.name !== "flaky" || !String(error?.message).includes("boom " + ctx.attempt)) return "not a delay";
+      return [1000, "2 seconds", 3000][ctx.attempt - 1];
+    };
+    return await step.do("flaky", { retries: { limit: 3, delay, backoff: "constant" } }, async (ctx) => {
+      throw new Error("boom " + ctx.attempt);
+    });
+  }
+}
+
+// waitForEvent with a 500 ms timeout and no event: the timeout error is the output.
+export class ShortWait extends WorkflowEntrypoint {
+  async run(event, step) {
+    try {
+      await step.waitForEvent("short", { type: "never", timeout: 500 });
+      return "got an event";
+    } catch (e) {
+      return e.name;
+    }
   }
 }
 

@@ -1,0 +1,224 @@
+package workflows_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
+)
+
+// pause() while several step.do calls are in flight at once: the instance pauses only
+// after every one of them settled, each result is committed, and on resume no completed
+// step runs again (each callback's side effect happens once).
+func TestPauseWaitsForConcurrentSteps(t *testing.T) {
+	h := newHarness(t, 1, wfDef{api.WorkflowConfig{Name: "parallel"}, "Parallel", "PARALLEL"})
+	for _, n := range []int{2, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			id := fmt.Sprintf("par%d", n)
+			h.create("parallel", id, map[string]any{"n": n, "slowMs": 800, "staggerMs": 300})
+			h.waitFor("every step to start", 30*time.Second, func() bool {
+				for i := range n {
+					if len(h.counter.times(fmt.Sprintf("%s:p%d", id, i))) == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			if st := h.binding("PARALLEL", "pause", map[string]any{"id": id}, nil); st != 200 {
+				t.Fatalf("pause: %d", st)
+			}
+			h.waitStatus("parallel", id, api.StatusPaused)
+			for i := range n {
+				if s := h.step("parallel", id, "do", fmt.Sprintf("p%d", i), 1); s == nil || !s.Done || string(s.Result) != "1" {
+					t.Errorf("step p%d after the pause: %+v, want committed with result 1", i, s)
+				}
+			}
+			if c := len(h.counter.times(id + ":after")); c != 0 {
+				t.Errorf("the step after the concurrent ones ran %d times while paused", c)
+			}
+			if st := h.binding("PARALLEL", "resume", map[string]any{"id": id}, nil); st != 200 {
+				t.Fatalf("resume: %d", st)
+			}
+			in := h.waitStatus("parallel", id, api.StatusComplete, api.StatusErrored)
+			var out struct {
+				Got   []int
+				After int
+			}
+			if err := json.Unmarshal(in.Output, &out); err != nil || len(out.Got) != n || out.After != 1 {
+				t.Fatalf("output %s (status %s, error %+v)", in.Output, in.Status, in.Error)
+			}
+			for i := range n {
+				if c := len(h.counter.times(fmt.Sprintf("%s:p%d", id, i))); c != 1 || out.Got[i] != 1 {
+					t.Errorf("step p%d ran %d times (result %d), want once", i, c, out.Got[i])
+				}
+			}
+		})
+	}
+}
+
+// Step configs and names are checked as Cloudflare checks them, before the callback
+// runs: an invalid one throws a WorkflowFatalError naming the problem into the run.
+func TestStepConfigChecks(t *testing.T) {
+	h := newHarness(t, 0.1, wfDef{api.WorkflowConfig{Name: "configs"}, "Configs", "CONFIGS"})
+	long := strings.Repeat("w", 256)
+	cases := []struct {
+		id      string
+		payload map[string]any
+		want    string // "" = valid: the callback runs once
+	}{
+		{"timeout-zero", map[string]any{"config": map[string]any{"timeout": 0}}, "timeout"},
+		{"timeout-zero-string", map[string]any{"config": map[string]any{"timeout": "0"}}, "timeout"},
+		{"retries-no-delay", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 1}}}, "retries.delay"},
+		{"retries-no-limit", map[string]any{"config": map[string]any{"retries": map[string]any{"delay": 50}}}, "retries.limit"},
+		{"retries-unknown-key", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 5, "delay": "10 minutes", "i-like-trains": "yes"}}}, "retries.i-like-trains"},
+		{"retries-bad-delay", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 3, "delay": "i like trains", "backoff": "constant"}}}, "retries.delay"},
+		{"retries-bad-backoff", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 3, "delay": 10, "backoff": "random"}}}, "retries.backoff"},
+		{"unknown-key", map[string]any{"config": map[string]any{"timeout": "5 minutes", "colour": "red"}}, "colour"},
+		{"sensitive-all", map[string]any{"config": map[string]any{"timeout": "5 minutes", "sensitive": "all"}}, "sensitive"},
+		{"name-control-char", map[string]any{"name": "a\x00b"}, "Step name"},
+		{"name-257", map[string]any{"name": long + "w"}, "exceeds max length (256 chars)"},
+		{"valid-256", map[string]any{"name": long}, ""},
+		{"valid-limit-0", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 0, "delay": 100000, "backoff": "exponential"}, "timeout": "15 minutes"}}, ""},
+		{"valid-delay-0", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 5, "delay": 0, "backoff": "constant"}, "timeout": "2 minutes"}}, ""},
+		{"valid-sensitive", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 3, "delay": 10, "backoff": "constant"}, "timeout": "2 minutes", "sensitive": "output"}}, ""},
+		{"valid-delay-function", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 3, "backoff": "constant"}}, "delayFn": true}, ""},
+	}
+	for _, tc := range cases {
+		if tc.payload["name"] == nil {
+			tc.payload["name"] = "s"
+		}
+		h.create("configs", tc.id, tc.payload)
+	}
+	for _, tc := range cases {
+		t.Run(tc.id, func(t *testing.T) {
+			in := h.waitStatus("configs", tc.id, api.StatusComplete, api.StatusErrored)
+			var out struct {
+				Ok            int
+				Name, Message string
+			}
+			if err := json.Unmarshal(in.Output, &out); err != nil {
+				t.Fatalf("output %s (status %s, error %+v)", in.Output, in.Status, in.Error)
+			}
+			ran := len(h.counter.times(tc.id + ":ran"))
+			if tc.want == "" {
+				if out.Ok != 1 || ran != 1 {
+					t.Fatalf("valid config: output %s, callback ran %d times; want it to run once", in.Output, ran)
+				}
+				return
+			}
+			if out.Name != "WorkflowFatalError" || !strings.Contains(out.Message, tc.want) || ran != 0 {
+				t.Fatalf("got %s: %q (callback ran %d times); want WorkflowFatalError naming %q before the callback", out.Name, out.Message, ran, tc.want)
+			}
+		})
+	}
+}
+
+// retries.delay as a function: it is called after each failed attempt with the step
+// context and the error, and its answers (ms or a duration string, then the backoff)
+// are the delays recorded and waited; a throwing function fails the step for good.
+func TestDelayFunction(t *testing.T) {
+	const scale = 0.1
+	h := newHarness(t, scale, wfDef{api.WorkflowConfig{Name: "delayfn"}, "DelayFn", "DELAYFN"})
+	h.create("delayfn", "d1", map[string]any{})
+	h.create("delayfn", "d2", map[string]any{"throwing": true})
+	in := h.waitStatus("delayfn", "d1", api.StatusErrored, api.StatusComplete)
+	if in.Error == nil || in.Error.Message != "boom 4" {
+		t.Fatalf("d1: status %s, error %+v; want the 4th attempt's error", in.Status, in.Error)
+	}
+	s := h.step("delayfn", "d1", "do", "flaky", 1)
+	if s == nil || len(s.Attempts) != 4 {
+		t.Fatalf("d1 steps: %+v", s)
+	}
+	for i, want := range []int64{1000, 2000, 3000} {
+		a, next := s.Attempts[i], s.Attempts[i+1]
+		if a.RetryDelayMs == nil || *a.RetryDelayMs != want {
+			t.Errorf("attempt %d: recorded delay %s, want %d", i+1, fmtMs(a.RetryDelayMs), want)
+		}
+		if waited := next.Start - a.End; waited < int64(float64(want)*scale)-5 {
+			t.Errorf("attempt %d: next attempt started %d ms after, want at least %v ms", i+1, waited, float64(want)*scale)
+		}
+	}
+	in = h.waitStatus("delayfn", "d2", api.StatusErrored, api.StatusComplete)
+	if in.Error == nil || in.Error.Name != "NonRetryableDelayError" || in.Error.Message != `The delay function for step "flaky-1" threw an error: no delay for you` {
+		t.Fatalf("d2: status %s, error %+v", in.Status, in.Error)
+	}
+	if s := h.step("delayfn", "d2", "do", "flaky", 1); s == nil || len(s.Attempts) != 1 {
+		t.Fatalf("d2 steps: %+v; want one attempt", s)
+	}
+}
+
+// Shapes user code reads: createBatch([]) fails with Cloudflare's message; an errored
+// instance's status() has output null; a waitForEvent timeout of 500 ms is accepted
+// (it times out).
+func TestBindingShapes(t *testing.T) {
+	h := newHarness(t, 1,
+		wfDef{api.WorkflowConfig{Name: "configs"}, "Configs", "CONFIGS"},
+		wfDef{api.WorkflowConfig{Name: "shortwait"}, "ShortWait", "SHORTWAIT"})
+	var out struct {
+		Error struct{ Name, Message string }
+	}
+	if st := h.binding("CONFIGS", "createBatch", []any{}, &out); st != 400 || out.Error.Message != "WorkflowError: batchCreate should have at least 1 instance" {
+		t.Errorf("createBatch([]): %d %+v", st, out.Error)
+	}
+	h.create("configs", "errs", map[string]any{"name": "s", "config": map[string]any{"timeout": 0}, "rethrow": true})
+	h.waitStatus("configs", "errs", api.StatusErrored, api.StatusComplete)
+	var status map[string]any
+	h.binding("CONFIGS", "status", map[string]any{"id": "errs"}, &status)
+	if v, ok := status["output"]; !ok || v != nil || status["status"] != "errored" {
+		t.Errorf("status() of an errored instance: %v; want output: null", status)
+	}
+	h.create("shortwait", "w1", map[string]any{})
+	in := h.waitStatus("shortwait", "w1", api.StatusComplete, api.StatusErrored)
+	if string(in.Output) != `"WorkflowTimeoutError"` {
+		t.Errorf("waitForEvent timeout 500 ms: status %s, output %s, error %+v", in.Status, in.Output, in.Error)
+	}
+}
+
+func fmtMs(p *int64) string {
+	if p == nil {
+		return "none"
+	}
+	return fmt.Sprint(*p)
+}
+
+// kill -9 of the sidecar while several step.do calls are in flight: a step whose result
+// was acknowledged (committed) before the kill never runs again, and every committed
+// result is its counter's final value.
+func TestConcurrentStepsSurviveSidecarKill(t *testing.T) {
+	const n = 5
+	h := newHarness(t, 1, wfDef{api.WorkflowConfig{Name: "parallel"}, "Parallel", "PARALLEL"})
+	h.create("parallel", "k1", map[string]any{"n": n, "slowMs": 300, "staggerMs": 400})
+	done := func(i int) bool {
+		s := h.step("parallel", "k1", "do", fmt.Sprintf("p%d", i), 1)
+		return s != nil && s.Done
+	}
+	h.waitFor("the first two steps to commit", 30*time.Second, func() bool { return done(0) && done(1) })
+	var acked []int
+	for i := range n {
+		if done(i) {
+			acked = append(acked, i)
+		}
+	}
+	h.mu.Lock()
+	h.sidecar.kill()
+	h.mu.Unlock()
+	h.startSidecar()
+	in := h.waitStatus("parallel", "k1", api.StatusComplete, api.StatusErrored)
+	var out struct{ Got []int }
+	if err := json.Unmarshal(in.Output, &out); err != nil || len(out.Got) != n {
+		t.Fatalf("output %s (status %s, error %+v)", in.Output, in.Status, in.Error)
+	}
+	for _, i := range acked {
+		if c := len(h.counter.times(fmt.Sprintf("k1:p%d", i))); c != 1 {
+			t.Errorf("step p%d, acknowledged before the kill, ran %d times", i, c)
+		}
+	}
+	for i := range n {
+		if c := len(h.counter.times(fmt.Sprintf("k1:p%d", i))); out.Got[i] != c {
+			t.Errorf("step p%d: committed result %d, but its callback ran %d times", i, out.Got[i], c)
+		}
+	}
+}
