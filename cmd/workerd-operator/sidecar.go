@@ -39,7 +39,7 @@ func newSidecarCommand() *cobra.Command {
 		Short: "Run the per-pod sidecar (durable channels, workflows, metrics) next to workerd",
 		Long: "Serves HTTP on --listen ($(POD_IP):9092 in a pod; workerd reaches it as the external\n" +
 			"service `sidecar`): GET /healthz, GET /metrics, the durable-channel API under /channels/\n" +
-			"(docs/channels.md). Channel limits default to seed 001's and may only be lowered\n" +
+			"(docs/channels.md). Channel limits come from --limits-profile and may only be lowered\n" +
 			"(DurableObjectNamespace spec.channels).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSidecar(cmd, o) },
