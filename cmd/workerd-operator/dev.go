@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,20 +16,24 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/workerd-operator/workerd-operator/internal/devcluster"
 )
 
+// devOptions are the flags of `workerd-operator dev`.
+type devOptions struct {
+	dir        string
+	kubeconfig string
+	images     string
+	install    []string
+	manifests  []string
+	wait       bool
+	timeout    time.Duration
+}
+
 func newDevCommand() *cobra.Command {
-	var (
-		dir        string
-		kubeconfig string
-		images     string
-		install    []string
-		manifests  []string
-		wait       bool
-		timeout    time.Duration
-	)
+	o := &devOptions{}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the local one-machine cluster (pods are local processes) until interrupted",
@@ -40,73 +45,106 @@ fleet.workerd-operator.io object is Ready=True (and every Deployment/StatefulSet
 replicas ready) unless --wait=false, prints the kubeconfig and a URL per Service, and
 runs until SIGINT/SIGTERM, then stops everything and cleans up.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			out := cmd.OutOrStdout()
-			c, err := devcluster.Start(ctx, devcluster.Config{Dir: dir, Kubeconfig: kubeconfig, ImagesFile: images, Log: cmd.ErrOrStderr()})
-			if err != nil {
-				return err
-			}
-			defer func() {
-				fmt.Fprintln(cmd.ErrOrStderr(), "dev: stopping the cluster")
-				_ = c.Stop()
-			}()
-			fmt.Fprintf(out, "kubeconfig: export KUBECONFIG=%s\n", c.Kubeconfig())
-			if len(install) > 0 {
-				objs, err := devcluster.ReadManifests(install...)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "dev: installing %d objects from %v\n", len(objs), install)
-				if err := c.Apply(ctx, objs, timeout); err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.ErrOrStderr(), "dev: waiting until the installed Deployments are ready")
-				if err := c.WaitReady(ctx, objs, timeout); err != nil {
-					return err
-				}
-			}
-			if len(manifests) > 0 {
-				objs, err := devcluster.ReadManifests(manifests...)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "dev: applying %d objects from %v\n", len(objs), manifests)
-				if err := c.Apply(ctx, objs, timeout); err != nil {
-					return err
-				}
-				if wait {
-					fmt.Fprintln(cmd.ErrOrStderr(), "dev: waiting until every sample is Ready")
-					if err := c.WaitReady(ctx, objs, timeout); err != nil {
-						return err
-					}
-					fmt.Fprintln(out, "all samples Ready")
-				}
-			}
-			urls, err := c.ServiceURLs(ctx)
-			if err != nil {
-				return err
-			}
-			for _, u := range urls {
-				fmt.Fprintf(out, "service %s/%s: %s\n", u.Namespace, u.Name, u.URL)
-			}
-			fmt.Fprintln(out, "dev: running; press Ctrl-C to stop")
-			<-ctx.Done()
-			return nil
+			return runDev(o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	root := "."
 	if wd, err := os.Getwd(); err == nil {
 		root = wd
 	}
-	cmd.Flags().StringVar(&dir, "dir", filepath.Join(root, ".dev"), "run directory holding all cluster state (wiped at start)")
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "where to write the admin kubeconfig (default <dir>/kubeconfig)")
-	cmd.Flags().StringVar(&images, "images", "", "image mapping file (default <repo>/config/dev/images.yaml)")
-	cmd.Flags().StringArrayVar(&install, "install", nil, "install bundle (file or directory) applied first; waits until its Deployments are ready (repeatable)")
-	cmd.Flags().StringArrayVar(&manifests, "manifests", nil, "manifest file or directory to server-side apply after --install, in order (repeatable)")
-	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the applied workloads are Ready")
-	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to retry applying and to wait for Ready")
+	cmd.Flags().StringVar(&o.dir, "dir", filepath.Join(root, ".dev"), "run directory holding all cluster state (wiped at start)")
+	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "where to write the admin kubeconfig (default <dir>/kubeconfig)")
+	cmd.Flags().StringVar(&o.images, "images", "", "image mapping file (default <repo>/config/dev/images.yaml)")
+	cmd.Flags().StringArrayVar(&o.install, "install", nil, "install bundle (file or directory) applied first; waits until its Deployments are ready (repeatable)")
+	cmd.Flags().StringArrayVar(&o.manifests, "manifests", nil, "manifest file or directory to server-side apply after --install, in order (repeatable)")
+	cmd.Flags().BoolVar(&o.wait, "wait", true, "wait until the applied workloads are Ready")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to retry applying and to wait for Ready")
 	return cmd
+}
+
+// runDev starts the cluster, installs and applies, prints how to reach it and runs
+// until SIGINT/SIGTERM; the cluster is stopped on every return.
+func runDev(o *devOptions, out, log io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	c, err := devcluster.Start(ctx, devcluster.Config{Dir: o.dir, Kubeconfig: o.kubeconfig, ImagesFile: o.images, Log: log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(log, "dev: stopping the cluster")
+		_ = c.Stop()
+	}()
+	fmt.Fprintf(out, "kubeconfig: export KUBECONFIG=%s\n", c.Kubeconfig())
+	if len(o.install) > 0 {
+		if err := devInstall(ctx, c, o, log); err != nil {
+			return err
+		}
+	}
+	if len(o.manifests) > 0 {
+		if err := devApply(ctx, c, o, out, log); err != nil {
+			return err
+		}
+	}
+	if err := printServiceURLs(ctx, c, out); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "dev: running; press Ctrl-C to stop")
+	<-ctx.Done()
+	return nil
+}
+
+// devInstall applies the --install bundle and waits for its Deployments, so that
+// the manifests applied next find the operator's webhooks serving.
+func devInstall(ctx context.Context, c *devcluster.Cluster, o *devOptions, log io.Writer) error {
+	objs, err := readAndApply(ctx, c, "installing", o.install, o.timeout, log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(log, "dev: waiting until the installed Deployments are ready")
+	return c.WaitReady(ctx, objs, o.timeout)
+}
+
+// devApply applies the --manifests and, with --wait, waits until they are Ready.
+func devApply(ctx context.Context, c *devcluster.Cluster, o *devOptions, out, log io.Writer) error {
+	objs, err := readAndApply(ctx, c, "applying", o.manifests, o.timeout, log)
+	if err != nil {
+		return err
+	}
+	if !o.wait {
+		return nil
+	}
+	fmt.Fprintln(log, "dev: waiting until every sample is Ready")
+	if err := c.WaitReady(ctx, objs, o.timeout); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "all samples Ready")
+	return nil
+}
+
+// readAndApply server-side applies the objects of the files and returns them for
+// waiting on.
+func readAndApply(ctx context.Context, c *devcluster.Cluster, verb string, files []string, timeout time.Duration, log io.Writer) ([]*unstructured.Unstructured, error) {
+	objs, err := devcluster.ReadManifests(files...)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "dev: %s %d objects from %v\n", verb, len(objs), files)
+	if err := c.Apply(ctx, objs, timeout); err != nil {
+		return nil, err
+	}
+	return objs, nil
+}
+
+func printServiceURLs(ctx context.Context, c *devcluster.Cluster, out io.Writer) error {
+	urls, err := c.ServiceURLs(ctx)
+	if err != nil {
+		return err
+	}
+	for _, u := range urls {
+		fmt.Fprintf(out, "service %s/%s: %s\n", u.Namespace, u.Name, u.URL)
+	}
+	return nil
 }
 
 func init() { extraCommands = append(extraCommands, newDevCommand) }

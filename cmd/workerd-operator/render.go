@@ -73,55 +73,107 @@ func runRender(ctx context.Context, o *renderOptions, stdin io.Reader, stdout, s
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	var m localrun.Manifests
-	for _, name := range o.files {
-		var r io.Reader
-		if name == "-" {
-			r = stdin
-		} else {
-			f, err := os.Open(name)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			r = f
-		}
-		if err := localrun.DecodeManifests(r, name, &m); err != nil {
-			return err
-		}
+	m, err := readRenderManifests(o.files, stdin)
+	if err != nil {
+		return err
 	}
 	if len(m.Workers) == 0 {
 		return fmt.Errorf("render: no Worker (apiVersion fleet.workerd-operator.io/v1alpha1, kind Worker) in %s", strings.Join(o.files, ", "))
 	}
-	rendered, err := localrun.RenderManifests(&m, render.Options{ClusterDomain: o.clusterDomain})
+	rendered, err := localrun.RenderManifests(m, render.Options{ClusterDomain: o.clusterDomain})
 	if err != nil {
 		return err
 	}
 	for _, r := range rendered {
-		if o.outDir == "" {
-			if err := localrun.Format(stdout, r.Worker, r.Output, o.shims); err != nil {
-				return err
-			}
-			continue
-		}
-		dir := filepath.Join(o.outDir, namespaceOr(r.Worker.Namespace), r.Worker.Name)
-		if err := localrun.WriteFiles(dir, r.Output.Files, r.Output.External); err != nil {
+		if err := emitRendered(o, r, stdout); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s/%s: version %s written to %s\n", namespaceOr(r.Worker.Namespace), r.Worker.Name, r.Output.Version, dir)
 	}
 	if !o.check {
 		return nil
 	}
+	return checkRendered(ctx, o, m, stderr)
+}
+
+// readRenderManifests decodes every file ("-" is stdin) into one set of manifests.
+func readRenderManifests(files []string, stdin io.Reader) (*localrun.Manifests, error) {
+	var m localrun.Manifests
+	for _, name := range files {
+		if name == "-" {
+			if err := localrun.DecodeManifests(stdin, name, &m); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := decodeManifestFile(name, &m); err != nil {
+			return nil, err
+		}
+	}
+	return &m, nil
+}
+
+func decodeManifestFile(name string, m *localrun.Manifests) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return localrun.DecodeManifests(f, name, m)
+}
+
+// emitRendered prints one rendering to stdout, or with -o writes it under
+// <dir>/<namespace>/<worker>/ and says where.
+func emitRendered(o *renderOptions, r localrun.Rendered, stdout io.Writer) error {
+	if o.outDir == "" {
+		return localrun.Format(stdout, r.Worker, r.Output, o.shims)
+	}
+	dir := filepath.Join(o.outDir, namespaceOr(r.Worker.Namespace), r.Worker.Name)
+	if err := localrun.WriteFiles(dir, r.Output.Files, r.Output.External); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s/%s: version %s written to %s\n", namespaceOr(r.Worker.Namespace), r.Worker.Name, r.Output.Version, dir)
+	return nil
+}
+
+// checkRendered starts workerd on every Worker's rendering; any refusal makes the
+// command exit with status 2.
+func checkRendered(ctx context.Context, o *renderOptions, m *localrun.Manifests, stderr io.Writer) error {
 	bin := o.workerd
 	if bin == "" {
+		var err error
 		if bin, err = toolchain.Workerd(); err != nil {
 			return fmt.Errorf("render --check: finding workerd (set --workerd or WORKERD_BIN): %w", err)
 		}
 	}
-	// Re-render with service bindings to loopback: in-cluster names do not resolve here.
+	checked, err := renderLoopback(m, o.clusterDomain)
+	if err != nil {
+		return err
+	}
+	var failed []string
+	for _, r := range checked {
+		id := namespaceOr(r.Worker.Namespace) + "/" + r.Worker.Name
+		if r.Worker.Spec.Source.Image != nil {
+			fmt.Fprintf(stderr, "check %s: skipped: source.image code lives in the image\n", id)
+			continue
+		}
+		if err := checkOne(ctx, o, bin, r, m, stderr); err != nil {
+			fmt.Fprintf(stderr, "check %s: FAILED\n%v\n", id, err)
+			failed = append(failed, id)
+			continue
+		}
+		fmt.Fprintf(stderr, "check %s: ok (workerd started and listened)\n", id)
+	}
+	if len(failed) > 0 {
+		return &exitError{code: 2, err: fmt.Errorf("render --check: workerd refused %s", strings.Join(failed, ", "))}
+	}
+	return nil
+}
+
+// renderLoopback re-renders with each Worker's service bindings pointing at a free
+// loopback address: in-cluster names do not resolve here.
+func renderLoopback(m *localrun.Manifests, clusterDomain string) ([]localrun.Rendered, error) {
 	loopback := map[string]string{}
-	checked, err := localrun.RenderManifestsWith(&m, render.Options{ClusterDomain: o.clusterDomain}, func(w *v1alpha1.Worker) string {
+	return localrun.RenderManifestsWith(m, render.Options{ClusterDomain: clusterDomain}, func(w *v1alpha1.Worker) string {
 		id := namespaceOr(w.Namespace) + "/" + w.Name
 		if a, ok := loopback[id]; ok {
 			return a
@@ -133,27 +185,6 @@ func runRender(ctx context.Context, o *renderOptions, stdin io.Reader, stdout, s
 		loopback[id] = a
 		return a
 	})
-	if err != nil {
-		return err
-	}
-	var failed []string
-	for _, r := range checked {
-		id := namespaceOr(r.Worker.Namespace) + "/" + r.Worker.Name
-		if r.Worker.Spec.Source.Image != nil {
-			fmt.Fprintf(stderr, "check %s: skipped: source.image code lives in the image\n", id)
-			continue
-		}
-		if err := checkOne(ctx, o, bin, r, &m, stderr); err != nil {
-			fmt.Fprintf(stderr, "check %s: FAILED\n%v\n", id, err)
-			failed = append(failed, id)
-			continue
-		}
-		fmt.Fprintf(stderr, "check %s: ok (workerd started and listened)\n", id)
-	}
-	if len(failed) > 0 {
-		return &exitError{code: 2, err: fmt.Errorf("render --check: workerd refused %s", strings.Join(failed, ", "))}
-	}
-	return nil
 }
 
 // checkOne starts workerd on one rendering (r.Output has service bindings pointing

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,98 +18,125 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/workflows"
 )
 
+// sidecarOptions are the flags of `workerd-operator sidecar`.
+type sidecarOptions struct {
+	listen, dataDir string
+	workflowsConfig string
+	runnerURL       string
+	profile         string
+	lease, grace    time.Duration
+	lim             channels.Limits // the --channel-max-* values; only changed ones apply
+}
+
 // newSidecarCommand: `workerd-operator sidecar --listen $(POD_IP):9092 --data-dir
 // /var/lib/workerd-operator [--channel-* limits]`. SIGTERM/SIGINT shut it down gracefully
 // (pending channel waits are answered REGISTRY_RESTARTED, then connections drain for up to
 // --shutdown-timeout).
 func newSidecarCommand() *cobra.Command {
-	lim := channels.DefaultLimits()
-	var (
-		listen, dataDir string
-		workflowsConfig string
-		runnerURL       string
-		profile         string
-		lease, grace    time.Duration
-	)
+	o := &sidecarOptions{lim: channels.DefaultLimits()}
 	cmd := &cobra.Command{
 		Use:   "sidecar",
 		Short: "Run the per-pod sidecar (durable channels, workflows, metrics) next to workerd",
 		Long: "Serves HTTP on --listen ($(POD_IP):9092 in a pod; workerd reaches it as the external\n" +
 			"service `sidecar`): GET /healthz, GET /metrics, the durable-channel API under /channels/\n" +
-			"(docs/channels.md). Channel limits default to seed 001's and may only be lowered\n" +
+			"(docs/channels.md). Channel limits come from --limits-profile and may only be lowered\n" +
 			"(DurableObjectNamespace spec.channels).",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if listen == "" {
-				return fmt.Errorf("sidecar: --listen is required (e.g. $(POD_IP):%d, docs/pod-contract.md)", podcontract.SidecarPort)
-			}
-			p, err := limits.ParseProfile(profile)
-			if err != nil {
-				return fmt.Errorf("sidecar: --limits-profile: %w", err)
-			}
-			l := channels.LimitsFor(p)
-			lowered := false
-			for flag, dst := range map[string]struct{ from, to *int }{
-				"channel-max-channels":      {&lim.MaxChannels, &l.MaxChannels},
-				"channel-max-subscribers":   {&lim.MaxSubscribers, &l.MaxSubscribers},
-				"channel-max-message-bytes": {&lim.MaxMessageBytes, &l.MaxMessageBytes},
-				"channel-max-backlog-bytes": {&lim.MaxBacklogBytes, &l.MaxBacklogBytes},
-			} {
-				if cmd.Flags().Changed(flag) {
-					*dst.to, lowered = *dst.from, true
-				}
-			}
-			if lowered {
-				l.Source = "sidecar --channel-max-* flags (DurableObjectNamespace spec.channels)"
-			}
-			srv, err := sidecar.New(sidecar.Options{Addr: listen, DataDir: dataDir, ChannelLimits: l, ChannelLease: lease})
-			if err != nil {
-				return err
-			}
-			if workflowsConfig != "" {
-				// A workflow engine pod: the engine's state lives under the data dir.
-				wo, err := workflows.LoadOptionsFile(workflowsConfig, runnerURL)
-				if err != nil {
-					return err
-				}
-				wo.Logf = func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "workflows: "+format+"\n", a...) }
-				if _, err := workflows.Attach(srv, wo); err != nil {
-					return err
-				}
-			}
-			if err := srv.Listen(); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "sidecar: listening on %s, data dir %s, channel registry boot %s\n", srv.Addr(), srv.DataDir(), srv.Channels().BootID())
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			errc := make(chan error, 1)
-			go func() { errc <- srv.Serve() }()
-			select {
-			case err := <-errc:
-				return err
-			case <-ctx.Done():
-			}
-			fmt.Fprintln(cmd.ErrOrStderr(), "sidecar: shutting down")
-			sctx, cancel := context.WithTimeout(context.Background(), grace)
-			defer cancel()
-			if err := srv.Shutdown(sctx); err != nil {
-				return fmt.Errorf("sidecar: shutdown: %w", err)
-			}
-			return <-errc
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSidecar(cmd, o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&workflowsConfig, "workflows-config", "", "run the Workflows engine with this config file (internal/sidecar/workflows FileConfig); engine pods only")
-	f.StringVar(&runnerURL, "workflows-runner-url", "", "the workerd `workflows` socket the engine runs instances through (http://$(POD_IP):9094); overrides the config file's runnerURL")
-	f.StringVar(&listen, "listen", "", "listen address host:port ($(POD_IP):9092 in a pod)")
-	f.StringVar(&dataDir, "data-dir", podcontract.SidecarDataDir, "state directory (the shard's PVC or an emptyDir)")
-	f.StringVar(&profile, "limits-profile", string(limits.DefaultProfile), "limit profile the channel limits come from (free, paid, custom; internal/limits)")
-	f.DurationVar(&lease, "channel-lease", channels.DefaultLease, "durable-channel subscription lease, renewed by subscribe and every wait; lapsed subscriptions are collected")
-	f.DurationVar(&grace, "shutdown-timeout", 10*time.Second, "how long SIGTERM waits for open requests")
-	f.IntVar(&lim.MaxChannels, "channel-max-channels", lim.MaxChannels, "channels per Durable Object instance (lower than the profile's channels_per_object, 64)")
-	f.IntVar(&lim.MaxSubscribers, "channel-max-subscribers", lim.MaxSubscribers, "subscribers per channel (lower than the profile's subscribers_per_channel, 256)")
-	f.IntVar(&lim.MaxMessageBytes, "channel-max-message-bytes", lim.MaxMessageBytes, "bytes per message (lower than the profile's channel_message_bytes, 65536)")
-	f.IntVar(&lim.MaxBacklogBytes, "channel-max-backlog-bytes", lim.MaxBacklogBytes, "bytes queued per subscriber before it is disconnected (1024 up to the profile's channel_backlog_bytes, 1048576)")
+	f.StringVar(&o.workflowsConfig, "workflows-config", "", "run the Workflows engine with this config file (internal/sidecar/workflows FileConfig); engine pods only")
+	f.StringVar(&o.runnerURL, "workflows-runner-url", "", "the workerd `workflows` socket the engine runs instances through (http://$(POD_IP):9094); overrides the config file's runnerURL")
+	f.StringVar(&o.listen, "listen", "", "listen address host:port ($(POD_IP):9092 in a pod)")
+	f.StringVar(&o.dataDir, "data-dir", podcontract.SidecarDataDir, "state directory (the shard's PVC or an emptyDir)")
+	f.StringVar(&o.profile, "limits-profile", string(limits.DefaultProfile), "limit profile the channel limits come from (free, paid, custom; internal/limits)")
+	f.DurationVar(&o.lease, "channel-lease", channels.DefaultLease, "durable-channel subscription lease, renewed by subscribe and every wait; lapsed subscriptions are collected")
+	f.DurationVar(&o.grace, "shutdown-timeout", 10*time.Second, "how long SIGTERM waits for open requests")
+	f.IntVar(&o.lim.MaxChannels, "channel-max-channels", o.lim.MaxChannels, "channels per Durable Object instance (lower than the profile's channels_per_object, 64)")
+	f.IntVar(&o.lim.MaxSubscribers, "channel-max-subscribers", o.lim.MaxSubscribers, "subscribers per channel (lower than the profile's subscribers_per_channel, 256)")
+	f.IntVar(&o.lim.MaxMessageBytes, "channel-max-message-bytes", o.lim.MaxMessageBytes, "bytes per message (lower than the profile's channel_message_bytes, 65536)")
+	f.IntVar(&o.lim.MaxBacklogBytes, "channel-max-backlog-bytes", o.lim.MaxBacklogBytes, "bytes queued per subscriber before it is disconnected (1024 up to the profile's channel_backlog_bytes, 1048576)")
 	return cmd
+}
+
+func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
+	if o.listen == "" {
+		return fmt.Errorf("sidecar: --listen is required (e.g. $(POD_IP):%d, docs/pod-contract.md)", podcontract.SidecarPort)
+	}
+	l, err := sidecarChannelLimits(o, cmd.Flags().Changed)
+	if err != nil {
+		return err
+	}
+	srv, err := sidecar.New(sidecar.Options{Addr: o.listen, DataDir: o.dataDir, ChannelLimits: l, ChannelLease: o.lease})
+	if err != nil {
+		return err
+	}
+	if o.workflowsConfig != "" {
+		if err := attachWorkflows(srv, o, cmd.ErrOrStderr()); err != nil {
+			return err
+		}
+	}
+	if err := srv.Listen(); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "sidecar: listening on %s, data dir %s, channel registry boot %s\n", srv.Addr(), srv.DataDir(), srv.Channels().BootID())
+	return serveSidecar(cmd.Context(), srv, o.grace, cmd.ErrOrStderr())
+}
+
+// sidecarChannelLimits are the profile's channel limits with the --channel-max-*
+// flags that were set applied over them (the flags may only lower them).
+func sidecarChannelLimits(o *sidecarOptions, changed func(flag string) bool) (channels.Limits, error) {
+	p, err := limits.ParseProfile(o.profile)
+	if err != nil {
+		return channels.Limits{}, fmt.Errorf("sidecar: --limits-profile: %w", err)
+	}
+	l := channels.LimitsFor(p)
+	lowered := false
+	for flag, dst := range map[string]struct{ from, to *int }{
+		"channel-max-channels":      {&o.lim.MaxChannels, &l.MaxChannels},
+		"channel-max-subscribers":   {&o.lim.MaxSubscribers, &l.MaxSubscribers},
+		"channel-max-message-bytes": {&o.lim.MaxMessageBytes, &l.MaxMessageBytes},
+		"channel-max-backlog-bytes": {&o.lim.MaxBacklogBytes, &l.MaxBacklogBytes},
+	} {
+		if changed(flag) {
+			*dst.to, lowered = *dst.from, true
+		}
+	}
+	if lowered {
+		l.Source = "sidecar --channel-max-* flags (DurableObjectNamespace spec.channels)"
+	}
+	return l, nil
+}
+
+// attachWorkflows makes this a workflow engine pod: the engine's state lives under
+// the data dir.
+func attachWorkflows(srv *sidecar.Server, o *sidecarOptions, stderr io.Writer) error {
+	wo, err := workflows.LoadOptionsFile(o.workflowsConfig, o.runnerURL)
+	if err != nil {
+		return err
+	}
+	wo.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, "workflows: "+format+"\n", a...) }
+	_, err = workflows.Attach(srv, wo)
+	return err
+}
+
+// serveSidecar serves until the server fails or SIGINT/SIGTERM arrives, then shuts
+// down, giving open requests up to grace.
+func serveSidecar(ctx context.Context, srv *sidecar.Server, grace time.Duration, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(stderr, "sidecar: shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("sidecar: shutdown: %w", err)
+	}
+	return <-errc
 }

@@ -289,18 +289,35 @@ func (c *Cluster) logTail(name string) string {
 	return strings.Join(lines, "\n")
 }
 
+// startControlPlane starts etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler, waiting for each store and server to answer before the next.
 func (c *Cluster) startControlPlane(ctx context.Context, bins string) error {
-	log := c.cfg.Log
-	etcdPort, err := freePort()
+	etcdURL, err := c.startEtcd(ctx, bins)
 	if err != nil {
 		return err
+	}
+	if err := c.startAPIServer(ctx, bins, etcdURL); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.cfg.Log, "devcluster: starting kube-controller-manager and kube-scheduler")
+	if err := c.startControllerManager(bins); err != nil {
+		return err
+	}
+	return c.startScheduler(bins)
+}
+
+// startEtcd starts etcd on free loopback ports and returns its client URL once healthy.
+func (c *Cluster) startEtcd(ctx context.Context, bins string) (string, error) {
+	etcdPort, err := freePort()
+	if err != nil {
+		return "", err
 	}
 	peerPort, err := freePort()
 	if err != nil {
-		return err
+		return "", err
 	}
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
-	fmt.Fprintln(log, "devcluster: starting etcd on", etcdURL)
+	fmt.Fprintln(c.cfg.Log, "devcluster: starting etcd on", etcdURL)
 	etcd, err := c.spawn("etcd", filepath.Join(bins, "etcd"),
 		"--data-dir="+filepath.Join(c.dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
@@ -309,7 +326,7 @@ func (c *Cluster) startControlPlane(ctx context.Context, bins string) error {
 		fmt.Sprintf("--initial-cluster=default=http://127.0.0.1:%d", peerPort),
 		"--unsafe-no-fsync=true", "--log-level=warn")
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := waitFor(ctx, 2*time.Minute, etcd, func() bool {
 		r, err := http.Get(etcdURL + "/health")
@@ -319,15 +336,20 @@ func (c *Cluster) startControlPlane(ctx context.Context, bins string) error {
 		r.Body.Close()
 		return r.StatusCode == 200
 	}); err != nil {
-		return fmt.Errorf("devcluster: etcd did not become healthy (%v); log %s:\n%s", err, filepath.Join(c.dir, "logs", "etcd.log"), c.logTail("etcd"))
+		return "", fmt.Errorf("devcluster: etcd did not become healthy (%v); log %s:\n%s", err, filepath.Join(c.dir, "logs", "etcd.log"), c.logTail("etcd"))
 	}
+	return etcdURL, nil
+}
 
+// startAPIServer starts kube-apiserver on etcd, writes the admin kubeconfig, builds
+// the cluster's client and waits for /readyz.
+func (c *Cluster) startAPIServer(ctx context.Context, bins, etcdURL string) error {
 	apiPort, err := freePort()
 	if err != nil {
 		return err
 	}
 	c.apiURL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	fmt.Fprintln(log, "devcluster: starting kube-apiserver on", c.apiURL)
+	fmt.Fprintln(c.cfg.Log, "devcluster: starting kube-apiserver on", c.apiURL)
 	p := c.pki
 	api, err := c.spawn("kube-apiserver", filepath.Join(bins, "kube-apiserver"),
 		"--etcd-servers="+etcdURL,
@@ -353,17 +375,7 @@ func (c *Cluster) startControlPlane(ctx context.Context, bins string) error {
 	if err != nil {
 		return err
 	}
-	c.kubeconfig = c.cfg.Kubeconfig
-	if err := writeKubeconfig(c.kubeconfig, c.apiURL, p.CAFile, p.Admin, p.AdminKey); err != nil {
-		return err
-	}
-	c.rest, err = clientcmd.BuildConfigFromFlags("", c.kubeconfig)
-	if err != nil {
-		return err
-	}
-	c.rest.QPS, c.rest.Burst = 100, 200
-	c.client, err = kubernetes.NewForConfig(c.rest)
-	if err != nil {
+	if err := c.connect(); err != nil {
 		return err
 	}
 	if err := waitFor(ctx, 5*time.Minute, api, func() bool {
@@ -372,13 +384,34 @@ func (c *Cluster) startControlPlane(ctx context.Context, bins string) error {
 	}); err != nil {
 		return fmt.Errorf("devcluster: kube-apiserver did not become ready (%v); log %s:\n%s", err, filepath.Join(c.dir, "logs", "kube-apiserver.log"), c.logTail("kube-apiserver"))
 	}
+	return nil
+}
 
+// connect writes the admin kubeconfig for the API server and builds the client
+// from it, so that callers and the cluster use the same credentials.
+func (c *Cluster) connect() error {
+	p := c.pki
+	c.kubeconfig = c.cfg.Kubeconfig
+	if err := writeKubeconfig(c.kubeconfig, c.apiURL, p.CAFile, p.Admin, p.AdminKey); err != nil {
+		return err
+	}
+	var err error
+	c.rest, err = clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return err
+	}
+	c.rest.QPS, c.rest.Burst = 100, 200
+	c.client, err = kubernetes.NewForConfig(c.rest)
+	return err
+}
+
+func (c *Cluster) startControllerManager(bins string) error {
 	kcmPort, err := freePort()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(log, "devcluster: starting kube-controller-manager and kube-scheduler")
-	if _, err := c.spawn("kube-controller-manager", filepath.Join(bins, "kube-controller-manager"),
+	p := c.pki
+	_, err = c.spawn("kube-controller-manager", filepath.Join(bins, "kube-controller-manager"),
 		"--kubeconfig="+c.kubeconfig,
 		"--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", kcmPort),
@@ -392,23 +425,23 @@ func (c *Cluster) startControlPlane(ctx context.Context, bins string) error {
 		// endpoints from pods itself.
 		"--controllers=*,-node-ipam-controller,-endpoints-controller,-endpointslice-controller,-endpointslice-mirroring-controller",
 		"--concurrent-deployment-syncs=2", "--concurrent-replicaset-syncs=2",
-	); err != nil {
-		return err
-	}
+	)
+	return err
+}
+
+func (c *Cluster) startScheduler(bins string) error {
 	schedPort, err := freePort()
 	if err != nil {
 		return err
 	}
-	if _, err := c.spawn("kube-scheduler", filepath.Join(bins, "kube-scheduler"),
+	_, err = c.spawn("kube-scheduler", filepath.Join(bins, "kube-scheduler"),
 		"--kubeconfig="+c.kubeconfig,
 		"--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort),
 		"--cert-dir="+filepath.Join(c.dir, "pki", "scheduler"),
 		"--leader-elect=false",
-	); err != nil {
-		return err
-	}
-	return nil
+	)
+	return err
 }
 
 // waitFor polls ok every 200ms until it returns true, the process exits, ctx ends or

@@ -404,156 +404,161 @@ func (r *podRun) prepareVolumes(ctx context.Context) error {
 	return nil
 }
 
+// projection writes one configMap, secret, downwardAPI or projected volume into a
+// directory, as a kubelet does.
+type projection struct {
+	ctx context.Context
+	r   *podRun
+	dir string
+}
+
 func (r *podRun) writeProjection(ctx context.Context, dir string, v corev1.Volume) error {
-	cli := r.p.c.client.CoreV1()
-	ns := r.pod.Namespace
-	writeFile := func(rel string, data []byte, mode *int32) error {
-		p := filepath.Join(dir, filepath.Clean("/"+rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		m := os.FileMode(0o644)
-		if mode != nil {
-			m = os.FileMode(*mode) | 0o400
-		}
-		return os.WriteFile(p, data, m)
-	}
-	writeData := func(data map[string][]byte, items []corev1.KeyToPath, mode *int32, what string) error {
-		if len(items) == 0 {
-			for k, b := range data {
-				if err := writeFile(k, b, mode); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		for _, it := range items {
-			b, ok := data[it.Key]
-			if !ok {
-				return fmt.Errorf("%s: key %q not found", what, it.Key)
-			}
-			m := mode
-			if it.Mode != nil {
-				m = it.Mode
-			}
-			if err := writeFile(it.Path, b, m); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	cmData := func(name string, optional *bool) (map[string][]byte, bool, error) {
-		cm, err := cli.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			if apierrors.IsNotFound(err) && optional != nil && *optional {
-				return nil, false, nil
-			}
-			return nil, false, fmt.Errorf("configMap %s/%s: %w", ns, name, err)
-		}
-		d := map[string][]byte{}
-		for k, s := range cm.Data {
-			d[k] = []byte(s)
-		}
-		for k, b := range cm.BinaryData {
-			d[k] = b
-		}
-		return d, true, nil
-	}
-	secData := func(name string, optional *bool) (map[string][]byte, bool, error) {
-		s, err := cli.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			if apierrors.IsNotFound(err) && optional != nil && *optional {
-				return nil, false, nil
-			}
-			return nil, false, fmt.Errorf("secret %s/%s: %w", ns, name, err)
-		}
-		return s.Data, true, nil
-	}
-	downward := func(items []corev1.DownwardAPIVolumeFile, mode *int32) error {
-		for _, it := range items {
-			var val string
-			var err error
-			if it.FieldRef != nil {
-				val, err = r.fieldValue(it.FieldRef.FieldPath)
-			} else if it.ResourceFieldRef != nil {
-				var c *corev1.Container
-				for i := range r.pod.Spec.Containers {
-					if r.pod.Spec.Containers[i].Name == it.ResourceFieldRef.ContainerName {
-						c = &r.pod.Spec.Containers[i]
-					}
-				}
-				if c == nil {
-					c = &corev1.Container{}
-				}
-				val = resourceValue(c, it.ResourceFieldRef)
-			}
-			if err != nil {
-				return err
-			}
-			m := mode
-			if it.Mode != nil {
-				m = it.Mode
-			}
-			if err := writeFile(it.Path, []byte(val), m); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	p := projection{ctx: ctx, r: r, dir: dir}
 	switch {
 	case v.ConfigMap != nil:
-		d, ok, err := cmData(v.ConfigMap.Name, v.ConfigMap.Optional)
-		if err != nil || !ok {
-			return err
-		}
-		return writeData(d, v.ConfigMap.Items, v.ConfigMap.DefaultMode, "configMap "+v.ConfigMap.Name)
+		return p.configMap(v.ConfigMap.Name, v.ConfigMap.Optional, v.ConfigMap.Items, v.ConfigMap.DefaultMode)
 	case v.Secret != nil:
-		d, ok, err := secData(v.Secret.SecretName, v.Secret.Optional)
-		if err != nil || !ok {
-			return err
-		}
-		return writeData(d, v.Secret.Items, v.Secret.DefaultMode, "secret "+v.Secret.SecretName)
+		return p.secret(v.Secret.SecretName, v.Secret.Optional, v.Secret.Items, v.Secret.DefaultMode)
 	case v.DownwardAPI != nil:
-		return downward(v.DownwardAPI.Items, v.DownwardAPI.DefaultMode)
+		return p.downward(v.DownwardAPI.Items, v.DownwardAPI.DefaultMode)
 	case v.Projected != nil:
 		for _, s := range v.Projected.Sources {
-			switch {
-			case s.ConfigMap != nil:
-				d, ok, err := cmData(s.ConfigMap.Name, s.ConfigMap.Optional)
-				if err != nil {
-					return err
-				}
-				if ok {
-					if err := writeData(d, s.ConfigMap.Items, v.Projected.DefaultMode, "configMap "+s.ConfigMap.Name); err != nil {
-						return err
-					}
-				}
-			case s.Secret != nil:
-				d, ok, err := secData(s.Secret.Name, s.Secret.Optional)
-				if err != nil {
-					return err
-				}
-				if ok {
-					if err := writeData(d, s.Secret.Items, v.Projected.DefaultMode, "secret "+s.Secret.Name); err != nil {
-						return err
-					}
-				}
-			case s.DownwardAPI != nil:
-				if err := downward(s.DownwardAPI.Items, v.Projected.DefaultMode); err != nil {
-					return err
-				}
-			case s.ServiceAccountToken != nil:
-				tok, err := r.token(ctx, s.ServiceAccountToken.Audience, s.ServiceAccountToken.ExpirationSeconds)
-				if err != nil {
-					return err
-				}
-				if err := writeFile(s.ServiceAccountToken.Path, []byte(tok), v.Projected.DefaultMode); err != nil {
-					return err
-				}
+			if err := p.source(s, v.Projected.DefaultMode); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
+}
+
+// source writes one source of a projected volume; every source shares the
+// volume's default mode.
+func (p projection) source(s corev1.VolumeProjection, mode *int32) error {
+	switch {
+	case s.ConfigMap != nil:
+		return p.configMap(s.ConfigMap.Name, s.ConfigMap.Optional, s.ConfigMap.Items, mode)
+	case s.Secret != nil:
+		return p.secret(s.Secret.Name, s.Secret.Optional, s.Secret.Items, mode)
+	case s.DownwardAPI != nil:
+		return p.downward(s.DownwardAPI.Items, mode)
+	case s.ServiceAccountToken != nil:
+		tok, err := p.r.token(p.ctx, s.ServiceAccountToken.Audience, s.ServiceAccountToken.ExpirationSeconds)
+		if err != nil {
+			return err
+		}
+		return p.writeFile(s.ServiceAccountToken.Path, []byte(tok), mode)
+	}
+	return nil
+}
+
+// configMap writes a configMap's data and binary data; a missing optional one
+// writes nothing.
+func (p projection) configMap(name string, optional *bool, items []corev1.KeyToPath, mode *int32) error {
+	ns := p.r.pod.Namespace
+	cm, err := p.r.p.c.client.CoreV1().ConfigMaps(ns).Get(p.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) && optional != nil && *optional {
+			return nil
+		}
+		return fmt.Errorf("configMap %s/%s: %w", ns, name, err)
+	}
+	d := map[string][]byte{}
+	for k, s := range cm.Data {
+		d[k] = []byte(s)
+	}
+	for k, b := range cm.BinaryData {
+		d[k] = b
+	}
+	return p.writeData(d, items, mode, "configMap "+name)
+}
+
+// secret writes a secret's data; a missing optional one writes nothing.
+func (p projection) secret(name string, optional *bool, items []corev1.KeyToPath, mode *int32) error {
+	ns := p.r.pod.Namespace
+	s, err := p.r.p.c.client.CoreV1().Secrets(ns).Get(p.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) && optional != nil && *optional {
+			return nil
+		}
+		return fmt.Errorf("secret %s/%s: %w", ns, name, err)
+	}
+	return p.writeData(s.Data, items, mode, "secret "+name)
+}
+
+// writeData writes every key, or only the listed items (then each must exist).
+func (p projection) writeData(data map[string][]byte, items []corev1.KeyToPath, mode *int32, what string) error {
+	if len(items) == 0 {
+		for k, b := range data {
+			if err := p.writeFile(k, b, mode); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, it := range items {
+		b, ok := data[it.Key]
+		if !ok {
+			return fmt.Errorf("%s: key %q not found", what, it.Key)
+		}
+		if err := p.writeFile(it.Path, b, itemMode(it.Mode, mode)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// downward writes downward-API files: pod fields or container resources.
+func (p projection) downward(items []corev1.DownwardAPIVolumeFile, mode *int32) error {
+	for _, it := range items {
+		var val string
+		switch {
+		case it.FieldRef != nil:
+			v, err := p.r.fieldValue(it.FieldRef.FieldPath)
+			if err != nil {
+				return err
+			}
+			val = v
+		case it.ResourceFieldRef != nil:
+			val = resourceValue(p.r.container(it.ResourceFieldRef.ContainerName), it.ResourceFieldRef)
+		}
+		if err := p.writeFile(it.Path, []byte(val), itemMode(it.Mode, mode)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// container returns the pod's container of that name, or an empty one so that
+// resource lookups see no requests or limits.
+func (r *podRun) container(name string) *corev1.Container {
+	for i := range r.pod.Spec.Containers {
+		if r.pod.Spec.Containers[i].Name == name {
+			return &r.pod.Spec.Containers[i]
+		}
+	}
+	return &corev1.Container{}
+}
+
+// itemMode is an item's own mode, else the volume's default.
+func itemMode(item, def *int32) *int32 {
+	if item != nil {
+		return item
+	}
+	return def
+}
+
+// writeFile writes rel below the projection's directory; rel cannot climb out.
+// A set mode keeps the owner readable.
+func (p projection) writeFile(rel string, data []byte, mode *int32) error {
+	path := filepath.Join(p.dir, filepath.Clean("/"+rel))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	m := os.FileMode(0o644)
+	if mode != nil {
+		m = os.FileMode(*mode) | 0o400
+	}
+	return os.WriteFile(path, data, m)
 }
 
 // token requests a service-account token bound to the pod (TokenRequest API).

@@ -53,11 +53,37 @@ func (c *Cluster) startNode(ctx context.Context) error {
 	if err := c.net.run(c.ctx); err != nil {
 		return err
 	}
+	c.startEventRecorder()
+	if err := c.runNode(ctx); err != nil {
+		return err
+	}
+	pdone := make(chan struct{})
+	c.done = append(c.done, pdone)
+	go func() { defer close(pdone); pv.Run(c.ctx) }()
+	if err := c.createDefaultStorageClass(ctx); err != nil {
+		return err
+	}
+	// Pods need the default ServiceAccount (kube-controller-manager creates it).
+	if err := waitFor(ctx, 5*time.Minute, nil, func() bool {
+		_, err := c.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil
+	}); err != nil {
+		return fmt.Errorf("devcluster: the default ServiceAccount did not appear (is kube-controller-manager running? log %s):\n%s", filepath.Join(c.dir, "logs", "kube-controller-manager.log"), c.logTail("kube-controller-manager"))
+	}
+	return nil
+}
+
+// startEventRecorder records pod events as the node's kubelet until the cluster stops.
+func (c *Cluster) startEventRecorder() {
 	eb := record.NewBroadcaster()
 	eb.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.client.CoreV1().Events("")})
 	c.recorder = eb.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: NodeName})
 	go func() { <-c.ctx.Done(); eb.Shutdown() }()
+}
 
+// runNode registers the virtual-kubelet node backed by the provider, serves its
+// kubelet API on a free loopback port and waits until the node is Ready.
+func (c *Cluster) runNode(ctx context.Context) error {
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -66,14 +92,7 @@ func (c *Cluster) startNode(ctx context.Context) error {
 	mux := http.NewServeMux()
 	n, err := nodeutil.NewNode(NodeName, func(cfg nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
 		c.provider.apiPods = cfg.Pods
-		nd := cfg.Node
-		nd.Labels["kubernetes.io/os"] = "linux"
-		nd.Labels["node.kubernetes.io/instance-type"] = "devcluster"
-		nd.Status.Capacity = nodeCapacity()
-		nd.Status.Allocatable = nodeCapacity()
-		nd.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: NodeName}}
-		nd.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(port)
-		nd.Status.NodeInfo = corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64", KubeletVersion: "v1.37.2-devcluster", ContainerRuntimeVersion: "process://devcluster"}
+		describeNode(cfg.Node, port)
 		return c.provider, nil, nil
 	},
 		nodeutil.WithClient(c.client),
@@ -103,14 +122,25 @@ func (c *Cluster) startNode(ctx context.Context) error {
 	if err := n.WaitReady(ctx, 2*time.Minute); err != nil {
 		return fmt.Errorf("devcluster: node %s did not become ready: %w", NodeName, err)
 	}
+	return nil
+}
 
-	// PersistentVolume provisioner (built above) and the default StorageClass.
-	pdone := make(chan struct{})
-	c.done = append(c.done, pdone)
-	go func() { defer close(pdone); pv.Run(c.ctx) }()
+// describeNode sets the node's labels, capacity, addresses and kubelet port.
+func describeNode(nd *corev1.Node, port int) {
+	nd.Labels["kubernetes.io/os"] = "linux"
+	nd.Labels["node.kubernetes.io/instance-type"] = "devcluster"
+	nd.Status.Capacity = nodeCapacity()
+	nd.Status.Allocatable = nodeCapacity()
+	nd.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: NodeName}}
+	nd.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(port)
+	nd.Status.NodeInfo = corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64", KubeletVersion: "v1.37.2-devcluster", ContainerRuntimeVersion: "process://devcluster"}
+}
+
+// createDefaultStorageClass makes the hostPath provisioner's class the default one.
+func (c *Cluster) createDefaultStorageClass(ctx context.Context) error {
 	immediate := storagev1.VolumeBindingImmediate
 	reclaim := corev1.PersistentVolumeReclaimDelete
-	_, err = c.client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+	_, err := c.client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
 		ObjectMeta:        metav1.ObjectMeta{Name: StorageClassName, Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
 		Provisioner:       ProvisionerName,
 		VolumeBindingMode: &immediate,
@@ -118,13 +148,6 @@ func (c *Cluster) startNode(ctx context.Context) error {
 	}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("devcluster: default StorageClass: %w", err)
-	}
-	// Pods need the default ServiceAccount (kube-controller-manager creates it).
-	if err := waitFor(ctx, 5*time.Minute, nil, func() bool {
-		_, err := c.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
-		return err == nil
-	}); err != nil {
-		return fmt.Errorf("devcluster: the default ServiceAccount did not appear (is kube-controller-manager running? log %s):\n%s", filepath.Join(c.dir, "logs", "kube-controller-manager.log"), c.logTail("kube-controller-manager"))
 	}
 	return nil
 }

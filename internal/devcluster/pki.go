@@ -26,6 +26,7 @@ type pki struct {
 	dir      string
 	caCert   *x509.Certificate
 	caKey    crypto.Signer
+	serial   int64 // leaf certificates take the serials after it
 	CAFile   string
 	CAKey    string
 	SAKey    string // service-account signing key (RSA, PEM)
@@ -42,10 +43,33 @@ func newPKI(dir string) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	p := &pki{dir: dir}
+	p := &pki{dir: dir, serial: 2}
+	if err := p.makeCA(); err != nil {
+		return nil, err
+	}
+	if err := p.makeServiceAccountKey(); err != nil {
+		return nil, err
+	}
+	var err error
+	loop := []net.IP{net.ParseIP("127.0.0.1")}
+	if p.APICert, p.APIKey, err = p.issue("apiserver", "kube-apiserver", nil, loop,
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}, x509.ExtKeyUsageServerAuth); err != nil {
+		return nil, err
+	}
+	if p.NodeCert, p.NodeKey, err = p.issue("node", "system:node:"+NodeName, []string{"system:nodes"}, loop, []string{"localhost", NodeName}, x509.ExtKeyUsageServerAuth); err != nil {
+		return nil, err
+	}
+	if p.Admin, p.AdminKey, err = p.issue("admin", "devcluster-admin", []string{"system:masters"}, nil, nil, x509.ExtKeyUsageClientAuth); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// makeCA generates the self-signed CA (serial 1) that signs every other certificate.
+func (p *pki) makeCA() error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
@@ -58,71 +82,59 @@ func newPKI(dir string) (*pki, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	p.caCert, _ = x509.ParseCertificate(der)
 	p.caKey = key
-	p.CAFile, p.CAKey = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
-	if err := writeCertKey(p.CAFile, p.CAKey, der, key); err != nil {
-		return nil, err
-	}
+	p.CAFile, p.CAKey = filepath.Join(p.dir, "ca.crt"), filepath.Join(p.dir, "ca.key")
+	return writeCertKey(p.CAFile, p.CAKey, der, key)
+}
 
+// makeServiceAccountKey writes the RSA key pair kube-apiserver signs and verifies
+// service-account tokens with.
+func (p *pki) makeServiceAccountKey() error {
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	p.SAKey, p.SAPub = filepath.Join(dir, "sa.key"), filepath.Join(dir, "sa.pub")
+	p.SAKey, p.SAPub = filepath.Join(p.dir, "sa.key"), filepath.Join(p.dir, "sa.pub")
 	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(saKey)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	pubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.WriteFile(p.SAKey, keyPEM, 0o600); err != nil {
-		return nil, err
+		return err
 	}
-	if err := os.WriteFile(p.SAPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o600); err != nil {
-		return nil, err
-	}
+	return os.WriteFile(p.SAPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o600)
+}
 
-	serial := int64(2)
-	issue := func(name, cn string, orgs []string, ips []net.IP, dns []string, usage x509.ExtKeyUsage) (string, string, error) {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return "", "", err
-		}
-		serial++
-		t := &x509.Certificate{
-			SerialNumber: big.NewInt(serial),
-			Subject:      pkix.Name{CommonName: cn, Organization: orgs},
-			NotBefore:    time.Now().Add(-time.Hour),
-			NotAfter:     time.Now().Add(365 * 24 * time.Hour),
-			KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-			IPAddresses:  ips,
-			DNSNames:     dns,
-		}
-		d, err := x509.CreateCertificate(rand.Reader, t, p.caCert, k.Public(), p.caKey)
-		if err != nil {
-			return "", "", err
-		}
-		c, kf := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-		return c, kf, writeCertKey(c, kf, d, k)
+// issue signs a leaf certificate with the CA and writes <name>.crt and <name>.key.
+func (p *pki) issue(name, cn string, orgs []string, ips []net.IP, dns []string, usage x509.ExtKeyUsage) (string, string, error) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
 	}
-	loop := []net.IP{net.ParseIP("127.0.0.1")}
-	if p.APICert, p.APIKey, err = issue("apiserver", "kube-apiserver", nil, loop,
-		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}, x509.ExtKeyUsageServerAuth); err != nil {
-		return nil, err
+	p.serial++
+	t := &x509.Certificate{
+		SerialNumber: big.NewInt(p.serial),
+		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		IPAddresses:  ips,
+		DNSNames:     dns,
 	}
-	if p.NodeCert, p.NodeKey, err = issue("node", "system:node:"+NodeName, []string{"system:nodes"}, loop, []string{"localhost", NodeName}, x509.ExtKeyUsageServerAuth); err != nil {
-		return nil, err
+	d, err := x509.CreateCertificate(rand.Reader, t, p.caCert, k.Public(), p.caKey)
+	if err != nil {
+		return "", "", err
 	}
-	if p.Admin, p.AdminKey, err = issue("admin", "devcluster-admin", []string{"system:masters"}, nil, nil, x509.ExtKeyUsageClientAuth); err != nil {
-		return nil, err
-	}
-	return p, nil
+	c, kf := filepath.Join(p.dir, name+".crt"), filepath.Join(p.dir, name+".key")
+	return c, kf, writeCertKey(c, kf, d, k)
 }
 
 func writeCertKey(certFile, keyFile string, der []byte, key *ecdsa.PrivateKey) error {

@@ -263,46 +263,10 @@ func (r *podRun) setAllWaiting(reason, msg string) {
 // args with $(VAR) expansion and mount-path rewriting, output to the log file, in a
 // user+mount namespace with the cluster hosts file as /etc/hosts.
 func (r *podRun) startProcess(cr *ctrRun) error {
-	bin, err := r.p.images.Binary(cr.spec.Image)
+	ps, err := r.processSpec(cr)
 	if err != nil {
-		r.setWaiting(cr, "ErrImageNeverPull", err.Error())
-		r.event(corev1.EventTypeWarning, "ErrImageNeverPull", "container %s: %v", cr.spec.Name, err)
 		return err
 	}
-	env, err := r.containerEnv(r.ctx, &cr.spec)
-	if err != nil {
-		r.setWaiting(cr, "CreateContainerConfigError", err.Error())
-		r.event(corev1.EventTypeWarning, "Failed", "container %s: %v", cr.spec.Name, err)
-		return err
-	}
-	mounts := r.containerMounts(cr)
-	lookup := envLookup(env)
-	var argv []string
-	if len(cr.spec.Command) > 0 {
-		// A command replaces the image's entrypoint: its first word is a host program.
-		cmd0 := expand(cr.spec.Command[0], lookup)
-		if p, err := exec.LookPath(rewritePath(cmd0, mounts)); err == nil {
-			bin = p
-		} else {
-			r.setWaiting(cr, "CreateContainerError", fmt.Sprintf("command[0] %q: %v", cmd0, err))
-			return err
-		}
-		for _, a := range cr.spec.Command[1:] {
-			argv = append(argv, rewriteArg(expand(a, lookup), mounts))
-		}
-	}
-	for _, a := range cr.spec.Args {
-		argv = append(argv, rewriteArg(expand(a, lookup), mounts))
-	}
-	for i, e := range env {
-		k, v, _ := strings.Cut(e, "=")
-		env[i] = k + "=" + rewriteArg(v, mounts)
-	}
-	workDir := r.dir
-	if cr.spec.WorkingDir != "" {
-		workDir = rewritePath(cr.spec.WorkingDir, mounts)
-	}
-
 	r.mu.Lock()
 	restarts := cr.status.RestartCount
 	r.mu.Unlock()
@@ -317,18 +281,82 @@ func (r *podRun) startProcess(cr *ctrRun) error {
 	}
 	_ = os.Remove(filepath.Join(ctrLogDir, "termination-log"))
 	// Not r.ctx: the process outlives cancellation until terminate stops it.
-	cmd := r.p.c.net.command(context.Background(), bin, argv, env, workDir)
+	cmd := r.p.c.net.command(context.Background(), ps.bin, ps.argv, ps.env, ps.workDir)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		r.setWaiting(cr, "CreateContainerError", fmt.Sprintf("start %s: %v", bin, err))
-		r.event(corev1.EventTypeWarning, "Failed", "container %s: start %s: %v", cr.spec.Name, bin, err)
+		r.setWaiting(cr, "CreateContainerError", fmt.Sprintf("start %s: %v", ps.bin, err))
+		r.event(corev1.EventTypeWarning, "Failed", "container %s: start %s: %v", cr.spec.Name, ps.bin, err)
 		return err
 	}
 	logf.Close()
 	r.p.c.recordPID(cmd.Process.Pid)
 	exited := make(chan struct{})
+	r.markRunning(cr, cmd, exited, logPath, ps)
+	r.event(corev1.EventTypeNormal, "Started", "Started container %s (pid %d, %s)", cr.spec.Name, cmd.Process.Pid, ps.bin)
+	r.publish()
+	go r.awaitExit(cr, cmd, exited, filepath.Join(ctrLogDir, "termination-log"), logPath)
+	return nil
+}
+
+// procSpec is what a container's process runs with, paths already rewritten to
+// the pod's mounts.
+type procSpec struct {
+	bin     string
+	argv    []string
+	env     []string
+	workDir string
+	mounts  []pathMap
+}
+
+// processSpec resolves a container's binary, arguments, environment and working
+// directory; failures set the container waiting with the kubelet's reason.
+func (r *podRun) processSpec(cr *ctrRun) (procSpec, error) {
+	bin, err := r.p.images.Binary(cr.spec.Image)
+	if err != nil {
+		r.setWaiting(cr, "ErrImageNeverPull", err.Error())
+		r.event(corev1.EventTypeWarning, "ErrImageNeverPull", "container %s: %v", cr.spec.Name, err)
+		return procSpec{}, err
+	}
+	env, err := r.containerEnv(r.ctx, &cr.spec)
+	if err != nil {
+		r.setWaiting(cr, "CreateContainerConfigError", err.Error())
+		r.event(corev1.EventTypeWarning, "Failed", "container %s: %v", cr.spec.Name, err)
+		return procSpec{}, err
+	}
+	ps := procSpec{bin: bin, env: env, workDir: r.dir, mounts: r.containerMounts(cr)}
+	lookup := envLookup(env)
+	if len(cr.spec.Command) > 0 {
+		// A command replaces the image's entrypoint: its first word is a host program.
+		cmd0 := expand(cr.spec.Command[0], lookup)
+		p, err := exec.LookPath(rewritePath(cmd0, ps.mounts))
+		if err != nil {
+			r.setWaiting(cr, "CreateContainerError", fmt.Sprintf("command[0] %q: %v", cmd0, err))
+			return procSpec{}, err
+		}
+		ps.bin = p
+		for _, a := range cr.spec.Command[1:] {
+			ps.argv = append(ps.argv, rewriteArg(expand(a, lookup), ps.mounts))
+		}
+	}
+	for _, a := range cr.spec.Args {
+		ps.argv = append(ps.argv, rewriteArg(expand(a, lookup), ps.mounts))
+	}
+	for i, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		env[i] = k + "=" + rewriteArg(v, ps.mounts)
+	}
+	if cr.spec.WorkingDir != "" {
+		ps.workDir = rewritePath(cr.spec.WorkingDir, ps.mounts)
+	}
+	return ps, nil
+}
+
+// markRunning records a started process in the container's state; the previous
+// log stays readable as the previous instance's.
+func (r *podRun) markRunning(cr *ctrRun, cmd *exec.Cmd, exited chan struct{}, logPath string, ps procSpec) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if cr.logPath != "" && cr.logPath != logPath {
 		cr.prevLog = cr.logPath
 	}
@@ -336,46 +364,52 @@ func (r *podRun) startProcess(cr *ctrRun) error {
 	cr.started = cr.spec.StartupProbe == nil
 	cr.ready = false
 	cr.runAt = time.Now()
-	cr.env, cr.mounts = env, mounts
+	cr.env, cr.mounts = ps.env, ps.mounts
 	cr.status.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now()}}
 	cr.status.ContainerID = fmt.Sprintf("process://%d", cmd.Process.Pid)
 	cr.status.Started = &cr.started
+}
+
+// awaitExit waits for the process, records its termination and closes exited.
+func (r *podRun) awaitExit(cr *ctrRun, cmd *exec.Cmd, exited chan struct{}, termFile, logPath string) {
+	term := terminated(cmd, cmd.Wait())
+	term.Message = terminationMessage(&cr.spec, termFile, logPath, term.ExitCode)
+	r.mu.Lock()
+	if st := cr.status.State.Running; st != nil {
+		term.StartedAt = st.StartedAt
+	}
+	cr.running, cr.ready = false, false
+	cr.status.Ready = false
+	cr.status.LastTerminationState = corev1.ContainerState{Terminated: term}
+	cr.status.State = corev1.ContainerState{Terminated: term.DeepCopy()}
 	r.mu.Unlock()
-	r.event(corev1.EventTypeNormal, "Started", "Started container %s (pid %d, %s)", cr.spec.Name, cmd.Process.Pid, bin)
+	close(exited)
 	r.publish()
-	go func() {
-		err := cmd.Wait()
-		term := &corev1.ContainerStateTerminated{FinishedAt: now(), Reason: "Completed", ContainerID: fmt.Sprintf("process://%d", cmd.Process.Pid)}
-		if ps := cmd.ProcessState; ps != nil {
-			ws := ps.Sys().(syscall.WaitStatus)
-			switch {
-			case ws.Signaled():
-				term.ExitCode = 128 + int32(ws.Signal())
-				term.Signal = int32(ws.Signal())
-				term.Reason = "Error"
-			default:
-				term.ExitCode = int32(ws.ExitStatus())
-				if term.ExitCode != 0 {
-					term.Reason = "Error"
-				}
-			}
-		} else if err != nil {
-			term.ExitCode, term.Reason, term.Message = 128, "Error", err.Error()
+}
+
+// terminated is the exit state of a waited-for process: the exit code, or 128 plus
+// the signal that killed it.
+func terminated(cmd *exec.Cmd, waitErr error) *corev1.ContainerStateTerminated {
+	term := &corev1.ContainerStateTerminated{FinishedAt: now(), Reason: "Completed", ContainerID: fmt.Sprintf("process://%d", cmd.Process.Pid)}
+	ps := cmd.ProcessState
+	if ps == nil {
+		if waitErr != nil {
+			term.ExitCode, term.Reason, term.Message = 128, "Error", waitErr.Error()
 		}
-		term.Message = terminationMessage(&cr.spec, filepath.Join(ctrLogDir, "termination-log"), logPath, term.ExitCode)
-		r.mu.Lock()
-		if st := cr.status.State.Running; st != nil {
-			term.StartedAt = st.StartedAt
-		}
-		cr.running, cr.ready = false, false
-		cr.status.Ready = false
-		cr.status.LastTerminationState = corev1.ContainerState{Terminated: term}
-		cr.status.State = corev1.ContainerState{Terminated: term.DeepCopy()}
-		r.mu.Unlock()
-		close(exited)
-		r.publish()
-	}()
-	return nil
+		return term
+	}
+	ws := ps.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		term.ExitCode = 128 + int32(ws.Signal())
+		term.Signal = int32(ws.Signal())
+		term.Reason = "Error"
+		return term
+	}
+	term.ExitCode = int32(ws.ExitStatus())
+	if term.ExitCode != 0 {
+		term.Reason = "Error"
+	}
+	return term
 }
 
 // terminationMessage follows the kubelet: the termination-message file, else (with
