@@ -16,6 +16,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/workerd-operator/workerd-operator/internal/controller"
+	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
+	"github.com/workerd-operator/workerd-operator/internal/specs"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -25,7 +27,7 @@ import (
 
 var (
 	k8sClient client.Client
-	testOpts  = controller.DefaultOptions()
+	testOpts  = specs.DefaultOptions()
 )
 
 func TestMain(m *testing.M) {
@@ -54,7 +56,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := controller.SetupAll(mgr, testOpts); err != nil {
+	if err := controller.SetupAll(mgr, testOpts, cronschedule.DispatcherOptions{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
