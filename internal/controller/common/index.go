@@ -31,6 +31,10 @@ const (
 	IndexWorkerRef         = ".spec.workerRef.name"
 )
 
+// MaxConcurrentReconciles is how many objects of one kind are reconciled at once:
+// passes are I/O-bound (a few API calls each).
+const MaxConcurrentReconciles = 4
+
 // SetupIndexes registers every field index of the reconcilers, once per manager.
 func SetupIndexes(mgr ctrl.Manager) error {
 	if err := setupWorkerIndexes(mgr); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -32,8 +33,21 @@ func ApplyShardSet(ctx context.Context, c client.Client, ev Events, owner client
 	if err := DeleteOwnedConfigMaps(ctx, c, owner, client.MatchingLabels(selector), keep); err != nil {
 		return nil, err
 	}
-	if err := c.Get(ctx, key, sts); err != nil {
-		return nil, err
+	return Live(ctx, c, set.StatefulSet, sts)
+}
+
+// Live reads the live state of applied, an object this pass just applied, into into.
+// When the cache has not seen it yet (just created), into is applied itself, with no
+// status: its creation event requeues the pass, which then reads the real one.
+func Live[T client.Object](ctx context.Context, c client.Reader, applied, into T) (T, error) {
+	err := c.Get(ctx, client.ObjectKeyFromObject(applied), into)
+	if apierrors.IsNotFound(err) {
+		log.FromContext(ctx).V(1).Info("not in the cache yet", "name", applied.GetName())
+		return applied, nil
 	}
-	return sts, nil
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return into, nil
 }

@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -125,5 +126,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(common.PodOwner(podcontract.LabelDONS, podcontract.ComponentDOShard)))
 	return common.WatchWorkerReaders[fleetv1alpha1.DurableObjectNamespaceList](b, r.Client).
 		Named("durableobjectnamespace").
+		WithOptions(controller.Options{MaxConcurrentReconciles: common.MaxConcurrentReconciles}).
 		Complete(r)
 }

@@ -84,10 +84,8 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *fleetv1alpha1.Wor
 	if err := r.pruneConfigMaps(ctx, w, children.ConfigMap.Name); err != nil {
 		return nil, out.Version, err
 	}
-	if err := r.Get(ctx, client.ObjectKeyFromObject(children.Deployment), dep); err != nil {
-		return nil, out.Version, err
-	}
-	return dep, out.Version, nil
+	dep, err = common.Live(ctx, r.Client, children.Deployment, dep)
+	return dep, out.Version, err
 }
 
 // pruneConfigMaps deletes config versions no ReplicaSet of the Worker still runs.
@@ -141,8 +139,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&fleetv1alpha1.DurableObjectNamespace{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerDONSRef))).
 		Watches(&fleetv1alpha1.Workflow{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerWorkflowRef))).
 		Named("worker").
-		// Reconciles are I/O-bound (a few API calls each): several at once.
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: common.MaxConcurrentReconciles}).
 		Complete(r)
 }
 

@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -200,5 +201,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(common.PodOwner(podcontract.LabelWorkflow, podcontract.ComponentWorkflowEngine)))
 	return common.WatchWorkerReaders[fleetv1alpha1.WorkflowList](b, r.Client).
 		Named("workflow").
+		WithOptions(controller.Options{MaxConcurrentReconciles: common.MaxConcurrentReconciles}).
 		Complete(r)
 }
