@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -27,6 +28,7 @@ import (
 
 var (
 	k8sClient client.Client
+	restCfg   *rest.Config
 	testOpts  = specs.DefaultOptions()
 )
 
@@ -67,6 +69,7 @@ func runSuite(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
 	}()
+	restCfg = cfg
 	k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
