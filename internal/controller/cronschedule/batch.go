@@ -75,19 +75,7 @@ func (d *Dispatcher) sendBatch(ctx context.Context, pod *corev1.Pod, chunk []bat
 	podName := pod.Name
 	runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.WallTime)
 	defer cancel()
-	type wireRun struct {
-		Cron          string `json:"cron"`
-		ScheduledTime int64  `json:"scheduledTime"`
-	}
-	var hs []*runHandle
-	var wire []wireRun
-	for _, b := range chunk {
-		// Replace never batches, so a run's own cancel is not needed.
-		if h := d.startRun(ctx, b.cs, b.r.cron, b.r.slot, w, func() {}); h != nil {
-			hs = append(hs, h)
-			wire = append(wire, wireRun{Cron: b.r.cron, ScheduledTime: b.r.slot.UnixMilli()})
-		}
-	}
+	hs, wire := d.startBatch(ctx, chunk, w)
 	if len(hs) == 0 {
 		return
 	}
@@ -118,7 +106,9 @@ func (d *Dispatcher) sendBatch(ctx context.Context, pod *corev1.Pod, chunk []bat
 		return
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
 		// One request per run, all at once, each with its own wall time from now.
 		for _, h := range hs {
 			fin.Add(1)
@@ -130,8 +120,7 @@ func (d *Dispatcher) sendBatch(ctx context.Context, pod *corev1.Pod, chunk []bat
 			}()
 		}
 		return
-	}
-	if resp.StatusCode != http.StatusOK {
+	default:
 		var buf bytes.Buffer
 		_, _ = buf.ReadFrom(io.LimitReader(resp.Body, 64<<10))
 		for _, h := range hs {
@@ -140,8 +129,34 @@ func (d *Dispatcher) sendBatch(ctx context.Context, pod *corev1.Pod, chunk []bat
 		}
 		return
 	}
+	d.readBatch(runCtx, podName, resp.Body, hs, finish)
+}
+
+// batchRunWire is one run of a /scheduled-batch request.
+type batchRunWire struct {
+	Cron          string `json:"cron"`
+	ScheduledTime int64  `json:"scheduledTime"`
+}
+
+// startBatch registers the runs of chunk (startRun) and returns those to send.
+func (d *Dispatcher) startBatch(ctx context.Context, chunk []batchRun, w *wave) ([]*runHandle, []batchRunWire) {
+	var hs []*runHandle
+	var wire []batchRunWire
+	for _, b := range chunk {
+		// Replace never batches, so a run's own cancel is not needed.
+		if h := d.startRun(ctx, b.cs, b.r.cron, b.r.slot, w, func() {}); h != nil {
+			hs = append(hs, h)
+			wire = append(wire, batchRunWire{Cron: b.r.cron, ScheduledTime: b.r.slot.UnixMilli()})
+		}
+	}
+	return hs, wire
+}
+
+// readBatch finishes each run of hs as its NDJSON line arrives in body, and the runs
+// without a line when the answer ends (or fails, or runCtx ends) as failed calls.
+func (d *Dispatcher) readBatch(runCtx context.Context, podName string, body io.Reader, hs []*runHandle, finish func(*runHandle, fleetv1alpha1.CronEvent)) {
 	done := make([]bool, len(hs))
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var res triggerResult

@@ -289,19 +289,7 @@ func (d *Dispatcher) dispatchDue(ctx context.Context, now time.Time) (*wave, err
 	if !d.claimAheadEnabled() || ctx.Err() != nil {
 		return nil, nil
 	}
-	d.ah.mu.Lock()
-	bySlot := map[time.Time][]reservation{}
-	for r := range d.ah.pending {
-		if !r.slot.After(now) {
-			bySlot[r.slot] = append(bySlot[r.slot], r)
-		}
-	}
-	d.ah.mu.Unlock()
-	slots := make([]time.Time, 0, len(bySlot))
-	for s := range bySlot {
-		slots = append(slots, s)
-	}
-	sort.Slice(slots, func(i, j int) bool { return slots[i].Before(slots[j]) })
+	bySlot, slots := d.duePending(now)
 	var last *wave
 	for _, slot := range slots {
 		ok, err := d.confirm(ctx, slot)
@@ -317,37 +305,62 @@ func (d *Dispatcher) dispatchDue(ctx context.Context, now time.Time) (*wave, err
 			d.opts.Log.Info("cron dispatcher fenced before confirming its claims ahead; the new leader dispatches them", "slot", slot, "claims", len(bySlot[slot]))
 			continue
 		}
-		w := newWave(len(bySlot[slot]), waveHold)
-		last = w
-		current := d.currentSchedules(ctx)
-		groups := map[types.NamespacedName][]batchRun{}
-		for _, r := range bySlot[slot] {
-			if cs := current[r.key]; batchable(cs) {
-				if cur, ok := d.stillDue(cs, r); ok {
-					worker := types.NamespacedName{Namespace: r.key.Namespace, Name: cur.Spec.Target.WorkerRef.Name}
-					groups[worker] = append(groups[worker], batchRun{cs: cur, r: r})
-				} else {
-					w.started()
-				}
-				continue
-			}
-			// In parallel: each reads its CronSchedule first, and the last of a
-			// thousand should not wait for the others' reads.
-			d.wg.Add(1)
-			go func() {
-				defer d.wg.Done()
-				d.dispatchClaimed(ctx, r, current[r.key], w)
-			}()
-		}
-		for worker, runs := range groups {
-			d.wg.Add(1)
-			go func() {
-				defer d.wg.Done()
-				d.dispatchBatch(ctx, worker, runs, w)
-			}()
-		}
+		last = d.dispatchWave(ctx, bySlot[slot])
 	}
 	return last, nil
+}
+
+// duePending groups the pending claims ahead due at now by slot, and lists the slots
+// oldest first.
+func (d *Dispatcher) duePending(now time.Time) (map[time.Time][]reservation, []time.Time) {
+	d.ah.mu.Lock()
+	bySlot := map[time.Time][]reservation{}
+	for r := range d.ah.pending {
+		if !r.slot.After(now) {
+			bySlot[r.slot] = append(bySlot[r.slot], r)
+		}
+	}
+	d.ah.mu.Unlock()
+	slots := make([]time.Time, 0, len(bySlot))
+	for s := range bySlot {
+		slots = append(slots, s)
+	}
+	sort.Slice(slots, func(i, j int) bool { return slots[i].Before(slots[j]) })
+	return bySlot, slots
+}
+
+// dispatchWave dispatches the confirmed claims of one slot as one wave: the runs of
+// one Worker that may share a request in a batch, the others one by one.
+func (d *Dispatcher) dispatchWave(ctx context.Context, rs []reservation) *wave {
+	w := newWave(len(rs), waveHold)
+	current := d.currentSchedules(ctx)
+	groups := map[types.NamespacedName][]batchRun{}
+	for _, r := range rs {
+		if cs := current[r.key]; batchable(cs) {
+			if cur, ok := d.stillDue(cs, r); ok {
+				worker := types.NamespacedName{Namespace: r.key.Namespace, Name: cur.Spec.Target.WorkerRef.Name}
+				groups[worker] = append(groups[worker], batchRun{cs: cur, r: r})
+			} else {
+				w.started()
+			}
+			continue
+		}
+		// In parallel: each reads its CronSchedule first, and the last of a
+		// thousand should not wait for the others' reads.
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.dispatchClaimed(ctx, r, current[r.key], w)
+		}()
+	}
+	for worker, runs := range groups {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.dispatchBatch(ctx, worker, runs, w)
+		}()
+	}
+	return w
 }
 
 // currentSchedules lists the CronSchedules once for a wave, as the read-only objects

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/controller/common"
@@ -291,16 +292,7 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (time.Time, error) {
 	// The rest of the pass (a list of every CronSchedule, and its writes) waits for the
 	// wave just dispatched, as the wave's history writes do.
 	w.wait()
-	var rec dispatchRecord
-	if d.claimAheadEnabled() {
-		r, err := d.readRecord(ctx)
-		if err != nil {
-			// Cron must not stop with its record (RBAC, an API error): this pass claims
-			// slots as they come due, and leaves claims in doubt for a later one.
-			d.opts.Log.Error(err, "cron dispatch record unavailable; this pass claims slots as they come due")
-		}
-		rec = r
-	}
+	rec := d.passRecord(ctx)
 	var list fleetv1alpha1.CronScheduleList
 	var opts []client.ListOption
 	if d.opts.Namespace != "" {
@@ -309,6 +301,45 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (time.Time, error) {
 	if err := d.c.List(ctx, &list, opts...); err != nil {
 		return time.Time{}, fmt.Errorf("cron: list CronSchedules: %w", err)
 	}
+	d.pass.Lock()
+	defer d.pass.Unlock()
+	d.forgetUnlisted(list.Items)
+	next, err := d.processAll(ctx, list.Items, rec)
+	return next, errors.Join(err, dueErr)
+}
+
+// passRecord reads the dispatch record for this pass (nil without claim-ahead).
+func (d *Dispatcher) passRecord(ctx context.Context) dispatchRecord {
+	if !d.claimAheadEnabled() {
+		return nil
+	}
+	r, err := d.readRecord(ctx)
+	if err != nil {
+		// Cron must not stop with its record (RBAC, an API error): this pass claims
+		// slots as they come due, and leaves claims in doubt for a later one.
+		d.opts.Log.Error(err, "cron dispatch record unavailable; this pass claims slots as they come due")
+	}
+	return r
+}
+
+// forgetUnlisted drops our last writes of CronSchedules that are gone.
+func (d *Dispatcher) forgetUnlisted(items []fleetv1alpha1.CronSchedule) {
+	listed := map[types.NamespacedName]bool{}
+	for i := range items {
+		listed[client.ObjectKeyFromObject(&items[i])] = true
+	}
+	d.writtenMu.Lock()
+	defer d.writtenMu.Unlock()
+	for k := range d.written {
+		if !listed[k] {
+			delete(d.written, k)
+		}
+	}
+}
+
+// processAll processes every CronSchedule, Parallelism at once, and returns the
+// earliest next slot over all of them.
+func (d *Dispatcher) processAll(ctx context.Context, items []fleetv1alpha1.CronSchedule, rec dispatchRecord) (time.Time, error) {
 	var (
 		mu    sync.Mutex
 		next  time.Time
@@ -316,21 +347,8 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (time.Time, error) {
 		wg    sync.WaitGroup
 		slots = make(chan struct{}, d.opts.Parallelism)
 	)
-	listed := map[types.NamespacedName]bool{}
-	for i := range list.Items {
-		listed[client.ObjectKeyFromObject(&list.Items[i])] = true
-	}
-	d.pass.Lock()
-	defer d.pass.Unlock()
-	d.writtenMu.Lock()
-	for k := range d.written {
-		if !listed[k] {
-			delete(d.written, k)
-		}
-	}
-	d.writtenMu.Unlock()
-	for i := range list.Items {
-		cs := d.freshest(&list.Items[i])
+	for i := range items {
+		cs := d.freshest(&items[i])
 		wg.Add(1)
 		slots <- struct{}{}
 		go func() {
@@ -347,7 +365,7 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (time.Time, error) {
 		}()
 	}
 	wg.Wait()
-	return next, errors.Join(append(errs, dueErr)...)
+	return next, errors.Join(errs...)
 }
 
 // expression is one parsed entry of spec.schedules.
@@ -363,84 +381,108 @@ func (d *Dispatcher) process(ctx context.Context, cs *fleetv1alpha1.CronSchedule
 	if cs.DeletionTimestamp != nil {
 		return time.Time{}, nil
 	}
+	ctx = log.IntoContext(ctx, d.opts.Log.WithValues("cronschedule", client.ObjectKeyFromObject(cs)))
 	now := d.opts.Now()
 	loc, exprs, specErr := parseSpec(cs)
 	if specErr != nil {
 		return time.Time{}, d.setCondition(ctx, cs, metav1.ConditionFalse, fleetv1alpha1.ReasonInvalidSpec, specErr.Error())
 	}
-	ready := meta.FindStatusCondition(cs.Status.Conditions, fleetv1alpha1.ConditionReady)
 	if cs.Spec.Suspend {
 		return time.Time{}, d.setCondition(ctx, cs, metav1.ConditionFalse, fleetv1alpha1.ReasonSuspended,
 			"spec.suspend is true: no slot is dispatched, and slots passed while suspended are not caught up")
 	}
-	resumed := ready != nil && ready.Reason == fleetv1alpha1.ReasonSuspended
-	if missing := d.missingTarget(ctx, cs); missing != "" {
-		// Still dispatching (GitOps may apply the target later): each slot until then
-		// is recorded as unreachable.
-		if err := d.setCondition(ctx, cs, metav1.ConditionFalse, fleetv1alpha1.ReasonReferenceNotFound, missing); err != nil {
-			return time.Time{}, err
-		}
-	} else if ready == nil || resumed || ready.Reason == fleetv1alpha1.ReasonInvalidSpec || ready.Reason == fleetv1alpha1.ReasonReferenceNotFound {
-		if err := d.setCondition(ctx, cs, metav1.ConditionTrue, fleetv1alpha1.ReasonScheduled, "dispatching"); err != nil {
-			return time.Time{}, err
-		}
+	resumed, err := d.syncReady(ctx, cs)
+	if err != nil {
+		return time.Time{}, err
 	}
-
 	if err := d.armNew(ctx, cs, exprs, loc, now); err != nil {
 		return time.Time{}, err
 	}
-
 	var next time.Time
 	for _, e := range exprs {
-		due, skipped, lastSkipped := d.dueSlots(cs, e, loc, now, resumed, d.inDoubt(rec, stateOf(cs, e.text)))
-		if resumed && len(due) > 0 {
-			// Slots passed while suspended are not caught up: claim the newest without
-			// dispatching it.
-			if _, _, err := d.claimSlot(ctx, cs, e, loc, due[len(due)-1], "", rec); err != nil {
-				return time.Time{}, err
-			}
-			due = nil
-		}
-		for i, slot := range due {
-			ok, prev, err := d.claimSlot(ctx, cs, e, loc, slot, "", rec)
-			if err != nil {
-				return time.Time{}, err
-			}
-			if !ok {
-				continue // another dispatcher claimed it
-			}
-			if i == 0 && skipped > 0 && !prev.IsZero() {
-				// dueSlots counted from the object as first read; another dispatcher may
-				// have claimed some of those slots since. Count only the slots between
-				// the claim this write replaced and the catch-up window.
-				skipped = 0
-				for t := e.sched.Next(prev, loc); !t.IsZero() && !t.After(lastSkipped) && skipped < 100000; t = e.sched.Next(t, loc) {
-					skipped++
-				}
-			}
-			if i == 0 && skipped > 0 {
-				if w := d.record(ctx, client.ObjectKeyFromObject(cs), fleetv1alpha1.CronEvent{
-					Cron: e.text, ScheduledTime: metav1.NewTime(lastSkipped), Outcome: fleetv1alpha1.CronOutcomeSkipped,
-					Message: fmt.Sprintf("%d earlier missed slot(s) up to this one skipped: older than the catch-up window (spec.startingDeadlineSeconds; default: only the newest slot)", skipped),
-				}, "", cs.DeepCopy()); w != nil {
-					*cs = *w
-				}
-				outcomes.WithLabelValues(cs.Namespace, cs.Name, string(fleetv1alpha1.CronOutcomeSkipped)).Add(float64(skipped))
-			}
-			d.dispatch(ctx, cs, e.text, slot)
-		}
-		n := e.sched.Next(now, loc)
-		if rec != nil && !resumed {
-			var err error
-			if n, err = d.claimAheadOf(ctx, cs, e, rec, loc, now); err != nil {
-				return time.Time{}, err
-			}
+		n, err := d.processExpression(ctx, cs, e, loc, now, resumed, rec)
+		if err != nil {
+			return time.Time{}, err
 		}
 		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
 			next = n
 		}
 	}
 	return next, nil
+}
+
+// syncReady sets Ready of a CronSchedule that is not suspended: ReferenceNotFound
+// while its target is missing, Scheduled once it dispatches again. It reports whether
+// the CronSchedule was just resumed from suspension.
+func (d *Dispatcher) syncReady(ctx context.Context, cs *fleetv1alpha1.CronSchedule) (bool, error) {
+	ready := meta.FindStatusCondition(cs.Status.Conditions, fleetv1alpha1.ConditionReady)
+	resumed := ready != nil && ready.Reason == fleetv1alpha1.ReasonSuspended
+	if missing := d.missingTarget(ctx, cs); missing != "" {
+		// Still dispatching (GitOps may apply the target later): each slot until then
+		// is recorded as unreachable.
+		return resumed, d.setCondition(ctx, cs, metav1.ConditionFalse, fleetv1alpha1.ReasonReferenceNotFound, missing)
+	}
+	if ready == nil || resumed || ready.Reason == fleetv1alpha1.ReasonInvalidSpec || ready.Reason == fleetv1alpha1.ReasonReferenceNotFound {
+		return resumed, d.setCondition(ctx, cs, metav1.ConditionTrue, fleetv1alpha1.ReasonScheduled, "dispatching")
+	}
+	return resumed, nil
+}
+
+// processExpression claims and dispatches the due slots of expression e, claims its
+// upcoming slots ahead (rec; nil without claim-ahead), and returns its next slot not
+// yet claimed.
+func (d *Dispatcher) processExpression(ctx context.Context, cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, now time.Time, resumed bool, rec dispatchRecord) (time.Time, error) {
+	due, skipped, lastSkipped := d.dueSlots(cs, e, loc, now, resumed, d.inDoubt(rec, stateOf(cs, e.text)))
+	if resumed && len(due) > 0 {
+		// Slots passed while suspended are not caught up: claim the newest without
+		// dispatching it.
+		if _, _, err := d.claimSlot(ctx, cs, e, loc, due[len(due)-1], "", rec); err != nil {
+			return time.Time{}, err
+		}
+		due = nil
+	}
+	for i, slot := range due {
+		ok, prev, err := d.claimSlot(ctx, cs, e, loc, slot, "", rec)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if !ok {
+			continue // another dispatcher claimed it
+		}
+		if i == 0 && skipped > 0 {
+			d.recordSkipped(ctx, cs, e, loc, prev, skipped, lastSkipped)
+		}
+		d.dispatch(ctx, cs, e.text, slot)
+	}
+	n := e.sched.Next(now, loc)
+	if rec != nil && !resumed {
+		return d.claimAheadOf(ctx, cs, e, rec, loc, now)
+	}
+	return n, nil
+}
+
+// recordSkipped records the missed slots of e up to lastSkipped, older than the
+// catch-up window, as one "skipped" history row. prev is the claim the first due
+// slot's claim replaced: dueSlots counted skipped from the object as first read, and
+// another dispatcher may have claimed some of those slots since, so only the slots
+// between prev and the catch-up window count.
+func (d *Dispatcher) recordSkipped(ctx context.Context, cs *fleetv1alpha1.CronSchedule, e expression, loc *time.Location, prev time.Time, skipped int, lastSkipped time.Time) {
+	if !prev.IsZero() {
+		skipped = 0
+		for t := e.sched.Next(prev, loc); !t.IsZero() && !t.After(lastSkipped) && skipped < 100000; t = e.sched.Next(t, loc) {
+			skipped++
+		}
+	}
+	if skipped == 0 {
+		return
+	}
+	if w := d.record(ctx, client.ObjectKeyFromObject(cs), fleetv1alpha1.CronEvent{
+		Cron: e.text, ScheduledTime: metav1.NewTime(lastSkipped), Outcome: fleetv1alpha1.CronOutcomeSkipped,
+		Message: fmt.Sprintf("%d earlier missed slot(s) up to this one skipped: older than the catch-up window (spec.startingDeadlineSeconds; default: only the newest slot)", skipped),
+	}, "", cs.DeepCopy()); w != nil {
+		*cs = *w
+	}
+	outcomes.WithLabelValues(cs.Namespace, cs.Name, string(fleetv1alpha1.CronOutcomeSkipped)).Add(float64(skipped))
 }
 
 // missingTarget returns why spec.target names an object that does not exist ("" when
@@ -901,6 +943,12 @@ func (d *Dispatcher) record(ctx context.Context, key types.NamespacedName, ev fl
 		d.opts.Log.Error(err, "record cron event", "cronschedule", key, "cron", ev.Cron, "slot", ev.ScheduledTime)
 		return nil
 	}
+	lg := d.opts.Log.WithValues("cronschedule", key, "cron", ev.Cron, "slot", ev.ScheduledTime.UTC().Format(time.RFC3339))
+	if ev.Outcome == fleetv1alpha1.CronOutcomeOK {
+		lg.V(1).Info("dispatched", "outcome", ev.Outcome, "message", ev.Message)
+	} else {
+		lg.Info("dispatch did not succeed", "outcome", ev.Outcome, "message", ev.Message)
+	}
 	if d.opts.Recorder != nil {
 		kind, reason := corev1.EventTypeNormal, "Dispatched"
 		if ev.Outcome != fleetv1alpha1.CronOutcomeOK {
@@ -924,7 +972,7 @@ func (d *Dispatcher) setCondition(ctx context.Context, cs *fleetv1alpha1.CronSch
 	if c != nil && c.Status == status && c.Reason == reason && c.Message == msg && c.ObservedGeneration == cs.Generation {
 		return nil
 	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var latest fleetv1alpha1.CronSchedule
 		if err := d.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(cs), &latest); err != nil {
 			return err
@@ -939,4 +987,18 @@ func (d *Dispatcher) setCondition(ctx context.Context, cs *fleetv1alpha1.CronSch
 		d.remember(cs)
 		return nil
 	})
+	if err == nil && (c == nil || c.Status != status || c.Reason != reason || c.Message != msg) {
+		d.readyChanged(ctx, cs, reason, msg)
+	}
+	return err
+}
+
+// readyChanged records a new Ready reason of cs as an Event and a log line: blocked on
+// a missing target or a refused spec (Warning), suspended, or dispatching again.
+func (d *Dispatcher) readyChanged(ctx context.Context, cs *fleetv1alpha1.CronSchedule, reason, msg string) {
+	eventType := corev1.EventTypeNormal
+	if reason == fleetv1alpha1.ReasonReferenceNotFound || reason == fleetv1alpha1.ReasonInvalidSpec {
+		eventType, msg = corev1.EventTypeWarning, "blocked: "+msg
+	}
+	common.Events{Recorder: d.opts.Recorder}.Event(ctx, cs, eventType, reason, "Schedule", msg)
 }
