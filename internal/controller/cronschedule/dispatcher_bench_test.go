@@ -41,7 +41,7 @@ func envInt(name string, def int) int {
 // and a real workerd, with the dispatcher's Start loop on the real clock reading
 // through a controller-runtime cache as in the manager. Real time: run it once,
 //
-//	go test -run '^$' -bench DispatchLateness -benchtime 1x -timeout 30m ./internal/cron/
+//	go test -run '^$' -bench DispatchLateness -benchtime 1x -timeout 30m ./internal/controller/cronschedule/
 //
 // It reports p50-ms, p99-ms and max-ms; the aim is p99 < 250 ms.
 func BenchmarkDispatchLateness(b *testing.B) {
@@ -99,7 +99,7 @@ func BenchmarkDispatchLateness(b *testing.B) {
 		defer logMu.Unlock()
 		logged = append(logged, prefix+" "+args)
 	}, funcr.Options{})
-	// as the manager (cmd_manager.go): claims 10 s ahead, confirmed in a dispatch record
+	// as the manager (cmd/workerd-operator/manager.go): claims 10 s ahead, confirmed in a dispatch record
 	rec := &sendRecorder{next: triggerTransport()}
 	d := NewDispatcher(cached, DispatcherOptions{APIReader: f.c, TriggerPort: f.port, Log: logger,
 		HTTPClient:     &http.Client{Transport: rec},

@@ -43,7 +43,7 @@ const (
 	haLeaseDuration = 4 * time.Second
 	haRenewDeadline = 3 * time.Second
 	haRetryPeriod   = time.Second
-	// haLeaderElectionID is the manager's Lease name (cmd_manager.go).
+	// haLeaderElectionID is the manager's Lease name (cmd/workerd-operator/manager.go).
 	haLeaderElectionID = "workerd-operator.fleet.workerd-operator.io"
 )
 
@@ -58,7 +58,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// haManager is one manager process as cmd_manager.go wires the dispatcher: a
+// haManager is one manager process as cmd/workerd-operator/manager.go wires the dispatcher: a
 // controller-runtime manager with leader election (Lease in namespace default) running
 // the Dispatcher on the cached client, with the test's trigger port and a short lease.
 // It prints "elected <identity>" on stdout when it becomes the leader, and exits when
@@ -95,7 +95,7 @@ func haManager() error {
 		Log:         ctrl.Log.WithName("cron-dispatcher"),
 		TriggerPort: port,
 		Identity:    identity,
-		// as the manager (cmd_manager.go): slots claimed 10 s ahead, confirmed in a
+		// as the manager (cmd/workerd-operator/manager.go): slots claimed 10 s ahead, confirmed in a
 		// dispatch record next to the leader-election Lease
 		DispatchRecord: types.NamespacedName{Namespace: "default", Name: "cron-ha-dispatch"},
 	})); err != nil {
