@@ -170,7 +170,7 @@ type CronScheduleStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Schedules",type=string,JSONPath=`.spec.schedules`
 // +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
-// +kubebuilder:printcolumn:name="Last",type=date,JSONPath=`.status.lastScheduleTime`
+// +kubebuilder:printcolumn:name="Last",type=date,JSONPath=`.status.history[0].scheduledTime`,description="slot of the newest recorded run; empty before the first (lastScheduleTime may be a slot claimed ahead, in the future)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type CronSchedule struct {
 	metav1.TypeMeta   `json:",inline"`

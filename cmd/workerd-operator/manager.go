@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,10 +26,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/workerd-operator/workerd-operator/internal/controller"
-	"github.com/workerd-operator/workerd-operator/internal/cron"
+	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/scheme"
+	"github.com/workerd-operator/workerd-operator/internal/specs"
 	"github.com/workerd-operator/workerd-operator/internal/webhook"
 )
 
@@ -51,11 +53,11 @@ type managerFlags struct {
 	defaultProfile string
 	customLimits   string
 	development    bool
-	opts           controller.Options
+	opts           specs.Options
 }
 
 func newManagerCommand() *cobra.Command {
-	f := &managerFlags{opts: controller.DefaultOptions()}
+	f := &managerFlags{opts: specs.DefaultOptions()}
 	cmd := &cobra.Command{
 		Use:   "manager",
 		Short: "Run the controllers, the admission webhooks and the cron dispatcher",
@@ -70,7 +72,7 @@ func newManagerCommand() *cobra.Command {
 	fl.StringVar(&f.leaderElectNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election Lease (default: $POD_NAMESPACE, else the in-cluster namespace)")
 	fl.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before taking over (bounds how late a cron slot runs after the leader dies)")
 	fl.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up leadership; less than the lease duration")
-	fl.DurationVar(&f.cronClaimAhead, "cron-claim-ahead", cron.DefaultClaimAhead, "how long before a slot the cron dispatcher claims it (a write per CronSchedule), so that at the slot only one write is left before the dispatches; negative: claim as slots come due")
+	fl.DurationVar(&f.cronClaimAhead, "cron-claim-ahead", cronschedule.DefaultClaimAhead, "how long before a slot the cron dispatcher claims it (a write per CronSchedule), so that at the slot only one write is left before the dispatches; negative: claim as slots come due")
 	fl.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "interval between leader election attempts")
 	fl.IntVar(&f.webhookPort, "webhook-port", 9443, "port of the admission webhook server")
 	fl.StringVar(&f.webhookHost, "webhook-bind-host", "", "address the webhook server binds (default all)")
@@ -126,33 +128,10 @@ func runManager(f *managerFlags) error {
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
-	if err := controller.SetupAll(mgr, f.opts); err != nil {
-		return err
-	}
-	// The cron dispatcher runs on the leader only; every slot is still claimed in the
-	// CronSchedule's status before dispatch (ahead of the slot, confirmed in a dispatch
-	// record Lease next to the leader-election one), so a stale leader cannot fire it
-	// twice and a dead one loses no slot it claimed ahead (docs/cron.md).
-	recordNS := f.leaderElectNS
-	if recordNS == "" {
-		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
-			recordNS = strings.TrimSpace(string(b))
-		}
-	}
-	var record types.NamespacedName
-	if recordNS != "" {
-		record = types.NamespacedName{Namespace: recordNS, Name: cronDispatchRecord}
-	} else {
-		setupLog.Info("no operator namespace (--leader-election-namespace, $POD_NAMESPACE or in-cluster): cron slots are claimed as they come due, not ahead")
-	}
-	if err := mgr.Add(cron.NewDispatcher(mgr.GetClient(), cron.DispatcherOptions{
-		DispatchRecord: record,
+	if err := controller.SetupAll(mgr, f.opts, cronschedule.DispatcherOptions{
+		DispatchRecord: cronRecord(f.leaderElectNS, setupLog),
 		ClaimAhead:     f.cronClaimAhead,
-		APIReader:      mgr.GetAPIReader(),
-		Recorder:       mgr.GetEventRecorder("cron-dispatcher"),
-		Log:            ctrl.Log.WithName("cron-dispatcher"),
-		Workflows:      &controller.WorkflowStarter{Client: mgr.GetClient()},
-	})); err != nil {
+	}); err != nil {
 		return err
 	}
 	if f.enableWebhooks {
@@ -283,6 +262,26 @@ func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 func (everyReplica) NeedLeaderElection() bool { return false }
 
 // cronDispatchRecord is the Lease, in the operator's namespace, in which the cron
-// dispatcher confirms the slots it claimed ahead (internal/cron/claimahead.go); the
-// leader-election Role already grants leases there.
+// dispatcher confirms the slots it claimed ahead (internal/controller/cronschedule/claimahead.go);
+// the leader-election Role already grants leases there.
 const cronDispatchRecord = "workerd-operator-cron-dispatch"
+
+// cronRecord is the cron dispatcher's dispatch record in the operator's namespace
+// (leaderElectNS, else the in-cluster namespace). The dispatcher runs on the leader
+// only; every slot is still claimed in the CronSchedule's status before dispatch (ahead
+// of the slot, confirmed in the record next to the leader-election Lease), so a stale
+// leader cannot fire it twice and a dead one loses no slot it claimed ahead
+// (docs/cron.md). Without a namespace, slots are claimed as they come due.
+func cronRecord(leaderElectNS string, setupLog logr.Logger) types.NamespacedName {
+	ns := leaderElectNS
+	if ns == "" {
+		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+			ns = strings.TrimSpace(string(b))
+		}
+	}
+	if ns == "" {
+		setupLog.Info("no operator namespace (--leader-election-namespace, $POD_NAMESPACE or in-cluster): cron slots are claimed as they come due, not ahead")
+		return types.NamespacedName{}
+	}
+	return types.NamespacedName{Namespace: ns, Name: cronDispatchRecord}
+}

@@ -19,6 +19,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/workerd-operator/workerd-operator/internal/controller"
+	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
+	"github.com/workerd-operator/workerd-operator/internal/specs"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -64,7 +66,7 @@ func BenchmarkReconcileThousandWorkers(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := controller.SetupAll(mgr, controller.DefaultOptions()); err != nil {
+		if err := controller.SetupAll(mgr, specs.DefaultOptions(), cronschedule.DispatcherOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		b.ResetTimer()

@@ -16,10 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
-	"github.com/workerd-operator/workerd-operator/internal/controller"
 	"github.com/workerd-operator/workerd-operator/internal/failure"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
+	"github.com/workerd-operator/workerd-operator/internal/specs"
 )
 
 const counterModule = `import { DurableObject } from "cloudflare:workers";
@@ -59,7 +59,7 @@ func TestDurableObjectNamespaceChildren(t *testing.T) {
 		wantSize    string
 		wantDeleted appsv1.PersistentVolumeClaimRetentionPolicyType
 	}{
-		{name: "defaults", wantSize: controller.DefaultShardStorage, wantDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType},
+		{name: "defaults", wantSize: specs.DefaultShardStorage, wantDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType},
 		{name: "delete", storage: &fleetv1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("3Gi")), StorageClassName: ptr.To("fast"), ReclaimPolicy: fleetv1alpha1.ReclaimDelete},
 			wantSize: "3Gi", wantDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType},
 	}

@@ -2,23 +2,45 @@ package controller
 
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/workerd-operator/workerd-operator/internal/controller/common"
+	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
+	"github.com/workerd-operator/workerd-operator/internal/controller/durableobjectnamespace"
+	"github.com/workerd-operator/workerd-operator/internal/controller/worker"
+	"github.com/workerd-operator/workerd-operator/internal/controller/workflow"
+	"github.com/workerd-operator/workerd-operator/internal/specs"
 )
 
-// SetupAll registers every reconciler of the operator with the manager.
-func SetupAll(mgr ctrl.Manager, opts Options) error {
-	if err := (&WorkerReconciler{
-		Client:   mgr.GetClient(),
-		Scheme:   mgr.GetScheme(),
-		Recorder: mgr.GetEventRecorder("workerd-operator"),
-		Options:  opts,
-	}).SetupWithManager(mgr); err != nil {
+// SetupAll registers everything the operator reconciles with mgr: the field indexes,
+// the reconcilers of Workers, DurableObjectNamespaces and Workflows, and the
+// CronSchedule dispatcher (leader only). cron's APIReader, Recorder, Log and Workflows
+// default to the manager's reader, an event recorder, a named logger and the engine
+// starter.
+func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.DispatcherOptions) error {
+	if err := common.SetupIndexes(mgr); err != nil {
 		return err
 	}
-	if err := (&DurableObjectNamespaceReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Options: opts}).SetupWithManager(mgr); err != nil {
+	events := common.Events{Recorder: mgr.GetEventRecorder(common.EventRecorderName)}
+	if err := (&worker.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&WorkflowReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Options: opts}).SetupWithManager(mgr); err != nil {
+	if err := (&durableobjectnamespace.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return nil
+	if err := (&workflow.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if cron.APIReader == nil {
+		cron.APIReader = mgr.GetAPIReader()
+	}
+	if cron.Recorder == nil {
+		cron.Recorder = mgr.GetEventRecorder("cron-dispatcher")
+	}
+	if cron.Log.GetSink() == nil {
+		cron.Log = ctrl.Log.WithName("cron-dispatcher")
+	}
+	if cron.Workflows == nil {
+		cron.Workflows = &cronschedule.EngineStarter{Client: mgr.GetClient()}
+	}
+	return mgr.Add(cronschedule.NewDispatcher(mgr.GetClient(), cron))
 }

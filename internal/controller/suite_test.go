@@ -10,12 +10,15 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/workerd-operator/workerd-operator/internal/controller"
+	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
+	"github.com/workerd-operator/workerd-operator/internal/specs"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -25,7 +28,8 @@ import (
 
 var (
 	k8sClient client.Client
-	testOpts  = controller.DefaultOptions()
+	restCfg   *rest.Config
+	testOpts  = specs.DefaultOptions()
 )
 
 func TestMain(m *testing.M) {
@@ -54,7 +58,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := controller.SetupAll(mgr, testOpts); err != nil {
+	if err := controller.SetupAll(mgr, testOpts, cronschedule.DispatcherOptions{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -65,6 +69,7 @@ func runSuite(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
 	}()
+	restCfg = cfg
 	k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
-	"github.com/workerd-operator/workerd-operator/internal/controller"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
+	"github.com/workerd-operator/workerd-operator/internal/specs"
 	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
@@ -123,14 +123,14 @@ func TestWorkflowEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got api.FileConfig
-	if err := json.Unmarshal([]byte(cm.Data[controller.EngineConfigFile]), &got); err != nil {
-		t.Fatalf("%s: %v\n%s", controller.EngineConfigFile, err, cm.Data[controller.EngineConfigFile])
+	if err := json.Unmarshal([]byte(cm.Data[specs.EngineConfigFile]), &got); err != nil {
+		t.Fatalf("%s: %v\n%s", specs.EngineConfigFile, err, cm.Data[specs.EngineConfigFile])
 	}
 	c := got.Workflows[0]
 	d := c.Defaults
 	if len(got.Workflows) != 1 || c.Name != "orders" || c.Steps != 100 || c.Concurrency != 5 || d == nil ||
 		*d.Limit != 2 || *d.DelayMs != 2000 || d.Backoff != "linear" || *d.TimeoutMs != 60000 {
-		t.Errorf("engine config %s", cm.Data[controller.EngineConfigFile])
+		t.Errorf("engine config %s", cm.Data[specs.EngineConfigFile])
 	}
 	if !strings.Contains(cm.Data[podcontract.ConfigFile], `(name = "orders", service = (name = "shop", entrypoint = "OrderWorkflow"))`) {
 		t.Errorf("engine config.capnp does not bind the runner to OrderWorkflow:\n%s", cm.Data[podcontract.ConfigFile])

@@ -1,13 +1,13 @@
-// Package cron implements Cloudflare's cron dialect and the CronSchedule dispatcher.
+// Package cron implements Cloudflare's cron dialect: parsing, validation and next times.
 //
 // # The dialect
 //
 // Parse accepts exactly the expressions Cloudflare Cron Triggers accept
-// (../shared/reference/cloudflare-semantics.md §4.1; the reference implementation is
-// Cloudflare's own parser, cloudflare/saffron, whose answers are recorded in
-// ../shared/testdata/cron-cloudflare-dialect.json), minus a few forms that Cloudflare
-// accepts but evaluates surprisingly (listed below), which are rejected with a message
-// saying what to write instead:
+// (https://developers.cloudflare.com/workers/configuration/cron-triggers/; the reference
+// implementation is Cloudflare's own parser, cloudflare/saffron, whose answers the tests
+// compare against), minus a few forms that Cloudflare accepts but evaluates
+// surprisingly (listed below), which are rejected with a message saying what to write
+// instead:
 //
 //   - five fields separated by spaces or tabs: minute (0-59), hour (0-23), day of month
 //     (1-31), month (1-12 or JAN-DEC), day of week (1-7 with 1 = Sunday, or SUN-SAT);
@@ -38,17 +38,6 @@
 // jump fires as long after the jump as it was after the jump's start (02:30 → 03:30),
 // a wall time that occurs twice fires once, at its first occurrence.
 //
-// # The dispatcher
-//
-// Dispatcher is a controller-runtime manager.Runnable (leader election required) that
-// fires every CronSchedule: for each due slot it first claims the slot by writing
-// status.schedules[].lastScheduleTime with optimistic concurrency, then calls one ready
-// pod's trigger socket (POST http://<podIP>:9091/scheduled, docs/pod-contract.md), and
-// records the outcome in status.history, in Events and in Prometheus metrics. The
-// history writes of finished runs wait until the current pass has made its claims, so
-// at a busy minute boundary the claims, which gate the dispatches, have the API server
-// to themselves. A leader killed mid-minute is replaced within the Lease duration, and
-// each slot is still dispatched once (TestExactlyOnceAcrossLeaderFailover: two manager
-// processes, the leader SIGKILLed); startingDeadlineSeconds lets the new leader catch
-// up a slot that passed during the takeover.
+// The CronSchedule dispatcher, which fires the expressions, is in
+// internal/controller/cronschedule.
 package cron

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
-	"github.com/workerd-operator/workerd-operator/internal/controller"
+	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
 )
 
 // TestChatEventsThroughChannel: listeners on the chat sample's /events stream (server-sent
@@ -233,7 +233,7 @@ func TestCronStartsWorkflow(t *testing.T) {
 		}
 		return fmt.Errorf("history %+v", cs.Status.History)
 	})
-	id := controller.ScheduledInstanceID(expr, fired.ScheduledTime.Time)
+	id := cronschedule.ScheduledInstanceID(expr, fired.ScheduledTime.Time)
 	if !strings.Contains(fired.Message, id) {
 		t.Errorf("history message %q does not name instance %s", fired.Message, id)
 	}

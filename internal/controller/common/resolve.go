@@ -1,0 +1,204 @@
+package common
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/render"
+	"github.com/workerd-operator/workerd-operator/internal/specs"
+)
+
+// Options are the manager-wide settings (the builders' options).
+type Options = specs.Options
+
+// workerInputs is what a Worker's rendering depends on besides its own spec.
+type workerInputs struct {
+	configMap *corev1.ConfigMap
+	services  map[string]render.ServiceTarget
+	hash      string
+}
+
+// RenderWorker renders the pods of Worker w after reading everything it references:
+// its inputs (resolveInputs), the DurableObjectNamespaces and Workflows it binds. host,
+// when set, is the DurableObjectNamespace whose shards are rendered; wfHosts are the
+// Workflows whose engine runs in the pods. It returns the output and the inputs hash.
+// A missing reference or a spec the renderer refuses is Blocked. What it reads is
+// what WorkerReaders maps back to the objects rendering w.
+func RenderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1alpha1.Worker, host *fleetv1alpha1.DurableObjectNamespace, wfHosts []render.WorkflowHost) (*render.Output, string, error) {
+	in, err := resolver{Client: c, Options: opts}.resolveInputs(ctx, w)
+	if err != nil {
+		return nil, "", err
+	}
+	dos, err := resolveDurableObjects(ctx, c, w, host, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	wfs, err := resolveWorkflows(ctx, c, w, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	rin := render.Input{
+		Worker: w, ConfigMap: in.configMap, Services: in.services,
+		Options:        render.Options{ClusterDomain: opts.ClusterDomain},
+		DurableObjects: dos, Workflows: wfs, WorkflowHosts: wfHosts,
+	}
+	if host != nil {
+		rin.Host = host.Name
+	}
+	out, err := render.Render(rin)
+	if err != nil {
+		return nil, "", &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
+	}
+	return out, in.hash, nil
+}
+
+// WorkerRef reads the Worker named by an object's spec.workerRef; a missing one is
+// Blocked (ReferenceNotFound).
+func WorkerRef(ctx context.Context, c client.Client, namespace, name string) (*fleetv1alpha1.Worker, error) {
+	w := &fleetv1alpha1.Worker{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, w)
+	if apierrors.IsNotFound(err) {
+		return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
+			message: fmt.Sprintf("spec.workerRef: Worker %q not found in namespace %q", name, namespace)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// resolver reads what a Worker references.
+type resolver struct {
+	client.Client
+	Options Options
+}
+
+// resolveInputs reads what the Worker references. Secrets are read as metadata only:
+// the operator never holds secret values; their resourceVersions feed the inputs hash.
+func (r resolver) resolveInputs(ctx context.Context, w *fleetv1alpha1.Worker) (*workerInputs, error) {
+	in := &workerInputs{services: map[string]render.ServiceTarget{}}
+	var versions []string
+	if src := w.Spec.Source.ConfigMap; src != nil {
+		cm := &corev1.ConfigMap{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: src.Name}, cm); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, &errBlocked{reason: fleetv1alpha1.ReasonConfigMapNotFound,
+					message: fmt.Sprintf("spec.source.configMap: ConfigMap %q not found in namespace %q", src.Name, w.Namespace)}
+			}
+			return nil, err
+		}
+		in.configMap = cm
+		versions = append(versions, "configmap/"+cm.Name+"@"+cm.ResourceVersion)
+	}
+	// Secrets and other Workers are resolved here; DurableObjectNamespaces and Workflows
+	// by resolveDurableObjects and resolveWorkflows.
+	for i, b := range w.Spec.Bindings {
+		kind, name := b.Reference()
+		switch kind {
+		case fleetv1alpha1.ReferenceSecret:
+			meta := &metav1.PartialObjectMetadata{}
+			meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+			err := r.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, meta)
+			if apierrors.IsNotFound(err) {
+				if b.Optional() {
+					continue
+				}
+				return nil, &errBlocked{reason: fleetv1alpha1.ReasonSecretNotFound,
+					message: fmt.Sprintf("spec.bindings[%d] (%s): Secret %q not found in namespace %q", i, b.Name, name, w.Namespace)}
+			}
+			if err != nil {
+				return nil, err
+			}
+			versions = append(versions, "secret/"+meta.Name+"@"+meta.ResourceVersion)
+		case fleetv1alpha1.ReferenceWorker:
+			target := &fleetv1alpha1.Worker{}
+			err := r.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, target)
+			if apierrors.IsNotFound(err) {
+				return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
+					message: fmt.Sprintf("spec.bindings[%d] (%s): Worker %q not found in namespace %q", i, b.Name, name, w.Namespace)}
+			}
+			if err != nil {
+				return nil, err
+			}
+			in.services[target.Name] = render.ServiceTarget{Address: render.RPCAddress(target, render.Options{ClusterDomain: r.Options.ClusterDomain})}
+		}
+	}
+	sort.Strings(versions)
+	h := sha256.New()
+	for _, v := range versions {
+		fmt.Fprintln(h, v)
+	}
+	in.hash = hex.EncodeToString(h.Sum(nil))[:16]
+	return in, nil
+}
+
+// resolveDurableObjects reads the DurableObjectNamespaces w binds (and host, when
+// non-nil) into renderer targets. A missing one is an *errBlocked naming the binding.
+func resolveDurableObjects(ctx context.Context, c client.Client, w *fleetv1alpha1.Worker, host *fleetv1alpha1.DurableObjectNamespace, opts Options) (map[string]render.DurableObjectTarget, error) {
+	out := map[string]render.DurableObjectTarget{}
+	ropts := render.Options{ClusterDomain: opts.ClusterDomain}
+	if host != nil {
+		t, err := render.TargetFor(host, ropts)
+		if err != nil {
+			return nil, &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
+		}
+		out[host.Name] = t
+	}
+	for i, b := range w.Spec.Bindings {
+		kind, name := b.Reference()
+		if kind != fleetv1alpha1.ReferenceDurableObjectNamespace {
+			continue
+		}
+		if _, done := out[name]; done {
+			continue
+		}
+		d := &fleetv1alpha1.DurableObjectNamespace{}
+		err := c.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, d)
+		if apierrors.IsNotFound(err) {
+			return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
+				message: fmt.Sprintf("spec.bindings[%d] (%s): DurableObjectNamespace %q not found in namespace %q", i, b.Name, name, w.Namespace)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		t, err := render.TargetFor(d, ropts)
+		if err != nil {
+			return nil, &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: fmt.Sprintf("spec.bindings[%d] (%s): %v", i, b.Name, err)}
+		}
+		out[d.Name] = t
+	}
+	return out, nil
+}
+
+// resolveWorkflows gives the engine address of every Workflow w binds. A missing
+// Workflow is an *errBlocked naming the binding.
+func resolveWorkflows(ctx context.Context, c client.Client, w *fleetv1alpha1.Worker, opts Options) (map[string]render.WorkflowTarget, error) {
+	out := map[string]render.WorkflowTarget{}
+	for i, b := range w.Spec.Bindings {
+		kind, name := b.Reference()
+		if kind != fleetv1alpha1.ReferenceWorkflow {
+			continue
+		}
+		wf := &fleetv1alpha1.Workflow{}
+		err := c.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, wf)
+		if apierrors.IsNotFound(err) {
+			return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
+				message: fmt.Sprintf("spec.bindings[%d] (%s): Workflow %q not found in namespace %q", i, b.Name, name, w.Namespace)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[wf.Name] = render.WorkflowTargetFor(w.Namespace, wf.Name, render.Options{ClusterDomain: opts.ClusterDomain})
+	}
+	return out, nil
+}

@@ -1,0 +1,46 @@
+package worker
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/controller/common"
+	"github.com/workerd-operator/workerd-operator/internal/specs"
+)
+
+// computeStatus is the one place a Worker's status is computed: from the live
+// Deployment and pods and the error of the pass (nil for a successful pass).
+func computeStatus(w *fleetv1alpha1.Worker, dep *appsv1.Deployment, pods []corev1.Pod, version string, opts specs.Options, err error) fleetv1alpha1.WorkerStatus {
+	st := *w.Status.DeepCopy()
+	gen := w.Generation
+	if common.SetPassConditions(&st.Conditions, &st.LastFailure, gen, pods, err) {
+		return st
+	}
+	desired := ptr.Deref(w.Spec.Replicas, 1)
+	st.ObservedGeneration = gen
+	st.Version = version
+	st.URL = specs.WorkerURL(w, opts.ClusterDomain)
+	st.Selector = metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: specs.WorkerSelector(w.Name)})
+	st.Replicas = dep.Status.Replicas
+	st.ReadyReplicas = dep.Status.ReadyReplicas
+
+	c := common.Conditions{List: &st.Conditions, Generation: gen}
+	rolled := dep.Status.ObservedGeneration >= dep.Generation &&
+		dep.Status.UpdatedReplicas == desired && dep.Status.Replicas == desired &&
+		dep.Status.AvailableReplicas == desired
+	switch {
+	case rolled:
+		c.SetReady(metav1.ConditionTrue, fleetv1alpha1.ReasonReconciled, "all replicas run the current version",
+			metav1.ConditionFalse, fleetv1alpha1.ReasonRolloutComplete, "rollout complete")
+	case dep.Status.UpdatedReplicas < desired || dep.Status.Replicas > desired:
+		c.SetReady(metav1.ConditionFalse, fleetv1alpha1.ReasonRollingOut, "rolling out the current version",
+			metav1.ConditionTrue, fleetv1alpha1.ReasonRollingOut, "rolling out the current version")
+	default:
+		c.SetReady(metav1.ConditionFalse, fleetv1alpha1.ReasonPodsUnavailable, "waiting for pods to become ready",
+			metav1.ConditionTrue, fleetv1alpha1.ReasonRollingOut, "waiting for pods to become ready")
+	}
+	return st
+}

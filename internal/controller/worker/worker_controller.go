@@ -1,0 +1,148 @@
+// Package worker reconciles a Worker into a ConfigMap of its rendered config, a
+// Deployment and two Services (http, rpc).
+package worker
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/controller/common"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/specs"
+)
+
+// Reconciler reconciles a Worker into a ConfigMap, a Deployment and Services.
+type Reconciler struct {
+	client.Client
+	Options specs.Options
+	Events  common.Events
+	backoff *common.Backoff
+}
+
+// +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=workers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=workers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=workers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile fetches the Worker, renders it with everything it references, applies the
+// children and writes the status once.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	w := &fleetv1alpha1.Worker{}
+	if err := r.Get(ctx, req.NamespacedName, w); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !w.DeletionTimestamp.IsZero() {
+		// Children carry owner references: the garbage collector removes them.
+		return ctrl.Result{}, nil
+	}
+	dep, version, err := r.reconcileChildren(ctx, w)
+	pods, perr := common.ListPods(ctx, r.Client, w.Namespace, specs.WorkerSelector(w.Name))
+	if err == nil {
+		err = perr
+	}
+	st := computeStatus(w, dep, pods, version, r.Options, err)
+	if err := r.writeStatus(ctx, w, st); err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.backoff.Result(ctx, req.NamespacedName, err)
+}
+
+// reconcileChildren renders the Worker and applies its ConfigMap, Deployment and
+// Services. It returns the live Deployment and the rendered version.
+func (r *Reconciler) reconcileChildren(ctx context.Context, w *fleetv1alpha1.Worker) (*appsv1.Deployment, string, error) {
+	out, inputsHash, err := common.RenderWorker(ctx, r.Client, r.Options, w, nil, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	children := specs.BuildWorkerChildren(w, out, inputsHash, r.Options)
+	dep := &appsv1.Deployment{}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(children.Deployment), dep); client.IgnoreNotFound(err) != nil {
+		return nil, out.Version, err
+	}
+	before := dep.Spec.Template.Annotations[podcontract.AnnotationVersion]
+	if err := common.ApplyAll(ctx, r.Client, children.ConfigMap, children.Service, children.RPCService, children.Deployment); err != nil {
+		return nil, out.Version, err
+	}
+	r.Events.Applied(ctx, w, before, out.Version)
+	log.FromContext(ctx).V(1).Info("applied the children", "version", out.Version, "deployment", children.Deployment.Name)
+	if err := r.pruneConfigMaps(ctx, w, children.ConfigMap.Name); err != nil {
+		return nil, out.Version, err
+	}
+	dep, err = common.Live(ctx, r.Client, children.Deployment, dep)
+	return dep, out.Version, err
+}
+
+// pruneConfigMaps deletes config versions no ReplicaSet of the Worker still runs.
+func (r *Reconciler) pruneConfigMaps(ctx context.Context, w *fleetv1alpha1.Worker, current string) error {
+	sel := client.MatchingLabels(specs.WorkerSelector(w.Name))
+	rsList := &appsv1.ReplicaSetList{}
+	if err := r.List(ctx, rsList, client.InNamespace(w.Namespace), sel); err != nil {
+		return err
+	}
+	inUse := map[string]bool{current: true}
+	for _, rs := range rsList.Items {
+		if rs.Status.Replicas == 0 && (rs.Spec.Replicas == nil || *rs.Spec.Replicas == 0) {
+			continue
+		}
+		for _, v := range rs.Spec.Template.Spec.Volumes {
+			if v.Name == "config" && v.ConfigMap != nil {
+				inUse[v.ConfigMap.Name] = true
+			}
+		}
+	}
+	if len(inUse) > 1 {
+		log.FromContext(ctx).V(1).Info("config versions still in use", "configMaps", len(inUse))
+	}
+	return common.DeleteOwnedConfigMaps(ctx, r.Client, w, sel, inUse)
+}
+
+// writeStatus records the pass's transitions as Events and writes the status.
+func (r *Reconciler) writeStatus(ctx context.Context, w *fleetv1alpha1.Worker, st fleetv1alpha1.WorkerStatus) error {
+	r.Events.Transitions(ctx, w, w.Status.Conditions, st.Conditions)
+	return common.WriteStatus(ctx, r.Client, w, &w.Status, st)
+}
+
+// SetupWithManager registers the reconciler and its watches (the indexes are
+// common.SetupIndexes'): its children, its pods (for Degraded), and everything it
+// reads: Secrets, its source ConfigMap, the Workers, DurableObjectNamespaces and
+// Workflows it binds.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.backoff = common.NewBackoff()
+	secretMeta := &metav1.PartialObjectMetadata{}
+	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&fleetv1alpha1.Worker{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesMetadata(secretMeta, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerSecrets))).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerConfigMap))).
+		Watches(&fleetv1alpha1.Worker{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerServiceRef)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(common.PodOwner(podcontract.LabelWorker, podcontract.ComponentWorker))).
+		Watches(&fleetv1alpha1.DurableObjectNamespace{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerDONSRef))).
+		Watches(&fleetv1alpha1.Workflow{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerWorkflowRef))).
+		Named("worker").
+		WithOptions(controller.Options{MaxConcurrentReconciles: common.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+func (r *Reconciler) workersReferencing(index string) handler.MapFunc {
+	return common.Referencing[fleetv1alpha1.WorkerList](r.Client, index)
+}

@@ -1,0 +1,78 @@
+package specs
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
+)
+
+// Shard pod storage: one PVC per shard (volumeClaimTemplate "data"), mounted by
+// workerd at /var/lib/workerd/do (subPath "do", the localDisk directory) and by the
+// sidecar at /var/lib/workerd-operator (subPath "sidecar").
+const (
+	shardDataVolume    = "data"
+	shardDOSubPath     = "do"
+	shardSidecarSubDir = "sidecar"
+	// DefaultShardStorage is the PVC size when spec.storage.size is unset (api StorageSpec).
+	DefaultShardStorage = "1Gi"
+)
+
+func donsOwnerRef(d *fleetv1alpha1.DurableObjectNamespace) metav1.OwnerReference {
+	return *metav1.NewControllerRef(d, fleetv1alpha1.GroupVersion.WithKind("DurableObjectNamespace"))
+}
+
+func donsLabels(d *fleetv1alpha1.DurableObjectNamespace) map[string]string {
+	return commonLabels(podcontract.ComponentDOShard, podcontract.LabelDONS, d.Name)
+}
+
+// BuildDONSChildren builds the ConfigMap, StatefulSet and headless Service of a
+// DurableObjectNamespace d whose class lives in Worker w, from the shard pods' rendered
+// config (render.Render with Input.Host = d.Name). The pod template is the Worker
+// pod's (same containers, security context, probes, scheduling fields) with the shard
+// additions: ShardArgs, POD_NAME, the gateway port and the PVC. Pure: no API calls.
+func BuildDONSChildren(d *fleetv1alpha1.DurableObjectNamespace, w *fleetv1alpha1.Worker, out *render.Output, inputsHash string, opts Options) ShardSet {
+	cm, sts, svc := buildShardSet(w, out, inputsHash, opts, shardSetParams{
+		name: render.ShardSetName(d.Name), namespace: d.Namespace,
+		labels: donsLabels(d), selector: DONSSelector(d), owner: donsOwnerRef(d),
+		replicas: render.Shards(d), storage: d.Spec.Storage,
+		port: corev1.ServicePort{
+			Name: podcontract.GatewaySocket, Port: podcontract.GatewayPort,
+			TargetPort: intstr.FromString(podcontract.GatewaySocket), Protocol: corev1.ProtocolTCP,
+		},
+		workerdArgs:   render.ShardArgs(w),
+		workerdPorts:  []corev1.ContainerPort{{Name: podcontract.GatewaySocket, ContainerPort: podcontract.GatewayPort, Protocol: corev1.ProtocolTCP}},
+		workerdMounts: []corev1.VolumeMount{{Name: shardDataVolume, MountPath: render.DOStorageDir, SubPath: shardDOSubPath}},
+		sidecarArgs:   channelLimitArgs(d.Spec.Channels),
+	})
+	return ShardSet{ConfigMap: cm, StatefulSet: sts, Service: svc}
+}
+
+// channelLimitArgs are the sidecar flags lowering the channel limits of a shard
+// (spec.channels.max*, docs/channels.md "Limits"); none when channels are off or no
+// limit is set. The sidecar refuses values above its profile at startup.
+func channelLimitArgs(c *fleetv1alpha1.ChannelsSpec) []string {
+	if c == nil || !c.Enabled {
+		return nil
+	}
+	var args []string
+	for _, f := range []struct {
+		flag string
+		v    *int32
+	}{
+		{"channel-max-channels", c.MaxChannels},
+		{"channel-max-subscribers", c.MaxSubscribers},
+		{"channel-max-message-bytes", c.MaxMessageBytes},
+		{"channel-max-backlog-bytes", c.MaxBacklogBytes},
+	} {
+		if f.v != nil {
+			args = append(args, fmt.Sprintf("--%s=%d", f.flag, *f.v))
+		}
+	}
+	return args
+}

@@ -1,0 +1,52 @@
+package specs
+
+import (
+	"fmt"
+
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
+)
+
+// Options are the manager-wide settings the builders use (the manager's flags).
+type Options struct {
+	// WorkerdImage is the image of the pinned workerd, e.g.
+	// podcontract.DefaultWorkerdImage.
+	WorkerdImage string
+	// WorkerdImageRepository is used with spec.runtime.version:
+	// "<repository>:<version>".
+	WorkerdImageRepository string
+	// OperatorImage runs the sidecar (the manager's own image).
+	OperatorImage string
+	// ClusterDomain of in-cluster DNS names. Default "cluster.local".
+	ClusterDomain string
+	// PreStopSeconds is the preStop sleep that lets endpoints drop the pod before
+	// workerd closes its listeners. Default 5.
+	PreStopSeconds int64
+	// DrainSeconds is how long workerd may finish in-flight requests after SIGTERM
+	// (it waits without a timeout of its own). Default 30, the
+	// length of Cloudflare's waitUntil budget after a response.
+	DrainSeconds int64
+}
+
+// DefaultOptions are the defaults of the manager's flags.
+func DefaultOptions() Options {
+	return Options{
+		WorkerdImage:           podcontract.DefaultWorkerdImage,
+		WorkerdImageRepository: podcontract.WorkerdImageRepository,
+		OperatorImage:          podcontract.DefaultOperatorImage,
+		ClusterDomain:          render.DefaultClusterDomain,
+		PreStopSeconds:         5,
+		DrainSeconds:           30,
+	}
+}
+
+func (o Options) workerdImage(version, image string) string {
+	switch {
+	case image != "":
+		return image
+	case version != "":
+		return fmt.Sprintf("%s:%s", o.WorkerdImageRepository, version)
+	default:
+		return o.WorkerdImage
+	}
+}

@@ -1,0 +1,386 @@
+package specs
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
+)
+
+// WorkerChildren are the objects a Worker owns, built by BuildWorkerChildren.
+type WorkerChildren struct {
+	ConfigMap  *corev1.ConfigMap
+	Deployment *appsv1.Deployment
+	Service    *corev1.Service
+	// RPCService is "<name>-rpc": ClusterIP only, the rpc socket (podcontract.RPCPort)
+	// where other Workers' service bindings connect; never exposed like Service may be.
+	RPCService *corev1.Service
+}
+
+// configMapName is content-addressed: a new version is a new ConfigMap, so pods of
+// the old ReplicaSet keep reading the config they started with during a rollout.
+func configMapName(w *fleetv1alpha1.Worker, version string) string {
+	return fmt.Sprintf("%s-%s", w.Name, shortHash(version))
+}
+
+func shortHash(v string) string {
+	if len(v) > 10 {
+		return v[:10]
+	}
+	return v
+}
+
+// WorkerURL is the in-cluster URL shown in status.url.
+func WorkerURL(w *fleetv1alpha1.Worker, clusterDomain string) string {
+	return "http://" + render.ServiceAddress(w, render.Options{ClusterDomain: clusterDomain})
+}
+
+// BuildWorkerChildren builds the ConfigMap, Deployment and Service of a Worker from
+// its rendered config. inputsHash covers the referenced Secrets and ConfigMaps (so a
+// change of their data rolls the pods). Pure: no API calls.
+func BuildWorkerChildren(w *fleetv1alpha1.Worker, out *render.Output, inputsHash string, opts Options) WorkerChildren {
+	return WorkerChildren{
+		ConfigMap:  buildWorkerConfigMap(w, out),
+		Deployment: buildWorkerDeployment(w, out, inputsHash, opts),
+		Service:    buildWorkerService(w),
+		RPCService: buildWorkerRPCService(w),
+	}
+}
+
+func ownerRef(w *fleetv1alpha1.Worker) metav1.OwnerReference {
+	return *metav1.NewControllerRef(w, fleetv1alpha1.GroupVersion.WithKind("Worker"))
+}
+
+func workerLabels(w *fleetv1alpha1.Worker) map[string]string {
+	return commonLabels(podcontract.ComponentWorker, podcontract.LabelWorker, w.Name)
+}
+
+func buildWorkerConfigMap(w *fleetv1alpha1.Worker, out *render.Output) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            configMapName(w, out.Version),
+			Namespace:       w.Namespace,
+			Labels:          workerLabels(w),
+			Annotations:     map[string]string{podcontract.AnnotationVersion: out.Version},
+			OwnerReferences: []metav1.OwnerReference{ownerRef(w)},
+		},
+		Immutable: ptr.To(true),
+	}
+	for _, f := range out.Files {
+		if f.Binary {
+			if cm.BinaryData == nil {
+				cm.BinaryData = map[string][]byte{}
+			}
+			cm.BinaryData[f.Key] = f.Data
+		} else {
+			if cm.Data == nil {
+				cm.Data = map[string]string{}
+			}
+			cm.Data[f.Key] = string(f.Data)
+		}
+	}
+	return cm
+}
+
+func buildWorkerService(w *fleetv1alpha1.Worker) *corev1.Service {
+	svc := &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            w.Name,
+			Namespace:       w.Namespace,
+			Labels:          workerLabels(w),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(w)},
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: WorkerSelector(w.Name),
+			// Only the http socket: health, trigger and sidecar stay off the Service.
+			Ports: []corev1.ServicePort{{
+				Name:        "http",
+				Port:        render.HTTPPort(w),
+				TargetPort:  intstr.FromString("http"),
+				Protocol:    corev1.ProtocolTCP,
+				AppProtocol: ptr.To("http"),
+			}},
+		},
+	}
+	if s := w.Spec.Service; s != nil {
+		if s.Type != "" {
+			svc.Spec.Type = s.Type
+		}
+		if len(s.Annotations) > 0 {
+			svc.Annotations = s.Annotations
+		}
+	}
+	return svc
+}
+
+// buildWorkerRPCService is the Worker's rpc Service: always ClusterIP (whatever
+// spec.service.type says), one port "rpc". Service bindings from other Workers connect
+// here (render.RPCAddress); a NetworkPolicy can admit only workerd pods to it.
+func buildWorkerRPCService(w *fleetv1alpha1.Worker) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            render.RPCServiceName(w.Name),
+			Namespace:       w.Namespace,
+			Labels:          workerLabels(w),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(w)},
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: WorkerSelector(w.Name),
+			Ports: []corev1.ServicePort{{
+				Name:       podcontract.RPCSocket,
+				Port:       podcontract.RPCPort,
+				TargetPort: intstr.FromString(podcontract.RPCSocket),
+				Protocol:   corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+// workerdResources derives the container's resources from spec.limits unless
+// spec.pod.resources is set. The memory limit is the V8 heap limit plus headroom
+// (half the heap, at least 64 MiB) for V8's other spaces and workerd itself, so V8
+// reports "Reached heap limit" before the kernel OOM-kills the container.
+func workerdResources(w *fleetv1alpha1.Worker) corev1.ResourceRequirements {
+	if w.Spec.Pod != nil && w.Spec.Pod.Resources != nil {
+		return *w.Spec.Pod.Resources.DeepCopy()
+	}
+	heap := int64(render.MemoryMiB(w))
+	headroom := max(heap/2, 64)
+	mem := resource.MustParse(fmt.Sprintf("%dMi", heap+headroom))
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("100m"),
+			corev1.ResourceMemory: mem,
+		},
+		// workerd runs a Worker's isolate on one thread: one CPU.
+		Limits: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("1"),
+			corev1.ResourceMemory: mem,
+		},
+	}
+}
+
+func restrictedSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		RunAsUser:                ptr.To[int64](podcontract.RunAsUser),
+		RunAsGroup:               ptr.To[int64](podcontract.RunAsUser),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func podIPEnv() corev1.EnvVar {
+	return corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"},
+	}}
+}
+
+func httpProbe(path string, port int32, period, failures int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: path, Port: intstr.FromInt32(port), Scheme: corev1.URISchemeHTTP,
+		}},
+		PeriodSeconds:    period,
+		TimeoutSeconds:   2,
+		FailureThreshold: failures,
+		SuccessThreshold: 1,
+	}
+}
+
+// sidecarContainerSpec is the native sidecar (an init container that keeps running)
+// next to workerd: it starts before workerd and stops after it.
+func sidecarContainerSpec(opts Options) corev1.Container {
+	return corev1.Container{
+		Name:  podcontract.SidecarContainer,
+		Image: opts.OperatorImage,
+		Args: []string{
+			"sidecar",
+			fmt.Sprintf("--listen=$(POD_IP):%d", podcontract.SidecarPort),
+			"--data-dir=" + podcontract.SidecarDataDir,
+		},
+		Env:           []corev1.EnvVar{podIPEnv()},
+		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		Ports: []corev1.ContainerPort{{
+			Name: "sidecar", ContainerPort: podcontract.SidecarPort, Protocol: corev1.ProtocolTCP,
+		}},
+		ReadinessProbe:           httpProbe("/healthz", podcontract.SidecarPort, 2, 3),
+		LivenessProbe:            httpProbe("/healthz", podcontract.SidecarPort, 10, 3),
+		Resources:                corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("32Mi")}, Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}},
+		SecurityContext:          restrictedSecurityContext(),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "sidecar-data", MountPath: podcontract.SidecarDataDir},
+		},
+	}
+}
+
+func buildWorkerDeployment(w *fleetv1alpha1.Worker, out *render.Output, inputsHash string, opts Options) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            w.Name,
+			Namespace:       w.Namespace,
+			Labels:          workerLabels(w),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(w)},
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(ptr.Deref(w.Spec.Replicas, 1)),
+			Selector: &metav1.LabelSelector{MatchLabels: WorkerSelector(w.Name)},
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				// Surge first, never drop below the desired count: no failed request
+				// during a rollout (with preStop and readiness).
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+					MaxSurge:       ptr.To(intstr.FromString("25%")),
+				},
+			},
+			RevisionHistoryLimit: ptr.To[int32](3),
+			Template:             workerPodTemplate(w, out, inputsHash, opts),
+		},
+	}
+}
+
+// workerPodTemplate is the pod of a Worker: the sidecar and workerd, the rendered
+// config, the source's modules and the user's pod fields (spec.pod).
+func workerPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash string, opts Options) corev1.PodTemplateSpec {
+	podLabels := map[string]string{}
+	podAnnotations := map[string]string{}
+	if p := w.Spec.Pod; p != nil {
+		for k, v := range p.Labels {
+			podLabels[k] = v
+		}
+		for k, v := range p.Annotations {
+			podAnnotations[k] = v
+		}
+	}
+	// The operator's own labels and annotations win.
+	for k, v := range workerLabels(w) {
+		podLabels[k] = v
+	}
+	podAnnotations[podcontract.AnnotationVersion] = out.Version
+	podAnnotations[podcontract.AnnotationInputs] = inputsHash
+	podAnnotations["kubectl.kubernetes.io/default-container"] = podcontract.WorkerdContainer
+
+	volumes, mounts := workerVolumes(w, out)
+	pod := corev1.PodSpec{
+		InitContainers:                []corev1.Container{sidecarContainerSpec(opts)},
+		Containers:                    []corev1.Container{workerdContainer(w, out, opts, mounts)},
+		Volumes:                       volumes,
+		TerminationGracePeriodSeconds: ptr.To(opts.PreStopSeconds + opts.DrainSeconds),
+		AutomountServiceAccountToken:  ptr.To(false),
+		EnableServiceLinks:            ptr.To(false),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			FSGroup:        ptr.To[int64](podcontract.RunAsUser),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+	if p := w.Spec.Pod; p != nil {
+		pod.NodeSelector = p.NodeSelector
+		pod.Tolerations = p.Tolerations
+		pod.Affinity = p.Affinity
+		pod.TopologySpreadConstraints = p.TopologySpreadConstraints
+		pod.PriorityClassName = p.PriorityClassName
+		pod.ServiceAccountName = p.ServiceAccountName
+	}
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
+		Spec:       pod,
+	}
+}
+
+// workerVolumes are the pod's volumes and workerd's mounts: the rendered config, /tmp,
+// the sidecar's store and the modules of spec.source (a ConfigMap or an image).
+func workerVolumes(w *fleetv1alpha1.Worker, out *render.Output) ([]corev1.Volume, []corev1.VolumeMount) {
+	volumes := []corev1.Volume{
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: configMapName(w, out.Version)},
+			Items:                configMapItems(out),
+		}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "sidecar-data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: "config", MountPath: podcontract.ConfigDir, ReadOnly: true},
+		{Name: "tmp", MountPath: "/tmp"},
+	}
+	switch src := w.Spec.Source; {
+	case src.ConfigMap != nil:
+		// The user's ConfigMap is mounted as is; the rendered config embeds its keys.
+		volumes = append(volumes, corev1.Volume{Name: "modules", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: src.ConfigMap.Name}},
+		}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "modules", MountPath: podcontract.ModulesDir, ReadOnly: true})
+	case src.Image != nil:
+		// An image volume (Kubernetes 1.35+, ImageVolume beta since 1.33): the bundle
+		// directory of the image is mounted read-only where the config embeds it.
+		volumes = append(volumes, corev1.Volume{Name: "modules", VolumeSource: corev1.VolumeSource{
+			Image: &corev1.ImageVolumeSource{Reference: src.Image.Image, PullPolicy: src.Image.PullPolicy},
+		}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "modules", MountPath: podcontract.ModulesDir, ReadOnly: true,
+			SubPath: strings.TrimPrefix(src.Image.Path, "/")})
+	}
+	return volumes, mounts
+}
+
+// workerdContainer runs workerd on the rendered config with the Worker's runtime image.
+func workerdContainer(w *fleetv1alpha1.Worker, out *render.Output, opts Options, mounts []corev1.VolumeMount) corev1.Container {
+	var runtimeVersion, runtimeImage string
+	if rt := w.Spec.Runtime; rt != nil {
+		runtimeVersion, runtimeImage = rt.Version, rt.Image
+	}
+	return corev1.Container{
+		Name:  podcontract.WorkerdContainer,
+		Image: opts.workerdImage(runtimeVersion, runtimeImage),
+		Args:  render.Args(w),
+		Env:   append([]corev1.EnvVar{podIPEnv()}, out.Env...),
+		Ports: []corev1.ContainerPort{
+			{Name: "http", ContainerPort: render.HTTPPort(w), Protocol: corev1.ProtocolTCP},
+			{Name: podcontract.RPCSocket, ContainerPort: podcontract.RPCPort, Protocol: corev1.ProtocolTCP},
+			{Name: "health", ContainerPort: podcontract.HealthPort, Protocol: corev1.ProtocolTCP},
+			{Name: "trigger", ContainerPort: podcontract.TriggerPort, Protocol: corev1.ProtocolTCP},
+		},
+		StartupProbe:   httpProbe("/healthz", podcontract.HealthPort, 1, 60),
+		ReadinessProbe: httpProbe("/readyz", podcontract.HealthPort, 2, 2),
+		LivenessProbe:  httpProbe("/healthz", podcontract.HealthPort, 10, 3),
+		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+			// workerd refuses new connections at SIGTERM; the sleep lets endpoints drop
+			// the pod first. A sleep action needs no shell.
+			Sleep: &corev1.SleepAction{Seconds: opts.PreStopSeconds},
+		}},
+		Resources:                workerdResources(w),
+		SecurityContext:          restrictedSecurityContext(),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		VolumeMounts:             mounts,
+	}
+}
+
+// configMapItems maps each ConfigMap key to its path under /etc/workerd (module
+// names may hold "/", ConfigMap keys may not).
+func configMapItems(out *render.Output) []corev1.KeyToPath {
+	items := make([]corev1.KeyToPath, 0, len(out.Files))
+	for _, f := range out.Files {
+		items = append(items, corev1.KeyToPath{Key: f.Key, Path: f.Path})
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].Path < items[j].Path })
+	return items
+}
