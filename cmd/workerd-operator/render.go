@@ -34,15 +34,19 @@ func newRenderCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "render -f worker.yaml [-f more.yaml] [-o dir] [--check]",
 		Short: "Print (or write) the workerd config and modules a Worker's pods will run",
-		Long: `render reads Workers (and the ConfigMaps and Secrets they reference) from
-multi-document YAML files ("-" for stdin) and renders them exactly as the operator does
-for the pods: config.capnp, the modules and the injected shim workers under
-/etc/workerd. Service bindings between Workers of the given files resolve to their
-in-cluster names (<worker>.<namespace>.svc.<cluster-domain>:<port>); a binding to a
-Worker not in the files is an error.
+		Long: `render reads Workers and the objects they use (DurableObjectNamespaces, Workflows,
+CronSchedules, ConfigMaps, Secrets) from multi-document YAML files ("-" for stdin) and
+renders them exactly as the operator does for the pods: config.capnp, the modules and
+the injected shim workers under /etc/workerd, for each Worker's pods, each
+DurableObjectNamespace's shard pods and each Workflow's engine pods. Bindings between
+objects of the given files resolve to their in-cluster names (e.g.
+<worker>.<namespace>.svc.<cluster-domain>:<port>); a reference to an object not in the
+files is an error. A DurableObjectNamespace in a file has no uid yet, so its uniqueKey
+is "<namespace>-<name>-local" here (the cluster's differs).
 
 Without -o the files are printed to stdout, one "--- <path>" section each. With -o dir
-they are written under dir/<namespace>/<worker>/ (as under /etc/workerd in the pod;
+they are written under dir/<namespace>/<pods>/ (<worker>, <namespace>-do or
+<workflow>-wf; as under /etc/workerd in the pod;
 a source.configMap Worker also gets the ConfigMap's keys under modules/).
 
 --check starts the pinned workerd on each rendering with every socket on 127.0.0.1
@@ -58,7 +62,7 @@ in the image) and are skipped with a note.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&o.files, "filename", "f", nil, "YAML file with Workers, ConfigMaps and Secrets (repeatable; - for stdin)")
+	f.StringArrayVarP(&o.files, "filename", "f", nil, "YAML file with Workers, DurableObjectNamespaces, Workflows, CronSchedules, ConfigMaps and Secrets (repeatable; - for stdin)")
 	f.StringVarP(&o.outDir, "output-dir", "o", "", "write the files into this directory instead of printing them")
 	f.BoolVar(&o.shims, "shims", false, "also print the contents of the injected shim workers (always written with -o)")
 	f.BoolVar(&o.check, "check", false, "start the pinned workerd on the result on 127.0.0.1 and report startup errors")
@@ -99,16 +103,16 @@ func runRender(ctx context.Context, o *renderOptions, stdin io.Reader, stdout, s
 	}
 	for _, r := range rendered {
 		if o.outDir == "" {
-			if err := localrun.Format(stdout, r.Worker, r.Output, o.shims); err != nil {
+			if err := localrun.FormatRendered(stdout, r, o.shims); err != nil {
 				return err
 			}
 			continue
 		}
-		dir := filepath.Join(o.outDir, namespaceOr(r.Worker.Namespace), r.Worker.Name)
+		dir := filepath.Join(o.outDir, namespaceOr(r.Worker.Namespace), r.PodSet())
 		if err := localrun.WriteFiles(dir, r.Output.Files, r.Output.External); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s/%s: version %s written to %s\n", namespaceOr(r.Worker.Namespace), r.Worker.Name, r.Output.Version, dir)
+		fmt.Fprintf(stdout, "%s/%s: version %s written to %s\n", namespaceOr(r.Worker.Namespace), r.PodSet(), r.Output.Version, dir)
 	}
 	if !o.check {
 		return nil
@@ -119,26 +123,14 @@ func runRender(ctx context.Context, o *renderOptions, stdin io.Reader, stdout, s
 			return fmt.Errorf("render --check: finding workerd (set --workerd or WORKERD_BIN): %w", err)
 		}
 	}
-	// Re-render with service bindings to loopback: in-cluster names do not resolve here.
-	loopback := map[string]string{}
-	checked, err := localrun.RenderManifestsWith(&m, render.Options{ClusterDomain: o.clusterDomain}, func(w *v1alpha1.Worker) string {
-		id := namespaceOr(w.Namespace) + "/" + w.Name
-		if a, ok := loopback[id]; ok {
-			return a
-		}
-		a, aerr := localrun.FreeLoopbackAddr()
-		if aerr != nil {
-			a = "127.0.0.1:1"
-		}
-		loopback[id] = a
-		return a
-	})
+	// Re-render with every address on loopback: in-cluster names do not resolve here.
+	checked, err := localrun.RenderManifestsWith(&m, render.Options{ClusterDomain: o.clusterDomain}, loopbackAddresses())
 	if err != nil {
 		return err
 	}
 	var failed []string
 	for _, r := range checked {
-		id := namespaceOr(r.Worker.Namespace) + "/" + r.Worker.Name
+		id := namespaceOr(r.Worker.Namespace) + "/" + r.PodSet()
 		if r.Worker.Spec.Source.Image != nil {
 			fmt.Fprintf(stderr, "check %s: skipped: source.image code lives in the image\n", id)
 			continue
@@ -170,11 +162,16 @@ func checkOne(ctx context.Context, o *renderOptions, bin string, r localrun.Rend
 	env, missing := localrun.SecretEnv(r.Worker, r.Output, m.Secrets)
 	if len(missing) > 0 {
 		fmt.Fprintf(stderr, "check %s/%s: note: Secret keys not in the files, their bindings will be null: %s\n",
-			namespaceOr(r.Worker.Namespace), r.Worker.Name, strings.Join(missing, ", "))
+			namespaceOr(r.Worker.Namespace), r.PodSet(), strings.Join(missing, ", "))
 	}
+	lo, err := r.LocalOptions(dir)
+	if err != nil {
+		return err
+	}
+	lo.Binary, lo.Env = bin, append(lo.Env, env...)
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	l, err := localrun.StartLocal(ctx, localrun.LocalOptions{Binary: bin, Dir: dir, Env: env})
+	l, err := localrun.StartLocal(ctx, lo)
 	if err != nil {
 		var se *localrun.StartupError
 		if errors.As(err, &se) && len(se.Messages) > 0 {
@@ -184,6 +181,32 @@ func checkOne(ctx context.Context, o *renderOptions, bin string, r localrun.Rend
 	}
 	l.Stop()
 	return nil
+}
+
+// loopbackAddresses gives every Worker, shard gateway and workflow engine its own
+// free loopback address, the same one each time it is asked for.
+func loopbackAddresses() localrun.Addresses {
+	seen := map[string]string{}
+	addr := func(id string) string {
+		if a, ok := seen[id]; ok {
+			return a
+		}
+		a, err := localrun.FreeLoopbackAddr()
+		if err != nil {
+			a = "127.0.0.1:1"
+		}
+		seen[id] = a
+		return a
+	}
+	return localrun.Addresses{
+		Worker: func(w *v1alpha1.Worker) string { return addr("Worker/" + namespaceOr(w.Namespace) + "/" + w.Name) },
+		Shard: func(d *v1alpha1.DurableObjectNamespace, i int) string {
+			return addr(fmt.Sprintf("DurableObjectNamespace/%s/%s/%d", namespaceOr(d.Namespace), d.Name, i))
+		},
+		Engine: func(wf *v1alpha1.Workflow) string {
+			return addr("Workflow/" + namespaceOr(wf.Namespace) + "/" + wf.Name)
+		},
+	}
 }
 
 func namespaceOr(ns string) string {
