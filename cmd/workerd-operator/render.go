@@ -77,27 +77,14 @@ func runRender(ctx context.Context, o *renderOptions, stdin io.Reader, stdout, s
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	var m localrun.Manifests
-	for _, name := range o.files {
-		var r io.Reader
-		if name == "-" {
-			r = stdin
-		} else {
-			f, err := os.Open(name)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			r = f
-		}
-		if err := localrun.DecodeManifests(r, name, &m); err != nil {
-			return err
-		}
+	m, err := readManifests(o.files, stdin)
+	if err != nil {
+		return err
 	}
 	if len(m.Workers) == 0 {
 		return fmt.Errorf("render: no Worker (apiVersion fleet.workerd-operator.io/v1alpha1, kind Worker) in %s", strings.Join(o.files, ", "))
 	}
-	rendered, err := localrun.RenderManifests(&m, render.Options{ClusterDomain: o.clusterDomain})
+	rendered, err := localrun.RenderManifests(m, render.Options{ClusterDomain: o.clusterDomain})
 	if err != nil {
 		return err
 	}
@@ -117,14 +104,12 @@ func runRender(ctx context.Context, o *renderOptions, stdin io.Reader, stdout, s
 	if !o.check {
 		return nil
 	}
-	bin := o.workerd
-	if bin == "" {
-		if bin, err = toolchain.Workerd(); err != nil {
-			return fmt.Errorf("render --check: finding workerd (set --workerd or WORKERD_BIN): %w", err)
-		}
+	bin, err := workerdFor(o)
+	if err != nil {
+		return err
 	}
 	// Re-render with every address on loopback: in-cluster names do not resolve here.
-	checked, err := localrun.RenderManifestsWith(&m, render.Options{ClusterDomain: o.clusterDomain}, loopbackAddresses())
+	checked, err := localrun.RenderManifestsWith(m, render.Options{ClusterDomain: o.clusterDomain}, loopbackAddresses())
 	if err != nil {
 		return err
 	}
@@ -135,7 +120,7 @@ func runRender(ctx context.Context, o *renderOptions, stdin io.Reader, stdout, s
 			fmt.Fprintf(stderr, "check %s: skipped: source.image code lives in the image\n", id)
 			continue
 		}
-		if err := checkOne(ctx, o, bin, r, &m, stderr); err != nil {
+		if err := checkOne(ctx, o, bin, r, m, stderr); err != nil {
 			fmt.Fprintf(stderr, "check %s: FAILED\n%v\n", id, err)
 			failed = append(failed, id)
 			continue
@@ -146,6 +131,38 @@ func runRender(ctx context.Context, o *renderOptions, stdin io.Reader, stdout, s
 		return &exitError{code: 2, err: fmt.Errorf("render --check: workerd refused %s", strings.Join(failed, ", "))}
 	}
 	return nil
+}
+
+// workerdFor is --workerd, else the pinned workerd.
+func workerdFor(o *renderOptions) (string, error) {
+	if o.workerd != "" {
+		return o.workerd, nil
+	}
+	bin, err := toolchain.Workerd()
+	if err != nil {
+		return "", fmt.Errorf("render --check: finding workerd (set --workerd or WORKERD_BIN): %w", err)
+	}
+	return bin, nil
+}
+
+// readManifests decodes the objects of files ("-" is stdin).
+func readManifests(files []string, stdin io.Reader) (*localrun.Manifests, error) {
+	m := &localrun.Manifests{}
+	for _, name := range files {
+		r := stdin
+		if name != "-" {
+			f, err := os.Open(name)
+			if err != nil {
+				return nil, err
+			}
+			defer f.Close()
+			r = f
+		}
+		if err := localrun.DecodeManifests(r, name, m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // checkOne starts workerd on one rendering (r.Output has service bindings pointing
