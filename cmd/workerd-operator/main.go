@@ -6,6 +6,7 @@
 //	workerd-operator sidecar    run the per-pod sidecar (channels, workflows, metrics)
 //	workerd-operator dev        run the local one-machine cluster (built with -tags dev: make dev)
 //	workerd-operator render     print what the pods of a Worker will run
+//	workerd-operator import     write the objects for a wrangler project
 //	workerd-operator cron       check Cloudflare-dialect cron expressions
 //	workerd-operator workflows  list and operate workflow instances
 package main
@@ -28,6 +29,7 @@ func newRootCommand() *cobra.Command {
 		newManagerCommand(),
 		newSidecarCommand(),
 		newRenderCommand(),
+		newImportCommand(),
 		newCronCommand(),
 		newWorkflowsCommand(),
 	)

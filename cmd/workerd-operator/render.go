@@ -34,15 +34,19 @@ func newRenderCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "render -f worker.yaml [-f more.yaml] [-o dir] [--check]",
 		Short: "Print (or write) the workerd config and modules a Worker's pods will run",
-		Long: `render reads Workers (and the ConfigMaps and Secrets they reference) from
-multi-document YAML files ("-" for stdin) and renders them exactly as the operator does
-for the pods: config.capnp, the modules and the injected shim workers under
-/etc/workerd. Service bindings between Workers of the given files resolve to their
-in-cluster names (<worker>.<namespace>.svc.<cluster-domain>:<port>); a binding to a
-Worker not in the files is an error.
+		Long: `render reads Workers and the objects they use (DurableObjectNamespaces, Workflows,
+CronSchedules, ConfigMaps, Secrets) from multi-document YAML files ("-" for stdin) and
+renders them exactly as the operator does for the pods: config.capnp, the modules and
+the injected shim workers under /etc/workerd, for each Worker's pods, each
+DurableObjectNamespace's shard pods and each Workflow's engine pods. Bindings between
+objects of the given files resolve to their in-cluster names (e.g.
+<worker>.<namespace>.svc.<cluster-domain>:<port>); a reference to an object not in the
+files is an error. A DurableObjectNamespace in a file has no uid yet, so its uniqueKey
+is "<namespace>-<name>-local" here (the cluster's differs).
 
 Without -o the files are printed to stdout, one "--- <path>" section each. With -o dir
-they are written under dir/<namespace>/<worker>/ (as under /etc/workerd in the pod;
+they are written under dir/<namespace>/<pods>/ (<worker>, <namespace>-do or
+<workflow>-wf; as under /etc/workerd in the pod;
 a source.configMap Worker also gets the ConfigMap's keys under modules/).
 
 --check starts the pinned workerd on each rendering with every socket on 127.0.0.1
@@ -58,7 +62,7 @@ in the image) and are skipped with a note.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&o.files, "filename", "f", nil, "YAML file with Workers, ConfigMaps and Secrets (repeatable; - for stdin)")
+	f.StringArrayVarP(&o.files, "filename", "f", nil, "YAML file with Workers, DurableObjectNamespaces, Workflows, CronSchedules, ConfigMaps and Secrets (repeatable; - for stdin)")
 	f.StringVarP(&o.outDir, "output-dir", "o", "", "write the files into this directory instead of printing them")
 	f.BoolVar(&o.shims, "shims", false, "also print the contents of the injected shim workers (always written with -o)")
 	f.BoolVar(&o.check, "check", false, "start the pinned workerd on the result on 127.0.0.1 and report startup errors")
@@ -73,7 +77,7 @@ func runRender(ctx context.Context, o *renderOptions, stdin io.Reader, stdout, s
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	m, err := readRenderManifests(o.files, stdin)
+	m, err := readManifests(o.files, stdin)
 	if err != nil {
 		return err
 	}
@@ -85,73 +89,33 @@ func runRender(ctx context.Context, o *renderOptions, stdin io.Reader, stdout, s
 		return err
 	}
 	for _, r := range rendered {
-		if err := emitRendered(o, r, stdout); err != nil {
+		if o.outDir == "" {
+			if err := localrun.FormatRendered(stdout, r, o.shims); err != nil {
+				return err
+			}
+			continue
+		}
+		dir := filepath.Join(o.outDir, namespaceOr(r.Worker.Namespace), r.PodSet())
+		if err := localrun.WriteFiles(dir, r.Output.Files, r.Output.External); err != nil {
 			return err
 		}
+		fmt.Fprintf(stdout, "%s/%s: version %s written to %s\n", namespaceOr(r.Worker.Namespace), r.PodSet(), r.Output.Version, dir)
 	}
 	if !o.check {
 		return nil
 	}
-	return checkRendered(ctx, o, m, stderr)
-}
-
-// readRenderManifests decodes every file ("-" is stdin) into one set of manifests.
-func readRenderManifests(files []string, stdin io.Reader) (*localrun.Manifests, error) {
-	var m localrun.Manifests
-	for _, name := range files {
-		if name == "-" {
-			if err := localrun.DecodeManifests(stdin, name, &m); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if err := decodeManifestFile(name, &m); err != nil {
-			return nil, err
-		}
-	}
-	return &m, nil
-}
-
-func decodeManifestFile(name string, m *localrun.Manifests) error {
-	f, err := os.Open(name)
+	bin, err := workerdFor(o)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	return localrun.DecodeManifests(f, name, m)
-}
-
-// emitRendered prints one rendering to stdout, or with -o writes it under
-// <dir>/<namespace>/<worker>/ and says where.
-func emitRendered(o *renderOptions, r localrun.Rendered, stdout io.Writer) error {
-	if o.outDir == "" {
-		return localrun.Format(stdout, r.Worker, r.Output, o.shims)
-	}
-	dir := filepath.Join(o.outDir, namespaceOr(r.Worker.Namespace), r.Worker.Name)
-	if err := localrun.WriteFiles(dir, r.Output.Files, r.Output.External); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%s/%s: version %s written to %s\n", namespaceOr(r.Worker.Namespace), r.Worker.Name, r.Output.Version, dir)
-	return nil
-}
-
-// checkRendered starts workerd on every Worker's rendering; any refusal makes the
-// command exit with status 2.
-func checkRendered(ctx context.Context, o *renderOptions, m *localrun.Manifests, stderr io.Writer) error {
-	bin := o.workerd
-	if bin == "" {
-		var err error
-		if bin, err = toolchain.Workerd(); err != nil {
-			return fmt.Errorf("render --check: finding workerd (set --workerd or WORKERD_BIN): %w", err)
-		}
-	}
-	checked, err := renderLoopback(m, o.clusterDomain)
+	// Re-render with every address on loopback: in-cluster names do not resolve here.
+	checked, err := localrun.RenderManifestsWith(m, render.Options{ClusterDomain: o.clusterDomain}, loopbackAddresses())
 	if err != nil {
 		return err
 	}
 	var failed []string
 	for _, r := range checked {
-		id := namespaceOr(r.Worker.Namespace) + "/" + r.Worker.Name
+		id := namespaceOr(r.Worker.Namespace) + "/" + r.PodSet()
 		if r.Worker.Spec.Source.Image != nil {
 			fmt.Fprintf(stderr, "check %s: skipped: source.image code lives in the image\n", id)
 			continue
@@ -169,22 +133,36 @@ func checkRendered(ctx context.Context, o *renderOptions, m *localrun.Manifests,
 	return nil
 }
 
-// renderLoopback re-renders with each Worker's service bindings pointing at a free
-// loopback address: in-cluster names do not resolve here.
-func renderLoopback(m *localrun.Manifests, clusterDomain string) ([]localrun.Rendered, error) {
-	loopback := map[string]string{}
-	return localrun.RenderManifestsWith(m, render.Options{ClusterDomain: clusterDomain}, func(w *v1alpha1.Worker) string {
-		id := namespaceOr(w.Namespace) + "/" + w.Name
-		if a, ok := loopback[id]; ok {
-			return a
+// workerdFor is --workerd, else the pinned workerd.
+func workerdFor(o *renderOptions) (string, error) {
+	if o.workerd != "" {
+		return o.workerd, nil
+	}
+	bin, err := toolchain.Workerd()
+	if err != nil {
+		return "", fmt.Errorf("render --check: finding workerd (set --workerd or WORKERD_BIN): %w", err)
+	}
+	return bin, nil
+}
+
+// readManifests decodes the objects of files ("-" is stdin).
+func readManifests(files []string, stdin io.Reader) (*localrun.Manifests, error) {
+	m := &localrun.Manifests{}
+	for _, name := range files {
+		r := stdin
+		if name != "-" {
+			f, err := os.Open(name)
+			if err != nil {
+				return nil, err
+			}
+			defer f.Close()
+			r = f
 		}
-		a, aerr := localrun.FreeLoopbackAddr()
-		if aerr != nil {
-			a = "127.0.0.1:1"
+		if err := localrun.DecodeManifests(r, name, m); err != nil {
+			return nil, err
 		}
-		loopback[id] = a
-		return a
-	})
+	}
+	return m, nil
 }
 
 // checkOne starts workerd on one rendering (r.Output has service bindings pointing
@@ -201,11 +179,16 @@ func checkOne(ctx context.Context, o *renderOptions, bin string, r localrun.Rend
 	env, missing := localrun.SecretEnv(r.Worker, r.Output, m.Secrets)
 	if len(missing) > 0 {
 		fmt.Fprintf(stderr, "check %s/%s: note: Secret keys not in the files, their bindings will be null: %s\n",
-			namespaceOr(r.Worker.Namespace), r.Worker.Name, strings.Join(missing, ", "))
+			namespaceOr(r.Worker.Namespace), r.PodSet(), strings.Join(missing, ", "))
 	}
+	lo, err := r.LocalOptions(dir)
+	if err != nil {
+		return err
+	}
+	lo.Binary, lo.Env = bin, append(lo.Env, env...)
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	l, err := localrun.StartLocal(ctx, localrun.LocalOptions{Binary: bin, Dir: dir, Env: env})
+	l, err := localrun.StartLocal(ctx, lo)
 	if err != nil {
 		var se *localrun.StartupError
 		if errors.As(err, &se) && len(se.Messages) > 0 {
@@ -215,6 +198,32 @@ func checkOne(ctx context.Context, o *renderOptions, bin string, r localrun.Rend
 	}
 	l.Stop()
 	return nil
+}
+
+// loopbackAddresses gives every Worker, shard gateway and workflow engine its own
+// free loopback address, the same one each time it is asked for.
+func loopbackAddresses() localrun.Addresses {
+	seen := map[string]string{}
+	addr := func(id string) string {
+		if a, ok := seen[id]; ok {
+			return a
+		}
+		a, err := localrun.FreeLoopbackAddr()
+		if err != nil {
+			a = "127.0.0.1:1"
+		}
+		seen[id] = a
+		return a
+	}
+	return localrun.Addresses{
+		Worker: func(w *v1alpha1.Worker) string { return addr("Worker/" + namespaceOr(w.Namespace) + "/" + w.Name) },
+		Shard: func(d *v1alpha1.DurableObjectNamespace, i int) string {
+			return addr(fmt.Sprintf("DurableObjectNamespace/%s/%s/%d", namespaceOr(d.Namespace), d.Name, i))
+		},
+		Engine: func(wf *v1alpha1.Workflow) string {
+			return addr("Workflow/" + namespaceOr(wf.Namespace) + "/" + wf.Name)
+		},
+	}
 }
 
 func namespaceOr(ns string) string {

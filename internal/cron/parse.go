@@ -7,7 +7,7 @@ import (
 )
 
 // Source names where the dialect's limits come from; error messages cite it.
-const Source = "Cloudflare Cron Triggers dialect (cloudflare-semantics.md §4.1)"
+const Source = "Cloudflare Cron Triggers dialect (https://developers.cloudflare.com/workers/configuration/cron-triggers/#supported-cron-expressions)"
 
 // MaxLength is the longest expression accepted, in bytes: the CronSchedule CRD's
 // items:MaxLength for spec.schedules.

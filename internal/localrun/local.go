@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/loopback"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
@@ -49,6 +50,8 @@ type LocalOptions struct {
 	Externals map[string]string
 	// Env is added to the process environment, e.g. "WORKERD_SECRET_TOKEN=s3cret".
 	Env []string
+	// Args are more workerd flags, e.g. --directory-path for a shard's storage.
+	Args []string
 	// Output, if set, receives workerd's stdout and stderr as they come.
 	Output io.Writer
 }
@@ -152,6 +155,26 @@ func StartLocal(ctx context.Context, o LocalOptions) (*Local, error) {
 	}
 }
 
+// LocalOptions are the options that run r from dir (where WriteFiles put its files)
+// as its pods would: a shard also gets the gateway socket, storage under dir and its
+// pod name; an engine the workflows socket. Binary and Env are left to the caller.
+func (r Rendered) LocalOptions(dir string) (LocalOptions, error) {
+	o := LocalOptions{Dir: dir, Sockets: []string{podcontract.HTTPSocket, podcontract.RPCSocket, podcontract.HealthSocket, podcontract.TriggerSocket}}
+	switch r.HostKind {
+	case v1alpha1.ReferenceDurableObjectNamespace:
+		st := filepath.Join(dir, render.DOStorageService)
+		if err := os.MkdirAll(st, 0o755); err != nil {
+			return o, err
+		}
+		o.Sockets = append(o.Sockets, podcontract.GatewaySocket)
+		o.Args = []string{fmt.Sprintf("--directory-path=%s=%s", render.DOStorageService, st)}
+		o.Env = []string{render.PodNameEnv + "=" + r.PodSet() + "-0"}
+	case v1alpha1.ReferenceWorkflow:
+		o.Sockets = append(o.Sockets, podcontract.WorkflowSocket)
+	}
+	return o, nil
+}
+
 // localArgs are workerd's args for o and the number of sockets it will report.
 func localArgs(o LocalOptions) ([]string, int, error) {
 	sockets := o.Sockets
@@ -176,7 +199,7 @@ func localArgs(o LocalOptions) ([]string, int, error) {
 	for k, v := range externals {
 		args = append(args, fmt.Sprintf("--external-addr=%s=%s", k, v))
 	}
-	return args, len(sockets), nil
+	return append(args, o.Args...), len(sockets), nil
 }
 
 // watchListens reads workerd's control events from r into l.Addrs and closes ready

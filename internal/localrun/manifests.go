@@ -27,10 +27,37 @@ import (
 // Manifests are the objects of one or more multi-document YAML (or JSON) streams that
 // matter to the renderer. Other kinds are kept in Others (raw, one per document).
 type Manifests struct {
-	Workers    []*v1alpha1.Worker
-	ConfigMaps []*corev1.ConfigMap
-	Secrets    []*corev1.Secret
-	Others     [][]byte
+	Workers                 []*v1alpha1.Worker
+	DurableObjectNamespaces []*v1alpha1.DurableObjectNamespace
+	Workflows               []*v1alpha1.Workflow
+	CronSchedules           []*v1alpha1.CronSchedule
+	ConfigMaps              []*corev1.ConfigMap
+	Secrets                 []*corev1.Secret
+	Others                  [][]byte
+}
+
+// kinds are the kinds DecodeManifests decodes (strictly) into Manifests, by
+// apiVersion group ("" for the core group) and kind.
+var kinds = map[[2]string]func(doc []byte, m *Manifests) error{
+	{v1alpha1.GroupVersion.Group, "Worker"}:                 decodeAppend(func(m *Manifests) *[]*v1alpha1.Worker { return &m.Workers }),
+	{v1alpha1.GroupVersion.Group, "DurableObjectNamespace"}: decodeAppend(func(m *Manifests) *[]*v1alpha1.DurableObjectNamespace { return &m.DurableObjectNamespaces }),
+	{v1alpha1.GroupVersion.Group, "Workflow"}:               decodeAppend(func(m *Manifests) *[]*v1alpha1.Workflow { return &m.Workflows }),
+	{v1alpha1.GroupVersion.Group, "CronSchedule"}:           decodeAppend(func(m *Manifests) *[]*v1alpha1.CronSchedule { return &m.CronSchedules }),
+	{"", "ConfigMap"}: decodeAppend(func(m *Manifests) *[]*corev1.ConfigMap { return &m.ConfigMaps }),
+	{"", "Secret"}:    decodeAppend(func(m *Manifests) *[]*corev1.Secret { return &m.Secrets }),
+}
+
+// decodeAppend decodes a document strictly into a new T and appends it to field(m).
+func decodeAppend[T any](field func(*Manifests) *[]*T) func([]byte, *Manifests) error {
+	return func(doc []byte, m *Manifests) error {
+		obj := new(T)
+		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+			return err
+		}
+		l := field(m)
+		*l = append(*l, obj)
+		return nil
+	}
 }
 
 // DecodeManifests reads a multi-document YAML stream; source names it in errors
@@ -56,29 +83,20 @@ func DecodeManifests(r io.Reader, source string, into *Manifests) error {
 		if err := yaml.Unmarshal(doc, &meta); err != nil {
 			return fmt.Errorf("%s: document %d: %w", source, i+1, err)
 		}
-		switch {
-		case meta.Kind == "Worker" && strings.HasPrefix(meta.APIVersion, v1alpha1.GroupVersion.Group+"/"):
-			w := &v1alpha1.Worker{}
-			if err := yaml.UnmarshalStrict(doc, w); err != nil {
-				return fmt.Errorf("%s: document %d (Worker): %w", source, i+1, err)
-			}
-			into.Workers = append(into.Workers, w)
-		case meta.Kind == "ConfigMap" && meta.APIVersion == "v1":
-			cm := &corev1.ConfigMap{}
-			if err := yaml.UnmarshalStrict(doc, cm); err != nil {
-				return fmt.Errorf("%s: document %d (ConfigMap): %w", source, i+1, err)
-			}
-			into.ConfigMaps = append(into.ConfigMaps, cm)
-		case meta.Kind == "Secret" && meta.APIVersion == "v1":
-			s := &corev1.Secret{}
-			if err := yaml.UnmarshalStrict(doc, s); err != nil {
-				return fmt.Errorf("%s: document %d (Secret): %w", source, i+1, err)
-			}
-			into.Secrets = append(into.Secrets, s)
-		case meta.Kind == "" || meta.APIVersion == "":
+		if meta.Kind == "" || meta.APIVersion == "" {
 			return fmt.Errorf("%s: document %d: apiVersion and kind are required", source, i+1)
-		default:
+		}
+		group, _, _ := strings.Cut(meta.APIVersion, "/")
+		if !strings.Contains(meta.APIVersion, "/") {
+			group = ""
+		}
+		decode, ok := kinds[[2]string{group, meta.Kind}]
+		if !ok {
 			into.Others = append(into.Others, doc)
+			continue
+		}
+		if err := decode(doc, into); err != nil {
+			return fmt.Errorf("%s: document %d (%s): %w", source, i+1, meta.Kind, err)
 		}
 	}
 }
@@ -101,57 +119,238 @@ func namespaceOf(ns string) string {
 	return ns
 }
 
-// Rendered is one Worker's rendering by RenderManifests.
+// Rendered is one rendering by RenderManifests: what the pods of a Worker, of a
+// DurableObjectNamespace's shards or of a Workflow's engine run.
 type Rendered struct {
+	// Worker is the Worker whose code the pods run.
 	Worker *v1alpha1.Worker
 	Output *render.Output
+	// HostKind and HostName name the DurableObjectNamespace or Workflow whose pods
+	// these are; both "" for the Worker's own pods.
+	HostKind, HostName string
+	// Args are the workerd container's args in the cluster.
+	Args []string
 }
 
-// RenderManifests renders every Worker of m, as the controller would: a
-// source.configMap Worker gets the ConfigMap of that name in its namespace from m,
-// and service bindings to Workers of m resolve to their in-cluster addresses
-// (render.RPCAddress). A binding to a Worker not in m is an error naming the field.
-// Results are sorted by namespace and name.
-func RenderManifests(m *Manifests, opts render.Options) ([]Rendered, error) {
-	return RenderManifestsWith(m, opts, nil)
-}
-
-// RenderManifestsWith is RenderManifests with service binding addresses from address
-// (given the target Worker) instead of render.RPCAddress; nil means render.RPCAddress.
-func RenderManifestsWith(m *Manifests, opts render.Options, address func(target *v1alpha1.Worker) string) ([]Rendered, error) {
-	if address == nil {
-		address = func(w *v1alpha1.Worker) string { return render.RPCAddress(w, opts) }
+// PodSet is the name of the Deployment or StatefulSet running the rendering: the
+// Worker's name, "<namespace>-do" (render.ShardSetName) or "<workflow>-wf".
+func (r Rendered) PodSet() string {
+	switch r.HostKind {
+	case v1alpha1.ReferenceDurableObjectNamespace:
+		return render.ShardSetName(r.HostName)
+	case v1alpha1.ReferenceWorkflow:
+		return render.EngineSetName(r.HostName)
 	}
-	workers := append([]*v1alpha1.Worker(nil), m.Workers...)
-	sort.SliceStable(workers, func(i, j int) bool {
-		a, b := workers[i], workers[j]
-		if namespaceOf(a.Namespace) != namespaceOf(b.Namespace) {
-			return namespaceOf(a.Namespace) < namespaceOf(b.Namespace)
-		}
-		return a.Name < b.Name
-	})
+	return r.Worker.Name
+}
+
+// Title names the rendering: "Worker ns/name", or "DurableObjectNamespace ns/rooms
+// (shard pods of Worker chat)".
+func (r Rendered) Title() string {
+	id := namespaceOf(r.Worker.Namespace) + "/"
+	if r.HostKind == "" {
+		return "Worker " + id + r.Worker.Name
+	}
+	what := "shard"
+	if r.HostKind == v1alpha1.ReferenceWorkflow {
+		what = "engine"
+	}
+	return fmt.Sprintf("%s %s%s (%s pods of Worker %s)", r.HostKind, id, r.HostName, what, r.Worker.Name)
+}
+
+// Addresses are the addresses renderings point at; a nil field means the in-cluster
+// address (render.RPCAddress, render.TargetFor, render.WorkflowTargetFor).
+type Addresses struct {
+	// Worker is the address of a service binding's target Worker.
+	Worker func(w *v1alpha1.Worker) string
+	// Shard is the gateway address of shard i of a DurableObjectNamespace.
+	Shard func(d *v1alpha1.DurableObjectNamespace, i int) string
+	// Engine is the engine (sidecar) address of a Workflow.
+	Engine func(wf *v1alpha1.Workflow) string
+}
+
+// RenderManifests renders m as the controller would: every Worker's pods, then the
+// shard pods of every DurableObjectNamespace and the engine pods of every Workflow.
+// A source.configMap Worker gets the ConfigMap of that name in its namespace from m;
+// bindings to Workers, DurableObjectNamespaces and Workflows of m resolve to their
+// in-cluster addresses. A reference to an object not in m is an error naming the
+// field. A DurableObjectNamespace without metadata.uid or status.uniqueKey (as in a
+// file) gets the uniqueKey "<namespace>-<name>-local".
+func RenderManifests(m *Manifests, opts render.Options) ([]Rendered, error) {
+	return RenderManifestsWith(m, opts, Addresses{})
+}
+
+// RenderManifestsWith is RenderManifests with the addresses of a.
+func RenderManifestsWith(m *Manifests, opts render.Options, a Addresses) ([]Rendered, error) {
+	if err := checkCronTargets(m); err != nil {
+		return nil, err
+	}
 	var out []Rendered
-	for _, w := range workers {
-		in := render.Input{Worker: w, Options: opts, Services: map[string]render.ServiceTarget{}}
-		for _, o := range workers {
-			if namespaceOf(o.Namespace) == namespaceOf(w.Namespace) {
-				in.Services[o.Name] = render.ServiceTarget{Address: address(o)}
-			}
-		}
-		if cs := w.Spec.Source.ConfigMap; cs != nil {
-			for _, cm := range m.ConfigMaps {
-				if cm.Name == cs.Name && namespaceOf(cm.Namespace) == namespaceOf(w.Namespace) {
-					in.ConfigMap = cm
-				}
-			}
-		}
-		o, err := render.Render(in)
+	for _, w := range sortedByName(m.Workers) {
+		in, err := inputFor(m, w, opts, a)
 		if err != nil {
-			return nil, fmt.Errorf("Worker %s/%s: %w", namespaceOf(w.Namespace), w.Name, err)
+			return nil, err
 		}
-		out = append(out, Rendered{Worker: w, Output: o})
+		r, err := renderOne(in, "", "", render.Args(w))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	hosts, err := renderHosts(m, opts, a)
+	return append(out, hosts...), err
+}
+
+// renderHosts renders the shard pods of every DurableObjectNamespace and the engine
+// pods of every Workflow of m.
+func renderHosts(m *Manifests, opts render.Options, a Addresses) ([]Rendered, error) {
+	var out []Rendered
+	for _, d := range sortedByName(m.DurableObjectNamespaces) {
+		in, err := hostInput(m, d.Namespace, v1alpha1.ReferenceDurableObjectNamespace, d.Name, d.Spec.WorkerRef.Name, opts, a)
+		if err != nil {
+			return nil, err
+		}
+		in.Host = d.Name
+		r, err := renderOne(in, v1alpha1.ReferenceDurableObjectNamespace, d.Name, render.ShardArgs(in.Worker))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	for _, wf := range sortedByName(m.Workflows) {
+		in, err := hostInput(m, wf.Namespace, v1alpha1.ReferenceWorkflow, wf.Name, wf.Spec.WorkerRef.Name, opts, a)
+		if err != nil {
+			return nil, err
+		}
+		in.WorkflowHosts = []render.WorkflowHost{{Name: wf.Name, ClassName: wf.Spec.ClassName}}
+		r, err := renderOne(in, v1alpha1.ReferenceWorkflow, wf.Name, append(render.Args(in.Worker), render.WorkflowEngineArgs()...))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
 	}
 	return out, nil
+}
+
+func renderOne(in render.Input, hostKind, hostName string, args []string) (Rendered, error) {
+	o, err := render.Render(in)
+	if err != nil {
+		r := Rendered{Worker: in.Worker, HostKind: hostKind, HostName: hostName}
+		return Rendered{}, fmt.Errorf("%s: %w", r.Title(), err)
+	}
+	return Rendered{Worker: in.Worker, Output: o, HostKind: hostKind, HostName: hostName, Args: args}, nil
+}
+
+// hostInput is the input of the pods of a DurableObjectNamespace or Workflow (kind,
+// name) of namespace ns running the code of Worker worker, which must be in m.
+func hostInput(m *Manifests, ns, kind, name, worker string, opts render.Options, a Addresses) (render.Input, error) {
+	w := findByName(m.Workers, ns, worker)
+	if w == nil {
+		return render.Input{}, fmt.Errorf("%s %s/%s: spec.workerRef.name: Worker %q is not in the files", kind, namespaceOf(ns), name, worker)
+	}
+	return inputFor(m, w, opts, a)
+}
+
+// inputFor is the renderer input of w's pods: its ConfigMap and the addresses of the
+// Workers, DurableObjectNamespaces and Workflows of its namespace in m.
+func inputFor(m *Manifests, w *v1alpha1.Worker, opts render.Options, a Addresses) (render.Input, error) {
+	ns := namespaceOf(w.Namespace)
+	in := render.Input{Worker: w, Options: opts, Services: map[string]render.ServiceTarget{},
+		DurableObjects: map[string]render.DurableObjectTarget{}, Workflows: map[string]render.WorkflowTarget{}}
+	for _, o := range m.Workers {
+		if namespaceOf(o.Namespace) == ns {
+			in.Services[o.Name] = render.ServiceTarget{Address: address(a.Worker, o, func() string { return render.RPCAddress(o, opts) })}
+		}
+	}
+	for _, d := range m.DurableObjectNamespaces {
+		if namespaceOf(d.Namespace) != ns {
+			continue
+		}
+		t, err := doTarget(d, opts, a)
+		if err != nil {
+			return render.Input{}, err
+		}
+		in.DurableObjects[d.Name] = t
+	}
+	for _, wf := range m.Workflows {
+		if namespaceOf(wf.Namespace) == ns {
+			in.Workflows[wf.Name] = render.WorkflowTarget{Address: address(a.Engine, wf, func() string { return render.WorkflowTargetFor(ns, wf.Name, opts).Address })}
+		}
+	}
+	if cs := w.Spec.Source.ConfigMap; cs != nil {
+		in.ConfigMap = findByName(m.ConfigMaps, w.Namespace, cs.Name)
+	}
+	return in, nil
+}
+
+// doTarget is render.TargetFor(d) with a local uniqueKey when d has none (a file has
+// no uid) and the shard addresses of a.Shard when set.
+func doTarget(d *v1alpha1.DurableObjectNamespace, opts render.Options, a Addresses) (render.DurableObjectTarget, error) {
+	if d.UID == "" && d.Status.UniqueKey == "" {
+		d = d.DeepCopy()
+		d.Status.UniqueKey = namespaceOf(d.Namespace) + "-" + d.Name + "-local"
+	}
+	t, err := render.TargetFor(d, opts)
+	if err != nil {
+		return t, err
+	}
+	if a.Shard != nil {
+		for i := range t.ShardAddresses {
+			t.ShardAddresses[i] = a.Shard(d, i)
+		}
+	}
+	return t, nil
+}
+
+// checkCronTargets reports a CronSchedule whose target is not in m.
+func checkCronTargets(m *Manifests) error {
+	for _, c := range m.CronSchedules {
+		t := c.Spec.Target
+		switch {
+		case t.WorkerRef != nil && findByName(m.Workers, c.Namespace, t.WorkerRef.Name) == nil:
+			return fmt.Errorf("CronSchedule %s/%s: spec.target.workerRef.name: Worker %q is not in the files", namespaceOf(c.Namespace), c.Name, t.WorkerRef.Name)
+		case t.WorkflowRef != nil && findByName(m.Workflows, c.Namespace, t.WorkflowRef.Name) == nil:
+			return fmt.Errorf("CronSchedule %s/%s: spec.target.workflowRef.name: Workflow %q is not in the files", namespaceOf(c.Namespace), c.Name, t.WorkflowRef.Name)
+		}
+	}
+	return nil
+}
+
+func address[T any](f func(T) string, obj T, def func() string) string {
+	if f != nil {
+		return f(obj)
+	}
+	return def()
+}
+
+// object is what sortedByName and findByName need of an object.
+type object interface {
+	GetName() string
+	GetNamespace() string
+}
+
+// sortedByName returns objs sorted by namespace, then name.
+func sortedByName[T object](objs []T) []T {
+	out := append([]T(nil), objs...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if namespaceOf(a.GetNamespace()) != namespaceOf(b.GetNamespace()) {
+			return namespaceOf(a.GetNamespace()) < namespaceOf(b.GetNamespace())
+		}
+		return a.GetName() < b.GetName()
+	})
+	return out
+}
+
+// findByName returns the object of objs named name in namespace ns, or the zero T.
+func findByName[T object](objs []T, ns, name string) T {
+	var zero T
+	for _, o := range objs {
+		if o.GetName() == name && namespaceOf(o.GetNamespace()) == namespaceOf(ns) {
+			return o
+		}
+	}
+	return zero
 }
 
 // SecretEnv returns "WORKERD_SECRET_<NAME>=<value>" for every secretKeyRef env var of
@@ -185,9 +384,16 @@ func SecretEnv(w *v1alpha1.Worker, out *render.Output, secrets []*corev1.Secret)
 // references, then every file ("--- <path>" and its content; binary files as base64).
 // With shims false the shim worker files are listed by path only.
 func Format(wr io.Writer, w *v1alpha1.Worker, out *render.Output, shims bool) error {
+	return FormatRendered(wr, Rendered{Worker: w, Output: out, Args: render.Args(w)}, shims)
+}
+
+// FormatRendered is Format for any rendering: the header names it (Rendered.Title)
+// and its args.
+func FormatRendered(wr io.Writer, r Rendered, shims bool) error {
+	w, out := r.Worker, r.Output
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Worker %s/%s version %s\n", namespaceOf(w.Namespace), w.Name, out.Version)
-	fmt.Fprintf(&b, "# args: %s\n", strings.Join(render.Args(w), " "))
+	fmt.Fprintf(&b, "# %s version %s\n", r.Title(), out.Version)
+	fmt.Fprintf(&b, "# args: %s\n", strings.Join(r.Args, " "))
 	for _, e := range out.Env {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 			fmt.Fprintf(&b, "# env %s from Secret %s key %s\n", e.Name, e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Key)

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
+)
+
+// TestImportThenCheck runs `import` as users do on a project of the cloudflare/templates
+// snapshot (with a stand-in for its wrangler bundle), then `render --check` on every
+// file it wrote; and shows that a project with unsupported keys fails naming them.
+func TestImportThenCheck(t *testing.T) {
+	bin, workerd := buildCommand(t), testenv.WorkerdBinary(t)
+	templates := testenv.SharedFile(t, "testdata", "cloudflare-templates")
+	bundle := t.TempDir()
+	src := `import { DurableObject } from "cloudflare:workers";
+export class MyDurableObject extends DurableObject {
+  async sayHello(name) { return "Hello, " + name + "!"; }
+}
+export default { async fetch(req, env) { return new Response(await env.MY_DURABLE_OBJECT.getByName("x").sayHello("world")); } };
+`
+	if err := os.WriteFile(filepath.Join(bundle, "index.js"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	_, stderr, code := runCommand(t, bin, "import", filepath.Join(templates, "hello-world-do-template"), "--bundle", bundle, "-o", out)
+	if code != 0 {
+		t.Fatalf("import: exit %d\n%s", code, stderr)
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*-*.yaml"))
+	args := []string{"render", "--check", "--workerd", workerd}
+	for _, f := range files {
+		args = append(args, "-f", f)
+	}
+	_, stderr, code = runCommand(t, bin, args...)
+	if code != 0 || !strings.Contains(stderr, "check default/hello-world-do-template: ok") ||
+		!strings.Contains(stderr, "check default/hello-world-do-template-my-durable-object-do: ok") {
+		t.Fatalf("render --check on %v: exit %d\n%s", files, code, stderr)
+	}
+
+	_, stderr, code = runCommand(t, bin, "import", filepath.Join(templates, "d1-template"), "--bundle", bundle)
+	if code != 1 || !strings.Contains(stderr, "d1_databases: no D1 binding kind yet") || !strings.Contains(stderr, "--allow-unsupported") {
+		t.Errorf("import d1-template: exit %d\n%s", code, stderr)
+	}
+}

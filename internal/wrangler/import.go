@@ -1,0 +1,163 @@
+package wrangler
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+)
+
+// UnsupportedAnnotation is set on an imported Worker (with --allow-unsupported) to the
+// configuration keys that did not map, one "path: reason" per line.
+const UnsupportedAnnotation = "fleet.workerd-operator.io/import-unsupported"
+
+// Options configure Import.
+type Options struct {
+	// Path is the project directory or its wrangler.json/.jsonc/.toml.
+	Path string
+	// Env selects an [env.NAME] section; "" is the top level.
+	Env string
+	// Bundle is a directory written by `wrangler deploy --dry-run --outdir`; every file
+	// in it becomes an inline module. "" reads main as the only module.
+	Bundle string
+	// Namespace of the objects; "" leaves it to kubectl.
+	Namespace string
+	// AllowUnsupported imports despite unsupported keys (listed in the Worker's
+	// UnsupportedAnnotation).
+	AllowUnsupported bool
+}
+
+// UnsupportedError lists the keys that did not map.
+type UnsupportedError struct {
+	File   string
+	Issues []Issue
+}
+
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("%s: %d key(s) cannot be mapped (pass --allow-unsupported to import without them):\n  %s",
+		e.File, len(e.Issues), strings.ReplaceAll(joinIssues(e.Issues), "\n", "\n  "))
+}
+
+// Import reads a wrangler project and returns its objects. Unsupported keys are an
+// *UnsupportedError unless o.AllowUnsupported; code that cannot be read as is names
+// --bundle.
+func Import(o Options) (*Result, error) {
+	cfg, err := Load(o.Path)
+	if err != nil {
+		return nil, err
+	}
+	eff, err := cfg.Environment(o.Env)
+	if err != nil {
+		return nil, err
+	}
+	res, err := Convert(cfg, eff, o.Namespace, o.Bundle != "")
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Unsupported) > 0 && !o.AllowUnsupported {
+		return nil, &UnsupportedError{File: cfg.File, Issues: res.Unsupported}
+	}
+	var mods []v1alpha1.Module
+	if o.Bundle != "" {
+		mods, err = BundleModules(o.Bundle, res.main)
+	} else {
+		var m v1alpha1.Module
+		m, err = MainModule(cfg.Dir, res.main)
+		mods = []v1alpha1.Module{m}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	res.Worker.Spec.Source.Inline = &v1alpha1.InlineSource{Modules: mods}
+	if len(res.Unsupported) > 0 {
+		res.Worker.Annotations = map[string]string{UnsupportedAnnotation: joinIssues(res.Unsupported)}
+	}
+	return res, nil
+}
+
+// Objects returns the Worker and its companions, in apply order.
+func (r *Result) Objects() []any {
+	out := []any{r.Worker}
+	for _, d := range r.DurableObjectNamespaces {
+		out = append(out, d)
+	}
+	for _, w := range r.Workflows {
+		out = append(out, w)
+	}
+	for _, c := range r.CronSchedules {
+		out = append(out, c)
+	}
+	return out
+}
+
+// manifest renders one object as YAML without status and empty metadata fields.
+func manifest(obj any) (kind, name string, data []byte, err error) {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return "", "", nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "", "", nil, err
+	}
+	delete(m, "status")
+	meta, _ := m["metadata"].(map[string]any)
+	delete(meta, "creationTimestamp")
+	data, err = yaml.Marshal(m)
+	kind, _ = m["kind"].(string)
+	name, _ = meta["name"].(string)
+	return kind, name, data, err
+}
+
+// WriteYAML writes the objects as one multi-document YAML stream.
+func (r *Result) WriteYAML(w io.Writer) error {
+	for i, obj := range r.Objects() {
+		_, _, data, err := manifest(obj)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			if _, err := io.WriteString(w, "---\n"); err != nil {
+				return err
+			}
+		}
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteDir writes one file per object ("<kind>-<name>.yaml", lowercase) and a
+// kustomization.yaml listing them, and returns the file names.
+func (r *Result) WriteDir(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, obj := range r.Objects() {
+		kind, name, data, err := manifest(obj)
+		if err != nil {
+			return nil, err
+		}
+		f := strings.ToLower(kind) + "-" + name + ".yaml"
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
+	for _, f := range files {
+		k += "  - " + f + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		return nil, err
+	}
+	return append(files, "kustomization.yaml"), nil
+}
