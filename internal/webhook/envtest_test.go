@@ -149,7 +149,7 @@ func (s *suite) start() error {
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir,
-			// HTTP/1.1 only, as the manager serves it (cmd_manager.go disableHTTP2).
+			// HTTP/1.1 only, as the manager serves it (cmd/workerd-operator/manager.go disableHTTP2).
 			TLSOpts: []func(*tls.Config){func(c *tls.Config) {
 				c.NextProtos = []string{"http/1.1"}
 				c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
