@@ -42,7 +42,7 @@ create; their values are never read.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Env, "env", "", "the [env.NAME] section to import (default: the top level)")
-	f.StringVar(&o.Bundle, "bundle", "", "directory written by `wrangler deploy --dry-run --outdir`: every file becomes a module")
+	f.StringVar(&o.Bundle, "bundle", "", "directory written by wrangler deploy --dry-run --outdir: every file becomes a module")
 	f.StringVarP(&outDir, "output-dir", "o", "", "write one file per object and a kustomization.yaml into this directory")
 	f.BoolVar(&o.AllowUnsupported, "allow-unsupported", false, "import despite keys that cannot be mapped (listed in an annotation)")
 	f.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of the objects (default: none, kubectl's)")

@@ -46,7 +46,7 @@ func newSidecarCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.workflowsConfig, "workflows-config", "", "run the Workflows engine with this config file (internal/workflows/api FileConfig); engine pods only")
-	f.StringVar(&o.runnerURL, "workflows-runner-url", "", "the workerd `workflows` socket the engine runs instances through (http://$(POD_IP):9094); overrides the config file's runnerURL")
+	f.StringVar(&o.runnerURL, "workflows-runner-url", "", "the workerd workflows socket the engine runs instances through (http://$(POD_IP):9094); overrides the config file's runnerURL")
 	f.StringVar(&o.listen, "listen", "", "listen address host:port ($(POD_IP):9092 in a pod)")
 	f.StringVar(&o.dataDir, "data-dir", podcontract.SidecarDataDir, "state directory (the shard's PVC or an emptyDir)")
 	f.StringVar(&o.profile, "limits-profile", string(limits.DefaultProfile), "limit profile the channel limits come from (free, paid, custom; internal/limits)")

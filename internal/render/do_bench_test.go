@@ -14,7 +14,7 @@ import (
 // include the same HTTP overhead; the difference is the cross-shard hop.
 // Metrics: p50-us and p99-us per call, calls/s (one client, sequential).
 //
-//	go test ./internal/workerdconfig -run '^$' -bench DurableObjectCall -benchtime 2000x
+//	go test ./internal/render -run '^$' -bench DurableObjectCall -benchtime 2000x
 func BenchmarkDurableObjectCall(b *testing.B) {
 	c := startDOCluster(b, 0)
 	for _, tc := range []struct {

@@ -10,7 +10,7 @@ import (
 )
 
 // spec.channels.max* become the shard sidecar's --channel-max-* flags (docs/channels.md
-// "Limits"); flag names are the ones cmd_sidecar.go defines.
+// "Limits"); flag names are the ones cmd/workerd-operator/sidecar.go defines.
 func TestChannelLimitArgs(t *testing.T) {
 	cases := []struct {
 		name string

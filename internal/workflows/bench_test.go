@@ -22,7 +22,7 @@ import (
 // calls. Metrics: completed steps per second (first create to last completion) and the
 // p99 latency between consecutive steps of an instance (from the steps' own timestamps).
 //
-//	go test ./internal/sidecar/workflows/ -run '^$' -bench Engines -benchtime 1x
+//	go test ./internal/workflows/ -run '^$' -bench Engines -benchtime 1x
 func BenchmarkEngines(b *testing.B) {
 	n, m := envInt("WF_BENCH_INSTANCES", 100), envInt("WF_BENCH_STEPS", 10)
 	b.Run("sidecar", func(b *testing.B) {

@@ -244,7 +244,7 @@ var historyAllowed = map[string]string{
 
 // TestNoProjectHistory: non-test Go files (comments and strings), the JavaScript shims
 // injected into every pod, the generated CRDs (what `kubectl explain` prints) and the
-// generated docs/limits.md carry no history pointers (historyPatterns).
+// docs a user reads (README.md, docs/*.md) carry no history pointers (historyPatterns).
 func TestNoProjectHistory(t *testing.T) {
 	r := root(t)
 	type text struct {
@@ -259,7 +259,8 @@ func TestNoProjectHistory(t *testing.T) {
 		"internal/shim/*.js",
 		"config/crd/bases/*.yaml",
 		"charts/workerd-operator/files/crds/*.yaml",
-		"docs/limits.md",
+		"docs/*.md",
+		"README.md",
 	} {
 		ms, err := filepath.Glob(filepath.Join(r, filepath.FromSlash(glob)))
 		if err != nil {

@@ -44,7 +44,7 @@ app.kubernetes.io/component: manager
 
 {{/*
 The webhook configurations' names. Fixed: the manager's certificate rotator injects the CA
-bundle into exactly these two (cmd_manager.go), so one release per cluster.
+bundle into exactly these two (cmd/workerd-operator/manager.go), so one release per cluster.
 */}}
 {{- define "workerd-operator.mutatingWebhookName" -}}workerd-operator-mutating-webhook-configuration{{- end -}}
 {{- define "workerd-operator.validatingWebhookName" -}}workerd-operator-validating-webhook-configuration{{- end -}}
