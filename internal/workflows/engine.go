@@ -36,6 +36,11 @@ type Engine struct {
 	pending      map[string]api.StepConfig // new step.do calls not committed yet
 	pendingCount map[string]int            // per instance
 	closed       bool
+	// stopping: a graceful shutdown is waiting for the attempts in flight; nothing new
+	// is dispatched or started.
+	stopping bool
+	// settled is closed (and replaced) whenever attempts in flight are forgotten.
+	settled chan struct{}
 	// runnerBackoff: no dispatch before this time (the runner was unreachable).
 	runnerBackoff time.Time
 	pumpTimer     *time.Timer
@@ -91,6 +96,7 @@ func New(o Options) (*Engine, error) {
 		attemptStart: map[string]int64{},
 		pending:      map[string]api.StepConfig{},
 		pendingCount: map[string]int{},
+		settled:      make(chan struct{}),
 	}
 	fail := func(err error) (*Engine, error) {
 		db.Close()
@@ -239,8 +245,36 @@ func (e *Engine) SweepRetention() (int, error) {
 	return n, err
 }
 
-// Close stops timers and dispatches and closes the store (runs in workerd are fenced by
-// their run id when the engine comes back).
+// Shutdown stops the engine gracefully: no run is dispatched and no step or attempt
+// starts any more, the attempts in flight are waited for until ctx ends (each result is
+// committed as it settles), then the engine closes. Runs cut short replay when the
+// engine comes back; their committed steps are not run again.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	e.stopping = true
+	for len(e.attemptStart) > 0 {
+		ch := e.settled
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			e.logf("workflows: shutdown: %d attempts still in flight: %v", len(e.attemptStart), ctx.Err())
+			return e.Close()
+		}
+		e.mu.Lock()
+	}
+	e.mu.Unlock()
+	return e.Close()
+}
+
+// notifySettled wakes whoever waits for attempts in flight to settle. Called with mu held.
+func (e *Engine) notifySettled() {
+	close(e.settled)
+	e.settled = make(chan struct{})
+}
+
+// Close stops timers and dispatches and closes the store at once (runs in workerd are
+// fenced by their run id when the engine comes back); Shutdown first waits for attempts.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	e.closed = true
@@ -327,7 +361,7 @@ func (e *Engine) stopTimer(wfName, id string) {
 // pump dispatches ready instances while the workflow has free slots. Called with mu held.
 func (e *Engine) pump(wfName string) {
 	w := e.wfs[wfName]
-	if w == nil || e.closed {
+	if w == nil || e.closed || e.stopping {
 		return
 	}
 	if d := time.Until(e.runnerBackoff); d > 0 {
@@ -437,6 +471,8 @@ func (e *Engine) dispatch(job *runJob) {
 	w := e.wfs[job.Workflow]
 	delete(w.inflight, job.ID)
 	e.dropAttempts(job.Workflow, job.ID)
+	e.dropAllPending(job.Workflow, job.ID)
+	e.notifySettled()
 	if e.closed {
 		return
 	}
@@ -751,9 +787,11 @@ func (e *Engine) Resume(wfName, id string) (*api.Instance, error) {
 	return in, err
 }
 
-// Terminate moves an instance to terminated; a run in flight is fenced off (its next
-// step call is aborted). Errors: 409 instance.cannot_terminate on complete, errored or
-// terminated instances (the status does not change).
+// Terminate moves an instance to terminated at once; a run in flight ends at its next
+// step call (no step starts after this), and each of its step.do attempts in flight is
+// still committed when it settles (the run id stays, so their reports are taken).
+// Errors: 409 instance.cannot_terminate on complete, errored or terminated instances
+// (the status does not change).
 func (e *Engine) Terminate(wfName, id string) (*api.Instance, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -762,8 +800,6 @@ func (e *Engine) Terminate(wfName, id string) (*api.Instance, error) {
 			return api.Errorf(409, "instance.cannot_terminate", "(instance.cannot_terminate) Cannot terminate instance %q: it is %s, a finite state", id, in.Status)
 		}
 		in.Status, in.Ended = api.StatusTerminated, nowMs()
-		e.dropAllPending(wfName, id)
-		in.RunID++
 		in.WakeAt, in.WaitType = 0, ""
 		e.stopTimer(wfName, id)
 		return nil

@@ -4,11 +4,70 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
+
+// startParallel creates a Parallel instance with n concurrent step.do calls (p0..pn-1,
+// each slower than the last) and returns once every callback has started.
+func startParallel(h *harness, id string, n int) {
+	h.t.Helper()
+	h.create("parallel", id, map[string]any{"n": n, "slowMs": 800, "staggerMs": 300})
+	h.waitFor("every step to start", 30*time.Second, func() bool {
+		for i := range n {
+			if len(h.counter.times(fmt.Sprintf("%s:p%d", id, i))) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// parallelCommitted reports whether every step p0..pn-1 of the instance is committed
+// with result 1 (its callback's first run).
+func parallelCommitted(h *harness, id string, n int) bool {
+	for i := range n {
+		if s := h.step("parallel", id, "do", fmt.Sprintf("p%d", i), 1); s == nil || !s.Done || string(s.Result) != "1" {
+			return false
+		}
+	}
+	return true
+}
+
+// checkRanOnce fails t unless every callback p0..pn-1 ran exactly once and the step
+// after them ran after times.
+func checkRanOnce(t *testing.T, h *harness, id string, n, after int) {
+	t.Helper()
+	for i := range n {
+		if c := len(h.counter.times(fmt.Sprintf("%s:p%d", id, i))); c != 1 {
+			t.Errorf("step p%d ran %d times, want once", i, c)
+		}
+	}
+	if c := len(h.counter.times(id + ":after")); c != after {
+		t.Errorf("the step after the concurrent ones ran %d times, want %d", c, after)
+	}
+}
+
+// checkParallelOutput fails t unless the instance completed with every result 1.
+func checkParallelOutput(t *testing.T, h *harness, id string, n int) {
+	t.Helper()
+	in := h.waitStatus("parallel", id, api.StatusComplete, api.StatusErrored)
+	var out struct {
+		Got   []int
+		After int
+	}
+	if err := json.Unmarshal(in.Output, &out); err != nil || len(out.Got) != n || out.After != 1 {
+		t.Fatalf("output %s (status %s, error %+v)", in.Output, in.Status, in.Error)
+	}
+	for i, g := range out.Got {
+		if g != 1 {
+			t.Errorf("step p%d: result %d, want 1", i, g)
+		}
+	}
+}
 
 // pause() while several step.do calls are in flight at once: the instance pauses only
 // after every one of them settled, each result is committed, and on resume no completed
@@ -18,45 +77,77 @@ func TestPauseWaitsForConcurrentSteps(t *testing.T) {
 	for _, n := range []int{2, 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			id := fmt.Sprintf("par%d", n)
-			h.create("parallel", id, map[string]any{"n": n, "slowMs": 800, "staggerMs": 300})
-			h.waitFor("every step to start", 30*time.Second, func() bool {
-				for i := range n {
-					if len(h.counter.times(fmt.Sprintf("%s:p%d", id, i))) == 0 {
-						return false
-					}
-				}
-				return true
-			})
+			startParallel(h, id, n)
 			if st := h.binding("PARALLEL", "pause", map[string]any{"id": id}, nil); st != 200 {
 				t.Fatalf("pause: %d", st)
 			}
 			h.waitStatus("parallel", id, api.StatusPaused)
-			for i := range n {
-				if s := h.step("parallel", id, "do", fmt.Sprintf("p%d", i), 1); s == nil || !s.Done || string(s.Result) != "1" {
-					t.Errorf("step p%d after the pause: %+v, want committed with result 1", i, s)
-				}
+			if !parallelCommitted(h, id, n) {
+				t.Errorf("paused before every step in flight was committed: %+v", h.steps("parallel", id))
 			}
-			if c := len(h.counter.times(id + ":after")); c != 0 {
-				t.Errorf("the step after the concurrent ones ran %d times while paused", c)
-			}
+			checkRanOnce(t, h, id, n, 0)
 			if st := h.binding("PARALLEL", "resume", map[string]any{"id": id}, nil); st != 200 {
 				t.Fatalf("resume: %d", st)
 			}
-			in := h.waitStatus("parallel", id, api.StatusComplete, api.StatusErrored)
-			var out struct {
-				Got   []int
-				After int
+			checkParallelOutput(t, h, id, n)
+			checkRanOnce(t, h, id, n, 1)
+		})
+	}
+}
+
+// terminate() while several step.do calls are in flight: the instance is terminated at
+// once, every attempt in flight still runs to its end and its result is committed when
+// it settles, and no step starts after the terminate.
+func TestTerminateCommitsConcurrentSteps(t *testing.T) {
+	h := newHarness(t, 1, wfDef{api.WorkflowConfig{Name: "parallel"}, "Parallel", "PARALLEL"})
+	for _, n := range []int{2, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			id := fmt.Sprintf("term%d", n)
+			startParallel(h, id, n)
+			if st := h.binding("PARALLEL", "terminate", map[string]any{"id": id}, nil); st != 200 {
+				t.Fatalf("terminate: %d", st)
 			}
-			if err := json.Unmarshal(in.Output, &out); err != nil || len(out.Got) != n || out.After != 1 {
-				t.Fatalf("output %s (status %s, error %+v)", in.Output, in.Status, in.Error)
+			if in := h.get("parallel", id); in.Status != api.StatusTerminated {
+				t.Fatalf("status after terminate = %s", in.Status)
 			}
-			for i := range n {
-				if c := len(h.counter.times(fmt.Sprintf("%s:p%d", id, i))); c != 1 || out.Got[i] != 1 {
-					t.Errorf("step p%d ran %d times (result %d), want once", i, c, out.Got[i])
-				}
+			h.waitFor("every step in flight to be committed", 30*time.Second, func() bool { return parallelCommitted(h, id, n) })
+			h.waitFor("the run to end", 30*time.Second, func() bool {
+				var s api.Stats
+				h.api("GET", "/workflows/parallel/stats", nil, &s)
+				return s.Inflight == 0
+			})
+			checkRanOnce(t, h, id, n, 0)
+			if in := h.get("parallel", id); in.Status != api.StatusTerminated {
+				t.Fatalf("status after the steps settled = %s", in.Status)
 			}
 		})
 	}
+}
+
+// A graceful shutdown of the sidecar (SIGTERM) while several step.do calls are in
+// flight waits for them: each result is committed before the process exits, so after
+// a restart no callback runs again.
+func TestShutdownCommitsConcurrentSteps(t *testing.T) {
+	const n, id = 5, "shut5"
+	h := newHarness(t, 1, wfDef{api.WorkflowConfig{Name: "parallel"}, "Parallel", "PARALLEL"})
+	startParallel(h, id, n)
+	h.mu.Lock()
+	p := h.sidecar
+	h.mu.Unlock()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sidecar did not exit within 30 s of SIGTERM")
+	}
+	h.startSidecar()
+	if !parallelCommitted(h, id, n) {
+		t.Errorf("steps in flight at SIGTERM not all committed before exit: %+v", h.steps("parallel", id))
+	}
+	checkParallelOutput(t, h, id, n)
+	checkRanOnce(t, h, id, n, 1)
 }
 
 // Step configs and names are checked as Cloudflare checks them, before the callback

@@ -2,15 +2,18 @@ package workflows_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,10 +70,32 @@ func runChild(raw string) int {
 		fmt.Fprintln(os.Stderr, lerr)
 		return 2
 	}
-	if err := srv.Serve(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	return serveChild(srv)
+}
+
+// serveChild serves until SIGTERM, then shuts the sidecar down gracefully (as the
+// sidecar command does, with its default 10 s grace).
+func serveChild(srv *sidecar.Server) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		fmt.Fprintln(os.Stderr, "shutdown:", err)
 		return 1
 	}
+	<-errc
 	return 0
 }
 

@@ -152,7 +152,7 @@ func (e *Engine) Step(r StepRequest) (*StepAnswer, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	w := e.wfs[r.Workflow]
-	if w == nil {
+	if w == nil || e.stopping {
 		return abortAnswer, nil
 	}
 	// Replay fast path: a completed step, and a new step.do while running, are answered
@@ -439,15 +439,16 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 	pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
 	ak := attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt)
 	pending, havePending := e.pending[pk]
-	start := e.attemptStart[ak]
+	start, inflight := e.attemptStart[ak]
 	others := e.attemptsInFlight(r.Workflow, r.ID, ak)
+	stopping := e.stopping
 	e.mu.Unlock()
 	var ans *StepAnswer
 	var after []afterCommit
 	err := e.db.Batch(func(tx *bolt.Tx) error {
 		var err error
 		after = nil
-		c := &attemptCommit{r: r, start: start, others: others, after: &after}
+		c := &attemptCommit{r: r, start: start, inflight: inflight, others: others, stopping: stopping, after: &after}
 		if havePending {
 			c.pending = &pending
 		}
@@ -462,6 +463,7 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 	for _, f := range after {
 		f()
 	}
+	e.notifySettled()
 	return ans, nil
 }
 
@@ -472,9 +474,14 @@ type attemptCommit struct {
 	pending *api.StepConfig
 	// start is when the engine answered run for this attempt (0: unknown).
 	start int64
+	// inflight: the engine answered run for this attempt and has not had its report yet
+	// (a terminate since then still takes the report).
+	inflight bool
 	// others: other attempts of the instance are in flight (a pending pause waits for them).
 	others bool
-	after  *[]afterCommit
+	// stopping: the engine is shutting down; after this commit the run ends.
+	stopping bool
+	after    *[]afterCommit
 }
 
 func (c *attemptCommit) then(f afterCommit) { *c.after = append(*c.after, f) }
@@ -483,9 +490,10 @@ func (c *attemptCommit) then(f afterCommit) { *c.after = append(*c.after, f) }
 func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 	r := c.r
 	// A report of the current run is committed even when another branch of it already
-	// ended the run (pause, sleep): the run waits for its attempts in flight.
+	// ended the run (pause, sleep) or the instance was terminated meanwhile: the run
+	// waits for its attempts in flight and no result is lost.
 	in, err := store.GetInstance(tx, r.Workflow, r.ID)
-	if err != nil || in.RunID != r.RunID || api.Finite(in.Status) {
+	if err != nil || in.RunID != r.RunID || (api.Finite(in.Status) && !(in.Status == api.StatusTerminated && c.inflight)) {
 		return abortAnswer, nil
 	}
 	s, err := store.GetStep(tx, r.Workflow, r.ID, "do", r.Name, r.N)
@@ -537,15 +545,18 @@ func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 }
 
 // settleTx commits a step that is done: its outcome goes back to the run, or the run
-// ends here when a pause is pending or the run has ended already.
+// ends here when a pause is pending, the engine is stopping, or the run has ended
+// already (terminated: abort).
 func (e *Engine) settleTx(tx *bolt.Tx, in *api.Instance, s *api.Step, c *attemptCommit) (*StepAnswer, error) {
 	if err := store.PutStep(tx, in.Workflow, in.ID, s); err != nil {
 		return nil, err
 	}
-	switch in.Status {
-	case api.StatusRunning:
+	switch {
+	case api.Finite(in.Status) || c.stopping:
+		return abortAnswer, nil
+	case in.Status == api.StatusRunning:
 		return doneAnswer(s), nil
-	case api.StatusWaitingForPause:
+	case in.Status == api.StatusWaitingForPause:
 		return suspendAnswer, e.pauseTx(tx, in, c)
 	}
 	return suspendAnswer, nil
@@ -583,6 +594,8 @@ func (e *Engine) retryTx(tx *bolt.Tx, in *api.Instance, s *api.Step, a api.Attem
 		return nil, err
 	}
 	switch {
+	case api.Finite(in.Status) || c.stopping:
+		return abortAnswer, nil // no attempt starts after a terminate or during a shutdown
 	case in.Status != api.StatusRunning && in.Status != api.StatusWaitingForPause:
 		return suspendAnswer, nil // the run has ended; the replay waits for s.WakeAt
 	case in.Status == api.StatusWaitingForPause:
