@@ -35,7 +35,7 @@ type sidecarOptions struct {
 func newSidecarCommand() *cobra.Command {
 	o := &sidecarOptions{lim: channels.DefaultLimits()}
 	cmd := &cobra.Command{
-		Use:   "sidecar",
+		Use:   podcontract.SidecarCommand,
 		Short: "Run the per-pod sidecar (durable channels, workflows, metrics) next to workerd",
 		Long: "Serves HTTP on --listen ($(POD_IP):9092 in a pod; workerd reaches it as the external\n" +
 			"service `sidecar`): GET /healthz, GET /metrics, the durable-channel API under /channels/\n" +

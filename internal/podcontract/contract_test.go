@@ -49,6 +49,7 @@ var names = []struct {
 	{podcontract.GatewayPortName, "GatewayPortName", false},
 	{podcontract.SidecarService, "SidecarService", false},
 	{podcontract.SidecarCommand, "SidecarCommand", false},
+	{podcontract.HTTPAppProtocol, "HTTPAppProtocol", false},
 }
 
 // contractNames maps each scanned spelling to the constants spelled that way.
@@ -78,6 +79,9 @@ var strayAllowed = map[string]string{
 	`internal/limits/limits.go: "sidecar"`:          "limits.Sidecar, the Enforcement value docs/limits.md prints",
 	`internal/toolchain/toolchain.go: "workerd"`:    "the npm package's cache directory and binary name",
 	`internal/webhook/compatflags_pinned.go: "rpc"`: "workerd's `rpc` compatibility flag",
+	`internal/render/bindings.go: "http"`:           "the Cap'n Proto field `http` of an external service (its protocol)",
+	`internal/wrangler/config.go: "workflows"`:      "the wrangler config key `workflows`",
+	`internal/wrangler/convert.go: "workflows"`:     "the wrangler config key `workflows`",
 }
 
 // TestNoStrayLiterals: the pod contract's ports (9090–9095), socket names and container

@@ -68,6 +68,8 @@ const (
 	TriggerPortName = "trigger"
 	SidecarPortName = "sidecar"
 	GatewayPortName = "gateway"
+	// HTTPAppProtocol is the appProtocol of the Service's http port.
+	HTTPAppProtocol = "http"
 )
 
 // Names in the rendered config.

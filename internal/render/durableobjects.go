@@ -244,7 +244,7 @@ func wrapped(module string, inner ...string) string {
 func sidecarWrapped(module, service string, config any) string {
 	cfg, _ := json.Marshal(config)
 	return wrapped(module,
-		tuple(named("sidecar"), kv("service", Quote(service))),
+		tuple(named(podcontract.SidecarService), kv("service", Quote(service))),
 		tuple(named("config"), kv("json", Quote(string(cfg)))))
 }
 

@@ -18,7 +18,7 @@ import (
 const (
 	shardDataVolume    = "data"
 	shardDOSubPath     = "do"
-	shardSidecarSubDir = "sidecar"
+	shardSidecarSubDir = podcontract.SidecarContainer // the sidecar's subPath of the PVC
 	// DefaultShardStorage is the PVC size when spec.storage.size is unset (api StorageSpec).
 	DefaultShardStorage = "1Gi"
 )
