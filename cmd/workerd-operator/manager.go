@@ -27,6 +27,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/internal/controller"
 	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
+	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/scheme"
@@ -128,6 +129,9 @@ func runManager(f *managerFlags) error {
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
+	if f.opts.Issuer, err = internalIssuer(mgr); err != nil {
+		return err
+	}
 	if err := controller.SetupAll(mgr, f.opts, cronschedule.DispatcherOptions{
 		DispatchRecord: cronRecord(f.leaderElectNS, setupLog),
 		ClaimAhead:     f.cronClaimAhead,
@@ -147,6 +151,23 @@ func runManager(f *managerFlags) error {
 	}
 	setupLog.Info("starting manager", "workerdImage", f.opts.WorkerdImage, "operatorImage", f.opts.OperatorImage)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// internalIssuer loads (or creates) the manager's CA of the internal plane from Secret
+// podcontract.ManagerCASecret of the manager's namespace (POD_NAMESPACE), with a direct
+// client: the manager's cache holds Secrets' metadata only.
+func internalIssuer(mgr ctrl.Manager) (*internalca.Issuer, error) {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		return nil, fmt.Errorf("manager: POD_NAMESPACE (downward API metadata.namespace) is required: the internal plane's CA lives in Secret %s there", podcontract.ManagerCASecret)
+	}
+	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return internalca.LoadManager(ctx, c, ns)
 }
 
 // setupWebhooks registers the admission webhooks. With --webhook-cert-secret the

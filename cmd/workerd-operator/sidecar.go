@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
@@ -21,6 +22,8 @@ import (
 // sidecarOptions are the flags of `workerd-operator sidecar`.
 type sidecarOptions struct {
 	listen, dataDir string
+	listenTLS       string
+	tlsDir          string
 	workflowsConfig string
 	runnerURL       string
 	profile         string
@@ -28,8 +31,8 @@ type sidecarOptions struct {
 	lim             channels.Limits // the --channel-max-* values; only changed ones apply
 }
 
-// newSidecarCommand: `workerd-operator sidecar --listen $(POD_IP):9092 --data-dir
-// /var/lib/workerd-operator [--channel-* limits]`. SIGTERM/SIGINT shut it down gracefully
+// newSidecarCommand: `workerd-operator sidecar --listen 127.0.0.1:9092 --listen-tls
+// $(POD_IP):9092 --data-dir /var/lib/workerd-operator [--channel-* limits]`. SIGTERM/SIGINT shut it down gracefully
 // (pending channel waits are answered REGISTRY_RESTARTED, then connections drain for up to
 // --shutdown-timeout).
 func newSidecarCommand() *cobra.Command {
@@ -37,7 +40,7 @@ func newSidecarCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   podcontract.SidecarCommand,
 		Short: "Run the per-pod sidecar (durable channels, workflows, metrics) next to workerd",
-		Long: "Serves HTTP on --listen ($(POD_IP):9092 in a pod; workerd reaches it as the external\n" +
+		Long: "Serves HTTP on --listen (127.0.0.1:9092 in a pod; workerd reaches it as the external\n" +
 			"service `sidecar`): GET /healthz, GET /metrics, the durable-channel API under /channels/\n" +
 			"(docs/channels.md). Channel limits come from --limits-profile and may only be lowered\n" +
 			"(DurableObjectNamespace spec.channels).",
@@ -46,8 +49,10 @@ func newSidecarCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.workflowsConfig, "workflows-config", "", "run the Workflows engine with this config file (internal/workflows/api FileConfig); engine pods only")
-	f.StringVar(&o.runnerURL, "workflows-runner-url", "", "the workerd workflows socket the engine runs instances through (http://$(POD_IP):9094); overrides the config file's runnerURL")
-	f.StringVar(&o.listen, "listen", "", "listen address host:port ($(POD_IP):9092 in a pod)")
+	f.StringVar(&o.runnerURL, "workflows-runner-url", "", "the workerd workflows socket the engine runs instances through (http://127.0.0.1:9094); overrides the config file's runnerURL")
+	f.StringVar(&o.listen, "listen", "", "listen address host:port of the pod-internal API, for workerd and the runner (127.0.0.1:9092 in a pod)")
+	f.StringVar(&o.listenTLS, "listen-tls", "", "listen address host:port of the cross-pod API, mutual TLS with --tls-dir ($(POD_IP):9092 in a pod): probes, metrics and, with a client certificate of the namespace or the manager, the Workflows engine API")
+	f.StringVar(&o.tlsDir, "tls-dir", podcontract.InternalTLSDir, "directory of the internal TLS files (the namespace's certificate and CA, the manager's CA) for --listen-tls")
 	f.StringVar(&o.dataDir, "data-dir", podcontract.SidecarDataDir, "state directory (the shard's PVC or an emptyDir)")
 	f.StringVar(&o.profile, "limits-profile", string(limits.DefaultProfile), "limit profile the channel limits come from (free, paid, custom; internal/limits)")
 	f.DurationVar(&o.lease, "channel-lease", channels.DefaultLease, "durable-channel subscription lease, renewed by subscribe and every wait; lapsed subscriptions are collected")
@@ -61,7 +66,7 @@ func newSidecarCommand() *cobra.Command {
 
 func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 	if o.listen == "" {
-		return fmt.Errorf("sidecar: --listen is required (e.g. $(POD_IP):%d, docs/pod-contract.md)", podcontract.SidecarPort)
+		return fmt.Errorf("sidecar: --listen is required (e.g. %s:%d, docs/pod-contract.md)", podcontract.LoopbackHost, podcontract.SidecarPort)
 	}
 	l, err := sidecarChannelLimits(o, cmd.Flags().Changed)
 	if err != nil {
@@ -79,8 +84,23 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 	if err := srv.Listen(); err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "sidecar: listening on %s, data dir %s, channel registry boot %s\n", srv.Addr(), srv.DataDir(), srv.Channels().BootID())
+	if err := listenTLS(srv, o); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "sidecar: listening on %s (pod-internal) and %q (cross-pod, mutual TLS), data dir %s, channel registry boot %s\n", srv.Addr(), srv.TLSAddr(), srv.DataDir(), srv.Channels().BootID())
 	return serveSidecar(cmd.Context(), srv, o.grace, cmd.ErrOrStderr())
+}
+
+// listenTLS binds --listen-tls with the files of --tls-dir, when set.
+func listenTLS(srv *sidecar.Server, o *sidecarOptions) error {
+	if o.listenTLS == "" {
+		return nil
+	}
+	cfg, err := internalca.ServerConfig(o.tlsDir)
+	if err != nil {
+		return fmt.Errorf("sidecar: --tls-dir: %w", err)
+	}
+	return srv.ListenTLS(o.listenTLS, cfg)
 }
 
 // sidecarChannelLimits are the profile's channel limits with the --channel-max-*
@@ -125,8 +145,15 @@ func attachWorkflows(srv *sidecar.Server, o *sidecarOptions, stderr io.Writer) e
 func serveSidecar(ctx context.Context, srv *sidecar.Server, grace time.Duration, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve() }()
+	if srv.TLSAddr() != "" {
+		go func() {
+			if err := srv.ServeTLS(); err != nil {
+				errc <- err
+			}
+		}()
+	}
 	select {
 	case err := <-errc:
 		return err

@@ -40,7 +40,10 @@ func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.Dispatcher
 		cron.Log = ctrl.Log.WithName("cron-dispatcher")
 	}
 	if cron.Workflows == nil {
-		cron.Workflows = &cronschedule.EngineStarter{Client: mgr.GetClient()}
+		cron.Workflows = &cronschedule.EngineStarter{Client: mgr.GetClient(), Issuer: opts.Issuer}
+	}
+	if cron.Issuer == nil {
+		cron.Issuer = opts.Issuer
 	}
 	return mgr.Add(cronschedule.NewDispatcher(mgr.GetClient(), cron))
 }

@@ -51,9 +51,11 @@ type ctrRun struct {
 
 // podRun is one pod on the node.
 type podRun struct {
-	p   *provider
-	ip  string
-	dir string
+	p  *provider
+	ip string
+	// loop is the pod's stand-in for 127.0.0.1 (loopback.go).
+	loop string
+	dir  string
 
 	mu          sync.Mutex
 	pod         *corev1.Pod
@@ -344,8 +346,12 @@ func (r *podRun) processSpec(cr *ctrRun) (procSpec, error) {
 	}
 	for i, e := range env {
 		k, v, _ := strings.Cut(e, "=")
-		env[i] = k + "=" + rewriteArg(v, ps.mounts)
+		env[i] = k + "=" + rewriteLoopback(rewriteArg(v, ps.mounts), r.loop)
 	}
+	for i, a := range ps.argv {
+		ps.argv[i] = rewriteLoopback(a, r.loop)
+	}
+	linkNestedMounts(ps.mounts)
 	if cr.spec.WorkingDir != "" {
 		ps.workDir = rewritePath(cr.spec.WorkingDir, ps.mounts)
 	}

@@ -78,6 +78,11 @@ func (p *provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		return err
 	}
 	r := newPodRun(p, pod.DeepCopy(), ip)
+	// The pod's own stand-in for 127.0.0.1 (loopback.go).
+	if r.loop, err = p.c.net.allocPodIP(key + loopbackKey); err != nil {
+		p.c.net.releasePodIP(key, ip)
+		return err
+	}
 	p.mu.Lock()
 	p.pods[key] = r
 	p.mu.Unlock()
@@ -175,6 +180,7 @@ func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 			}
 			p.mu.Unlock()
 			p.c.net.releasePodIP(podKey(pod.Namespace, pod.Name), r.ip)
+			p.c.net.releasePodIP(podKey(pod.Namespace, pod.Name)+loopbackKey, r.loop)
 			p.c.net.podChanged()
 			r.pubMu.Lock() // no publish of this run is under way or follows (publish)
 			close(r.released)

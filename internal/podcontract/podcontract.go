@@ -146,3 +146,42 @@ const (
 	// writes.
 	FieldOwner = "workerd-operator"
 )
+
+// The internal plane (docs/security-internal-plane.md). Paths that stay inside a pod
+// (workerd ↔ its sidecar, the sidecar → the runner) listen on LoopbackHost; cross-pod
+// sockets (rpc, gateway, trigger, the sidecar's engine API) are mutual TLS with
+// certificates issued by the operator: one CA per namespace, so a caller reaches only
+// pods of its own namespace, plus the manager's CA, trusted by the trigger socket and
+// the sidecar.
+const (
+	// LoopbackHost is the address of pod-internal listeners. The local cluster maps it
+	// to an address of the pod's own (internal/devcluster).
+	LoopbackHost = "127.0.0.1"
+	// InternalTLSSecret is the Secret, in every namespace with workerd pods, holding the
+	// namespace's CA and certificate (InternalTLS* keys) and the manager's CA.
+	InternalTLSSecret = "workerd-internal-tls"
+	// InternalTLSVolume is the pod volume of InternalTLSSecret (without the CA key),
+	// mounted at InternalTLSDir in both containers.
+	InternalTLSVolume = "internal-tls"
+	// InternalTLSSubdir is InternalTLSDir relative to ConfigDir (the config embeds the
+	// files from there).
+	InternalTLSSubdir = "tls"
+	// InternalTLSDir is where the pod's containers read the files.
+	InternalTLSDir = ConfigDir + "/" + InternalTLSSubdir
+	// Keys of InternalTLSSecret (and file names under InternalTLSDir).
+	InternalTLSCert      = "tls.crt"
+	InternalTLSKey       = "tls.key"
+	InternalTLSCA        = "ca.crt"
+	InternalTLSCAKey     = "ca.key"
+	InternalTLSManagerCA = "manager-ca.crt"
+	// ManagerCASecret is the Secret, in the manager's namespace, holding the manager's
+	// CA and client certificate (keys InternalTLSCA, InternalTLSCAKey, InternalTLSCert,
+	// InternalTLSKey).
+	ManagerCASecret = "workerd-operator-internal-ca"
+	// InternalDomain is the suffix of InternalServerName.
+	InternalDomain = "workerd-operator.internal"
+)
+
+// InternalServerName is the DNS name in the certificate of namespace ns's pods, the name
+// every client of the internal plane checks: "<ns>.ns.workerd-operator.internal".
+func InternalServerName(ns string) string { return ns + ".ns." + InternalDomain }

@@ -64,6 +64,8 @@ type extras struct {
 	files []File
 	// env is more env of the workerd container.
 	env []corev1.EnvVar
+	// opts are the rendering's Options.
+	opts Options
 }
 
 func newExtras() *extras {
@@ -86,6 +88,7 @@ func renderBindings(in Input) (*extras, error) {
 		order = append(order, k)
 	}
 	x := newExtras()
+	x.opts = in.Options
 	for i, b := range in.Worker.Spec.Bindings {
 		line, err := x.bind(i, b, kinds)
 		if err != nil {
@@ -240,21 +243,9 @@ func targetService(worker string) string { return "service:" + worker }
 // contribute adds one external service per target Worker, by name.
 func (k *serviceKind) contribute(x *extras) error {
 	for _, n := range sortedKeys(k.targets) {
-		x.services.item(named(targetService(n)), kv("external", rpcExternal(k.targets[n].Address)))
+		x.services.item(named(targetService(n)), kv("external", external(k.in.Options, k.in.Worker.Namespace, k.targets[n].Address, rpcOptions())))
 	}
 	return nil
-}
-
-// rpcExternal is an external service's body reaching a workerd rpc-style socket
-// (capnpConnectHost), so JS RPC works across processes.
-func rpcExternal(address string) string {
-	return tuple(kv("address", Quote(address)), rpcHTTP())
-}
-
-// rpcHTTP is the http field of an rpc socket or of an external service to one: a
-// CONNECT to podcontract.RPCConnectHost opens Cap'n Proto RPC.
-func rpcHTTP() string {
-	return kv("http", tuple(kv("capnpConnectHost", Quote(podcontract.RPCConnectHost))))
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/localrun"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
@@ -193,6 +194,15 @@ func startDOCluster(t testing.TB, replicas int) *doCluster {
 // replicas processes of w, all on the rendered configs.
 func startDOClusterFor(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObjectNamespace, replicas int) *doCluster {
 	t.Helper()
+	return startDOClusterTLS(t, w, d, replicas, nil)
+}
+
+// startDOClusterTLS is startDOClusterFor, with render.Options.InternalTLS and the
+// files of tlsData (an internal TLS Secret's data) in each config's tls directory when
+// tlsData is not nil.
+func startDOClusterTLS(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObjectNamespace, replicas int, tlsData map[string][]byte) *doCluster {
+	t.Helper()
+	opts := render.Options{InternalTLS: tlsData != nil}
 	bin := testenv.WorkerdBinary(t)
 	target, err := render.TargetFor(d, render.Options{})
 	if err != nil {
@@ -203,11 +213,11 @@ func startDOClusterFor(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 		target.ShardAddresses[i] = testenv.FreeLoopbackAddr(t)
 	}
 	dos := map[string]render.DurableObjectTarget{d.Name: target}
-	shardOut, err := render.Render(render.Input{Worker: w, DurableObjects: dos, Host: d.Name})
+	shardOut, err := render.Render(render.Input{Worker: w, DurableObjects: dos, Host: d.Name, Options: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
-	workerOut, err := render.Render(render.Input{Worker: w, DurableObjects: dos})
+	workerOut, err := render.Render(render.Input{Worker: w, DurableObjects: dos, Options: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +230,14 @@ func startDOClusterFor(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 	}
 	if err := localrun.WriteFiles(workerDir, workerOut.Files); err != nil {
 		t.Fatal(err)
+	}
+	for _, dir := range []string{shardDir, workerDir} {
+		if tlsData == nil {
+			break
+		}
+		if err := internalca.WriteFiles(filepath.Join(dir, podcontract.InternalTLSSubdir), tlsData); err != nil {
+			t.Fatal(err)
+		}
 	}
 	base := func(sidecarAddr string) []string {
 		return []string{

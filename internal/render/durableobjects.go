@@ -302,7 +302,7 @@ func (d *doKind) writeBound(c *capnp, name string, t DurableObjectTarget) {
 		c.closeWorker()
 	}
 	for i, a := range t.ShardAddresses {
-		c.item(named(shardService(name, i)), kv("external", rpcExternal(a)))
+		c.item(named(shardService(name, i)), kv("external", external(d.in.Options, t.Namespace, a, rpcOptions())))
 	}
 }
 
@@ -323,7 +323,7 @@ func (d *doKind) writeHost(x *extras) {
 		tuple(named("CONFIG"), kv("json", Quote(configJSON(*t, true)))),
 		tuple(named("POD_NAME"), kv("fromEnvironment", Quote(PodNameEnv)))))
 	c.closeWorker()
-	x.sockets.item(named(podcontract.GatewaySocket), rpcHTTP(), kv("service", Quote(GatewayService)))
+	x.sockets.item(named(podcontract.GatewaySocket), serverSocket(d.in.Options, rpcOptions(), podcontract.InternalTLSCA), kv("service", Quote(GatewayService)))
 	x.env = append(x.env, corev1.EnvVar{Name: PodNameEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
 }
 

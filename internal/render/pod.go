@@ -61,9 +61,10 @@ func MemoryMiB(w *v1alpha1.Worker) int32 {
 //
 //	serve --experimental /etc/workerd/config.capnp --socket-addr=http=$(POD_IP):<port>
 //	--socket-addr=rpc=$(POD_IP):9095 --socket-addr=health=$(POD_IP):9090
-//	--socket-addr=trigger=$(POD_IP):9091 --external-addr=sidecar=$(POD_IP):9092
+//	--socket-addr=trigger=$(POD_IP):9091 --external-addr=sidecar=127.0.0.1:9092
 //
 // Kubernetes expands $(POD_IP) from the container's env (downward API status.podIP).
+// The sidecar listens on the loopback for workerd (podcontract.LoopbackHost).
 func Args(w *v1alpha1.Worker) []string {
 	return []string{
 		"serve", "--experimental", podcontract.ConfigDir + "/" + podcontract.ConfigFile,
@@ -71,7 +72,7 @@ func Args(w *v1alpha1.Worker) []string {
 		socketAddr(podcontract.RPCSocket, podcontract.RPCPort),
 		socketAddr(podcontract.HealthSocket, podcontract.HealthPort),
 		socketAddr(podcontract.TriggerSocket, podcontract.TriggerPort),
-		fmt.Sprintf("--external-addr=%s=$(POD_IP):%d", podcontract.SidecarService, podcontract.SidecarPort),
+		fmt.Sprintf("--external-addr=%s=%s:%d", podcontract.SidecarService, podcontract.LoopbackHost, podcontract.SidecarPort),
 	}
 }
 

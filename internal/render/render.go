@@ -32,6 +32,9 @@ type Options struct {
 	// ClusterDomain is the cluster DNS domain (manager flag --cluster-domain); default
 	// "cluster.local". Used by ServiceAddress.
 	ClusterDomain string
+	// InternalTLS makes the cross-pod sockets and external services mutual TLS with the
+	// pod's internal TLS files (tls.go); the manager sets it, local runs do not.
+	InternalTLS bool
 }
 
 // ServiceTarget is where a service binding reaches another Worker.

@@ -48,14 +48,16 @@ func WorkflowTargetFor(ns, name string, opts Options) WorkflowTarget {
 	return WorkflowTarget{Address: fmt.Sprintf("%s-0.%s.%s.svc.%s:%d", set, set, namespaceOr(ns), clusterDomain(opts), podcontract.SidecarPort)}
 }
 
-// WorkflowEngineArgs are the extra workerd args of an engine pod (docs/pod-contract.md).
+// WorkflowEngineArgs are the extra workerd args of an engine pod (docs/pod-contract.md):
+// the workflows socket, which only the pod's own sidecar calls, on the loopback.
 func WorkflowEngineArgs() []string {
-	return []string{socketAddr(podcontract.WorkflowSocket, podcontract.RunnerPort)}
+	return []string{fmt.Sprintf("--socket-addr=%s=%s:%d", podcontract.WorkflowSocket, podcontract.LoopbackHost, podcontract.RunnerPort)}
 }
 
 // workflowKind renders workflow bindings and, on an engine pod (Input.WorkflowHosts),
 // the runner worker the engine calls to run an instance.
 type workflowKind struct {
+	in      Input
 	svcName string
 	hosts   []WorkflowHost
 	targets map[string]WorkflowTarget
@@ -63,7 +65,7 @@ type workflowKind struct {
 }
 
 func newWorkflowKind(in Input) (bindingKind, error) {
-	r := &workflowKind{svcName: WorkerServiceName(in.Worker.Name), targets: in.Workflows, bound: map[string]WorkflowTarget{}}
+	r := &workflowKind{in: in, svcName: WorkerServiceName(in.Worker.Name), targets: in.Workflows, bound: map[string]WorkflowTarget{}}
 	r.hosts = append(r.hosts, in.WorkflowHosts...)
 	sort.Slice(r.hosts, func(i, j int) bool { return r.hosts[i].Name < r.hosts[j].Name })
 	for i, h := range r.hosts {
@@ -111,7 +113,7 @@ func (r *workflowKind) bind(field string, b v1alpha1.Binding) (string, error) {
 // worker and its socket, plus the binding module.
 func (r *workflowKind) contribute(x *extras) error {
 	for _, n := range sortedKeys(r.bound) {
-		x.services.item(named(engineService(n)), kv("external", tuple(kv("address", Quote(r.bound[n].Address)), "http = ()")))
+		x.services.item(named(engineService(n)), kv("external", external(r.in.Options, r.in.Worker.Namespace, r.bound[n].Address, "()")))
 	}
 	var shims []string
 	if len(r.bound) > 0 || len(r.hosts) > 0 {

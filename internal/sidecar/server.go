@@ -47,6 +47,9 @@ type Server struct {
 	mu       sync.Mutex
 	listener net.Listener
 	closers  []func(context.Context) error
+	// tlsListener and tlsHTTP are the cross-pod listener (ListenTLS, tls.go).
+	tlsListener net.Listener
+	tlsHTTP     *http.Server
 }
 
 // New makes a Server (not yet listening): it creates DataDir and the channel registry
@@ -167,6 +170,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // minus the process exit); pending waits see their connection end.
 func (s *Server) Close() error {
 	err := s.http.Close()
+	s.closeTLS()
 	s.channels.Close()
 	return err
 }

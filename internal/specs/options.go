@@ -3,6 +3,7 @@ package specs
 import (
 	"fmt"
 
+	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 )
@@ -26,6 +27,10 @@ type Options struct {
 	// (it waits without a timeout of its own). Default 30, the
 	// length of Cloudflare's waitUntil budget after a response.
 	DrainSeconds int64
+	// Issuer keeps the namespaces' internal TLS Secrets the pods mount and makes the
+	// manager's clients of the pods (docs/security-internal-plane.md). The manager
+	// always sets it; the builders do not use it.
+	Issuer *internalca.Issuer
 }
 
 // DefaultOptions are the defaults of the manager's flags.

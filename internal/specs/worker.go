@@ -213,7 +213,9 @@ func sidecarContainerSpec(opts Options) corev1.Container {
 		Image: opts.OperatorImage,
 		Args: []string{
 			podcontract.SidecarCommand,
-			fmt.Sprintf("--listen=$(POD_IP):%d", podcontract.SidecarPort),
+			fmt.Sprintf("--listen=%s:%d", podcontract.LoopbackHost, podcontract.SidecarPort),
+			fmt.Sprintf("--listen-tls=$(%s):%d", podcontract.PodIPEnv, podcontract.SidecarPort),
+			"--tls-dir=" + podcontract.InternalTLSDir,
 			"--data-dir=" + podcontract.SidecarDataDir,
 		},
 		Env:           []corev1.EnvVar{podIPEnv()},
@@ -221,13 +223,14 @@ func sidecarContainerSpec(opts Options) corev1.Container {
 		Ports: []corev1.ContainerPort{{
 			Name: podcontract.SidecarPortName, ContainerPort: podcontract.SidecarPort, Protocol: corev1.ProtocolTCP,
 		}},
-		ReadinessProbe:           httpProbe("/healthz", podcontract.SidecarPort, 2, 3),
-		LivenessProbe:            httpProbe("/healthz", podcontract.SidecarPort, 10, 3),
+		ReadinessProbe:           httpsProbe(httpProbe("/healthz", podcontract.SidecarPort, 2, 3)),
+		LivenessProbe:            httpsProbe(httpProbe("/healthz", podcontract.SidecarPort, 10, 3)),
 		Resources:                corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("32Mi")}, Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}},
 		SecurityContext:          restrictedSecurityContext(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: "sidecar-data", MountPath: podcontract.SidecarDataDir},
+			internalTLSMount(),
 		},
 	}
 }
@@ -318,10 +321,12 @@ func workerVolumes(w *fleetv1alpha1.Worker, out *render.Output) ([]corev1.Volume
 		}}},
 		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		{Name: "sidecar-data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		internalTLSVolume(),
 	}
 	mounts := []corev1.VolumeMount{
 		{Name: "config", MountPath: podcontract.ConfigDir, ReadOnly: true},
 		{Name: "tmp", MountPath: "/tmp"},
+		internalTLSMount(),
 	}
 	switch src := w.Spec.Source; {
 	case src.ConfigMap != nil:
@@ -383,4 +388,27 @@ func configMapItems(out *render.Output) []corev1.KeyToPath {
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].Path < items[j].Path })
 	return items
+}
+
+// httpsProbe is p over HTTPS (the sidecar's cross-pod listener; the kubelet presents no
+// client certificate and checks none).
+func httpsProbe(p *corev1.Probe) *corev1.Probe {
+	p.HTTPGet.Scheme = corev1.URISchemeHTTPS
+	return p
+}
+
+// internalTLSVolume is the namespace's internal TLS Secret without the CA key
+// (docs/security-internal-plane.md).
+func internalTLSVolume() corev1.Volume {
+	var items []corev1.KeyToPath
+	for _, k := range []string{podcontract.InternalTLSCA, podcontract.InternalTLSCert, podcontract.InternalTLSKey, podcontract.InternalTLSManagerCA} {
+		items = append(items, corev1.KeyToPath{Key: k, Path: k})
+	}
+	return corev1.Volume{Name: podcontract.InternalTLSVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: podcontract.InternalTLSSecret, Items: items, DefaultMode: ptr.To[int32](0o440),
+	}}}
+}
+
+func internalTLSMount() corev1.VolumeMount {
+	return corev1.VolumeMount{Name: podcontract.InternalTLSVolume, MountPath: podcontract.InternalTLSDir, ReadOnly: true}
 }

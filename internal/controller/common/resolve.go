@@ -47,9 +47,13 @@ func RenderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1
 	if err != nil {
 		return nil, "", err
 	}
+	hash, err := internalTLSHash(ctx, opts, w.Namespace, in.hash)
+	if err != nil {
+		return nil, "", err
+	}
 	rin := render.Input{
 		Worker: w, ConfigMap: in.configMap, Services: in.services,
-		Options:        render.Options{ClusterDomain: opts.ClusterDomain},
+		Options:        render.Options{ClusterDomain: opts.ClusterDomain, InternalTLS: true},
 		DurableObjects: dos, Workflows: wfs, WorkflowHosts: wfHosts,
 	}
 	if host != nil {
@@ -59,7 +63,22 @@ func RenderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1
 	if err != nil {
 		return nil, "", &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
 	}
-	return out, in.hash, nil
+	return out, hash, nil
+}
+
+// internalTLSHash ensures the namespace's internal TLS Secret (opts.Issuer; tests
+// without one skip it) and mixes its resourceVersion into the inputs hash, so a renewed
+// certificate rolls the pods.
+func internalTLSHash(ctx context.Context, opts Options, ns, hash string) (string, error) {
+	if opts.Issuer == nil {
+		return hash, nil
+	}
+	rv, err := opts.Issuer.Ensure(ctx, ns)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256([]byte(hash + "\n" + rv))
+	return hex.EncodeToString(h[:])[:16], nil
 }
 
 // WorkerRef reads the Worker named by an object's spec.workerRef; a missing one is

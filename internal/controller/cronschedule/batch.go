@@ -98,7 +98,7 @@ func (d *Dispatcher) sendBatch(ctx context.Context, pod *corev1.Pod, chunk []bat
 		return
 	}
 	req.Header.Set("content-type", "application/json")
-	resp, err := d.opts.HTTPClient.Do(req)
+	resp, err := d.trigger(req, pod)
 	if err != nil {
 		for _, h := range hs {
 			finish(h, d.callFailed(runCtx, podName, err))

@@ -31,6 +31,7 @@ import (
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/controller/common"
 	"github.com/workerd-operator/workerd-operator/internal/cron"
+	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
@@ -71,6 +72,9 @@ type DispatcherOptions struct {
 	HTTPClient *http.Client
 	// TriggerPort is the pods' trigger socket port (default 9091).
 	TriggerPort int
+	// Issuer, when set, makes the trigger calls mutual TLS with the manager's
+	// certificate (the manager sets it); without it they are plain HTTP on HTTPClient.
+	Issuer *internalca.Issuer
 	// WallTime limits one run (default 15 min); a run still going after it is recorded
 	// as exceededWallTime and its request is cancelled.
 	WallTime time.Duration
@@ -822,7 +826,7 @@ func (d *Dispatcher) callPod(ctx context.Context, pod *corev1.Pod, cron string, 
 		return fleetv1alpha1.CronEvent{Outcome: fleetv1alpha1.CronOutcomeUnreachable, Message: err.Error()}
 	}
 	req.Header.Set("content-type", "application/json")
-	resp, err := d.opts.HTTPClient.Do(req)
+	resp, err := d.trigger(req, pod)
 	if err != nil {
 		return d.callFailed(ctx, pod.Name, err)
 	}
@@ -834,6 +838,20 @@ func (d *Dispatcher) callPod(ctx context.Context, pod *corev1.Pod, cron string, 
 			Message: fmt.Sprintf("pod %s: trigger socket answered %d %s", pod.Name, resp.StatusCode, truncate(string(raw), 200))}
 	}
 	return d.eventOf(pod.Name, res)
+}
+
+// trigger sends req to pod's trigger socket: over mutual TLS with the manager's
+// certificate when the dispatcher has an Issuer, else plain HTTP.
+func (d *Dispatcher) trigger(req *http.Request, pod *corev1.Pod) (*http.Response, error) {
+	if d.opts.Issuer == nil {
+		return d.opts.HTTPClient.Do(req)
+	}
+	hc, err := d.opts.Issuer.HTTPClient(req.Context(), pod.Namespace, 0)
+	if err != nil {
+		return nil, err
+	}
+	req.URL.Scheme = "https"
+	return hc.Do(req)
 }
 
 // callFailed is the event of a trigger call that got no answer: past the wall time,

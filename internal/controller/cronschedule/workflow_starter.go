@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/workerd-operator/workerd-operator/internal/controller/common"
+	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/specs"
 	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
@@ -26,6 +27,9 @@ type EngineStarter struct {
 	Client client.Reader
 	// HTTP calls the engine; default a client with a 30 s timeout.
 	HTTP *http.Client
+	// Issuer, when set, makes the calls mutual TLS with the manager's certificate (the
+	// manager sets it); without it they are plain HTTP on HTTP.
+	Issuer *internalca.Issuer
 }
 
 // ScheduledInstanceID is the instance id of the firing of cron at scheduledTime:
@@ -58,7 +62,11 @@ func (s *EngineStarter) StartScheduled(ctx context.Context, namespace, workflow 
 	if params != nil && len(params.Raw) > 0 {
 		o.Params = json.RawMessage(params.Raw)
 	}
-	_, err = api.NewClient(api.PodURL(ip), s.HTTP).Create(ctx, workflow, o)
+	c, err := engineClient(ctx, s.Issuer, s.HTTP, namespace, ip, 30*time.Second)
+	if err != nil {
+		return "", err
+	}
+	_, err = c.Create(ctx, workflow, o)
 	var ae *api.APIError
 	switch {
 	case err == nil:
@@ -69,4 +77,17 @@ func (s *EngineStarter) StartScheduled(ctx context.Context, namespace, workflow 
 		return "", fmt.Errorf("engine: %s (%s)", ae.Message, ae.Code)
 	}
 	return "", fmt.Errorf("engine: %w", err)
+}
+
+// engineClient is a client of the engine API of the pod at ip in namespace ns: over
+// mutual TLS with the manager's certificate when is is set, else plain HTTP on hc.
+func engineClient(ctx context.Context, is *internalca.Issuer, hc *http.Client, ns, ip string, timeout time.Duration) (*api.Client, error) {
+	if is == nil {
+		return api.NewClient(api.PodURL(ip), hc), nil
+	}
+	tc, err := is.HTTPClient(ctx, ns, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return api.NewClient(api.PodTLSURL(ip), tc), nil
 }

@@ -118,11 +118,12 @@ func (r *Reconciler) build(ctx context.Context, wf *fleetv1alpha1.Workflow) (spe
 // are informational, never a reason to fail the pass).
 func (r *Reconciler) instanceCounts(ctx context.Context, wf *fleetv1alpha1.Workflow, pods []corev1.Pod) *fleetv1alpha1.WorkflowInstanceCounts {
 	for _, p := range common.ReadyPods(pods) {
-		hc := r.HTTP
-		if hc == nil {
-			hc = &http.Client{Timeout: 3 * time.Second}
+		ec, err := r.engineClient(ctx, wf.Namespace, p.Status.PodIP)
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("workflow engine stats unavailable", "pod", p.Name, "error", err.Error())
+			return nil
 		}
-		stats, err := api.NewClient(api.PodURL(p.Status.PodIP), hc).Stats(ctx, wf.Name)
+		stats, err := ec.Stats(ctx, wf.Name)
 		if err != nil {
 			log.FromContext(ctx).V(1).Info("workflow engine stats unavailable", "pod", p.Name, "error", err.Error())
 			return nil
@@ -135,6 +136,23 @@ func (r *Reconciler) instanceCounts(ctx context.Context, wf *fleetv1alpha1.Workf
 		}
 	}
 	return nil
+}
+
+// engineClient is a client of the engine API of the pod at ip: mutual TLS with the
+// manager's certificate (Options.Issuer), or plain HTTP on r.HTTP in tests without one.
+func (r *Reconciler) engineClient(ctx context.Context, ns, ip string) (*api.Client, error) {
+	if r.Options.Issuer != nil {
+		hc, err := r.Options.Issuer.HTTPClient(ctx, ns, 3*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		return api.NewClient(api.PodTLSURL(ip), hc), nil
+	}
+	hc := r.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 3 * time.Second}
+	}
+	return api.NewClient(api.PodURL(ip), hc), nil
 }
 
 // computeStatus is the one place the status is computed: Degraded from the

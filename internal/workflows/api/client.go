@@ -36,9 +36,16 @@ func NewClient(baseURL string, hc *http.Client) *Client {
 	return &Client{BaseURL: strings.TrimSuffix(baseURL, "/"), HTTP: hc}
 }
 
-// PodURL is the base URL of the sidecar of the pod with IP podIP.
+// PodURL is the base URL of the sidecar of the pod with IP podIP (plain HTTP: a
+// sidecar run by hand).
 func PodURL(podIP string) string {
 	return "http://" + net.JoinHostPort(podIP, strconv.Itoa(podcontract.SidecarPort))
+}
+
+// PodTLSURL is the base URL of the cross-pod listener of the sidecar of the pod with IP
+// podIP (mutual TLS; docs/security-internal-plane.md).
+func PodTLSURL(podIP string) string {
+	return "https://" + net.JoinHostPort(podIP, strconv.Itoa(podcontract.SidecarPort))
 }
 
 // ListOptions select a page of List: only Status ("" = all), Limit per page (0 = the

@@ -1,0 +1,146 @@
+package sidecar_test
+
+import (
+	"crypto/tls"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/workerd-operator/workerd-operator/internal/internalca"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
+)
+
+// tlsSidecar serves a sidecar of namespace "orders" on a loopback and a cross-pod
+// listener; the /workflows/ handler records the paths that reach it.
+func tlsSidecar(t *testing.T, plane *internalca.Plane) (srv *sidecar.Server, reached *[]string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tls")
+	if err := internalca.WriteFiles(dir, plane.Namespaces["orders"]); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sidecar.New(sidecar.Options{Addr: testenv.FreeLoopbackAddr(t), DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reached = &[]string{}
+	srv.Handle("/workflows", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*reached = append(*reached, r.URL.Path)
+		_, _ = io.WriteString(w, "cached")
+	}))
+	cfg, err := internalca.ServerConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.ListenTLS(testenv.FreeLoopbackAddr(t), cfg); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve() }()
+	go func() { _ = srv.ServeTLS() }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv, reached
+}
+
+// client is an HTTPS client presenting cert/key (none when nil) and trusting the
+// "orders" namespace's CA.
+func client(t *testing.T, plane *internalca.Plane, cert, key []byte) *http.Client {
+	t.Helper()
+	cfg := &tls.Config{ServerName: podcontract.InternalServerName("orders")}
+	pool, err := internalca.Pool(plane.Namespaces["orders"][podcontract.InternalTLSCA])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RootCAs = pool
+	if cert != nil {
+		c, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+}
+
+func do(hc *http.Client, method, url, body string) (int, error) {
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	res, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	_, _ = io.ReadAll(res.Body)
+	return res.StatusCode, nil
+}
+
+// A forged step result (POST /workflows/_run/attempt) is refused on the cross-pod
+// listener, even with a certificate of the pod's own namespace; only the pod itself
+// (the loopback listener, where the runner calls) reaches the engine with it.
+func TestCrossPodRefusesRunnerPaths(t *testing.T) {
+	plane, err := internalca.NewPlane("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, reached := tlsSidecar(t, plane)
+	ns := plane.Namespaces["orders"]
+	forged := `{"runId":"r1","ok":true,"result":{"charged":true}}`
+	for _, who := range []struct {
+		name      string
+		cert, key []byte
+	}{
+		{"no certificate", nil, nil},
+		{"a certificate of the namespace", ns[podcontract.InternalTLSCert], ns[podcontract.InternalTLSKey]},
+		{"the manager's certificate", plane.ManagerCert, plane.ManagerKey},
+	} {
+		for _, p := range []string{"/workflows/_run/attempt", "/workflows/_run/step", "/channels/v1/objects/orders/o/publish"} {
+			code, err := do(client(t, plane, who.cert, who.key), "POST", "https://"+srv.TLSAddr()+p, forged)
+			if err != nil || code != http.StatusForbidden {
+				t.Errorf("%s: POST %s across pods: %d %v, want 403", who.name, p, code, err)
+			}
+		}
+	}
+	if len(*reached) != 0 {
+		t.Fatalf("the engine saw %v from across pods", *reached)
+	}
+	if code, err := do(http.DefaultClient, "POST", "http://"+srv.Addr()+"/workflows/_run/attempt", forged); err != nil || code != 200 {
+		t.Fatalf("the runner's own POST over the loopback listener: %d %v", code, err)
+	}
+}
+
+// sendEvent from another namespace is refused (its certificate is signed by another
+// CA); from the namespace and from the manager it reaches the engine;
+// without a certificate it is 401. Probes need no certificate.
+func TestCrossPodEventNeedsNamespaceCertificate(t *testing.T) {
+	plane, err := internalca.NewPlane("orders", "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, reached := tlsSidecar(t, plane)
+	url := "https://" + srv.TLSAddr() + "/workflows/orders/instances/o1/events"
+	event := `{"type":"payment-received","payload":{"amount":0}}`
+	other := plane.Namespaces["other"]
+	// Go's client does not even send a certificate the server's CA list does not name.
+	if code, err := do(client(t, plane, other[podcontract.InternalTLSCert], other[podcontract.InternalTLSKey]), "POST", url, event); err == nil && code != http.StatusUnauthorized {
+		t.Errorf("another namespace's certificate: %d, want a handshake failure or 401", code)
+	}
+	if code, err := do(client(t, plane, nil, nil), "POST", url, event); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("no certificate: %d %v, want 401", code, err)
+	}
+	if len(*reached) != 0 {
+		t.Fatalf("the engine saw %v from outside the namespace", *reached)
+	}
+	ns := plane.Namespaces["orders"]
+	for _, c := range [][2][]byte{{ns[podcontract.InternalTLSCert], ns[podcontract.InternalTLSKey]}, {plane.ManagerCert, plane.ManagerKey}} {
+		if code, err := do(client(t, plane, c[0], c[1]), "POST", url, event); err != nil || code != 200 {
+			t.Errorf("POST events with a trusted certificate: %d %v", code, err)
+		}
+	}
+	if code, err := do(client(t, plane, nil, nil), "GET", "https://"+srv.TLSAddr()+"/healthz", ""); err != nil || code != 200 {
+		t.Errorf("GET /healthz without a certificate: %d %v", code, err)
+	}
+}
