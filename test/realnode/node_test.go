@@ -51,6 +51,7 @@ type node struct {
 	rest       *rest.Config
 	client     kubernetes.Interface
 	procs      []*proc
+	cancel     context.CancelFunc // stops the in-process helpers (the provisioner)
 }
 
 type proc struct {
@@ -97,6 +98,10 @@ func isolate(dir string) error {
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},
 		{"addr", "add", nodeIP + "/32", "dev", "lo"},
+		// The namespace has no default route: without a route to the Service range,
+		// connecting to a ClusterIP fails ("network is unreachable") before kube-proxy's
+		// OUTPUT rules get to rewrite the destination to a pod.
+		{"route", "add", serviceCIDR, "dev", "lo", "src", nodeIP},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
@@ -157,6 +162,9 @@ func (n *node) logTail(name string, lines int) string {
 
 // stop stops every process in reverse start order (SIGTERM, then SIGKILL).
 func (n *node) stop() {
+	if n.cancel != nil {
+		n.cancel()
+	}
 	for i := len(n.procs) - 1; i >= 0; i-- {
 		p := n.procs[i]
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
@@ -209,6 +217,11 @@ func startNode(ctx context.Context, dir, cgroupRoot string, logf func(string, ..
 	}
 	logf("starting kube-proxy")
 	if err := n.startKubeProxy(); err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.cancel = cancel
+	if err := n.startProvisioner(pctx); err != nil {
 		return nil, err
 	}
 	ok = true

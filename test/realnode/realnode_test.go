@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -140,7 +141,13 @@ func unsupported() string {
 }
 
 // v1Hierarchies lists the cgroup v1 hierarchies under /sys/fs/cgroup.
-func v1Hierarchies() []string {
+func v1Hierarchies() []string { return cgroupMounts("cgroup") }
+
+// allHierarchies adds the cgroup2 mount (runc creates a container's cgroup there too
+// in hybrid mode).
+func allHierarchies() []string { return cgroupMounts("cgroup", "cgroup2") }
+
+func cgroupMounts(types ...string) []string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil
@@ -151,7 +158,7 @@ func v1Hierarchies() []string {
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		for i, x := range fields {
-			if x == "-" && i+1 < len(fields) && fields[i+1] == "cgroup" {
+			if x == "-" && i+1 < len(fields) && slices.Contains(types, fields[i+1]) {
 				out = append(out, fields[4])
 			}
 		}
@@ -164,6 +171,7 @@ func v1Hierarchies() []string {
 // nothing is left behind.
 func outside() int {
 	removeStaleCgroups()
+	before := hostState()
 	dir, err := os.MkdirTemp("", "workerd-realnode-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "realnode:", err)
@@ -218,6 +226,10 @@ func outside() int {
 		fmt.Fprintln(os.Stderr, "realnode: left behind:", err)
 		code = 1
 	}
+	if after := hostState(); after != before {
+		fmt.Fprintf(os.Stderr, "realnode: the machine changed during the run:\nbefore: %s\nafter:  %s\n", before, after)
+		code = 1
+	}
 	if left := mountsUnder(dir); len(left) > 0 {
 		fmt.Fprintln(os.Stderr, "realnode: mounts left behind:", left)
 		code = 1
@@ -257,7 +269,7 @@ func removeCgroupRoot(name string) error {
 	var last error
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		last = nil
-		for _, h := range v1Hierarchies() {
+		for _, h := range allHierarchies() {
 			root := filepath.Join(h, name)
 			var dirs []string
 			_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
@@ -281,7 +293,7 @@ func removeCgroupRoot(name string) error {
 
 // removeStaleCgroups removes cgroup roots of earlier runs whose process is gone.
 func removeStaleCgroups() {
-	for _, h := range v1Hierarchies() {
+	for _, h := range allHierarchies() {
 		ents, _ := os.ReadDir(h)
 		for _, e := range ents {
 			pid, ok := strings.CutPrefix(e.Name(), cgroupPrefix)
@@ -294,6 +306,39 @@ func removeStaleCgroups() {
 			_ = removeCgroupRoot(e.Name())
 		}
 	}
+}
+
+// hostState sums up what the node could change on the machine outside its namespaces:
+// the kubelet's sysctls, the network interfaces, the paths a kubelet and containerd
+// write by default, and the iptables chains of the host's network namespace.
+func hostState() string {
+	var b strings.Builder
+	keys := make([]string, 0, len(kubeletSysctls))
+	for k := range kubeletSysctls {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v, _ := os.ReadFile("/proc/sys/" + k)
+		fmt.Fprintf(&b, "%s=%s ", k, strings.TrimSpace(string(v)))
+	}
+	ifs, _ := os.ReadDir("/sys/class/net")
+	for _, i := range ifs {
+		b.WriteString(i.Name() + " ")
+	}
+	for _, p := range []string{"/var/lib/kubelet", "/var/lib/containerd", "/run/containerd", "/var/log/pods", "/var/lib/cni", "/run/netns"} {
+		if _, err := os.Stat(p); err == nil {
+			b.WriteString(p + " ")
+		}
+	}
+	if out, err := exec.Command("iptables-save").Output(); err == nil {
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(l, ":") {
+				b.WriteString(strings.Fields(l)[0] + " ")
+			}
+		}
+	}
+	return b.String()
 }
 
 func mountsUnder(dir string) []string {
