@@ -55,8 +55,23 @@ func buildImages(dir string) (*ociimage.Archives, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ociimage.ProjectImages(root, filepath.Join(dir, "images"), workerd, installer.DefaultOperatorImage, installer.DefaultWorkerdImage)
+	a, err := ociimage.ProjectImages(root, filepath.Join(dir, "images"), workerd, installer.DefaultOperatorImage, installer.DefaultWorkerdImage)
+	if err != nil {
+		return nil, err
+	}
+	// The bundle of TestImageSourceServes: one ES module under /bundle of an image (the
+	// renderer embeds only spec.source.image.main: it cannot list an image's files).
+	bundle := &ociimage.Image{Ref: bundleImage, Layers: [][]ociimage.File{{
+		{Path: "/bundle", Dir: true, Mode: 0o755},
+		{Path: "/bundle/index.js", Mode: 0o644, Data: []byte(`const greeting = "from an image: ";
+export default { async fetch(req) { return new Response(greeting + new URL(req.url).pathname + "\n"); } };
+`)},
+	}}}
+	return a, bundle.WriteArchive(filepath.Join(dir, "images", "bundle.tar"))
 }
+
+// bundleImage holds a Worker's modules (TestImageSourceServes).
+const bundleImage = "localhost/workerd-operator/realnode-bundle:1"
 
 // inside runs in the namespaces: it starts the node, installs the operator and the
 // samples, runs the tests and stops everything.

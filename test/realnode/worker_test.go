@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -221,7 +222,7 @@ func containerPID(t *testing.T, id string) int {
 }
 
 // TestConfigMapSourceServes: a Worker whose modules come from a ConfigMap (the issue's
-// new-user case, which crash-loops on the dev cluster) serves on the real node.
+// new-user case, which crash-looped on the dev cluster) serves on the real node.
 func TestConfigMapSourceServes(t *testing.T) {
 	requireNode(t)
 	ctx := context.Background()
@@ -237,27 +238,44 @@ export default { async fetch(req) { return new Response(greeting + new URL(req.u
 	if _, err := cluster.client.CoreV1().ConfigMaps(sampleNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		_ = cluster.client.CoreV1().ConfigMaps(sampleNS).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+	})
+	workerServes(t, "cm-worker", map[string]any{"configMap": map[string]any{"name": "cm-worker-src", "main": "index.js"}}, "from a ConfigMap: /x")
+}
+
+// TestImageSourceServes: a Worker whose modules come from a directory of an OCI image
+// (an image volume with a subPath, nested in the config volume) serves on the real node.
+func TestImageSourceServes(t *testing.T) {
+	requireNode(t)
+	workerServes(t, "image-worker", map[string]any{"image": map[string]any{
+		"image": bundleImage, "path": "/bundle", "main": "index.js", "pullPolicy": "IfNotPresent",
+	}}, "from an image: /x")
+}
+
+// workerServes applies a one-replica Worker with the given source, waits for it to be
+// Ready and checks GET /x through its Service answers want.
+func workerServes(t *testing.T, name string, source map[string]any, want string) {
+	t.Helper()
+	ctx := context.Background()
 	w := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": fleetGroup + "/v1alpha1",
 		"kind":       "Worker",
-		"metadata":   map[string]any{"name": "cm-worker", "namespace": sampleNS},
+		"metadata":   map[string]any{"name": name, "namespace": sampleNS},
 		"spec": map[string]any{
 			"compatibilityDate": "2026-11-01",
 			"replicas":          int64(1),
-			"source":            map[string]any{"configMap": map[string]any{"name": "cm-worker-src", "main": "index.js"}},
+			"source":            source,
 		},
 	}}
 	if err := cluster.apply(ctx, []*unstructured.Unstructured{w}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cluster.client.CoreV1().ConfigMaps(sampleNS).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
-	})
 	if err := cluster.waitReady(ctx, []*unstructured.Unstructured{w}, 3*time.Minute); err != nil {
-		logPods(t, sampleNS, "cm-worker")
+		logPods(t, sampleNS, name)
 		t.Fatal(err)
 	}
-	svc, err := cluster.client.CoreV1().Services(sampleNS).Get(ctx, "cm-worker", metav1.GetOptions{})
+	svc, err := cluster.client.CoreV1().Services(sampleNS).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,9 +286,57 @@ export default { async fetch(req) { return new Response(greeting + new URL(req.u
 		body, err = get(url)
 		return err
 	})
-	if want := "from a ConfigMap: /x"; !strings.Contains(body, want) {
+	if !strings.Contains(body, want) {
 		t.Errorf("body %q, want %q", body, want)
 	}
+}
+
+// TestWorkerdRestartedAfterKill: killing a hello pod's workerd process (SIGKILL, in its
+// container) makes the kubelet restart the container, and the pod serves again.
+func TestWorkerdRestartedAfterKill(t *testing.T) {
+	requireNode(t)
+	ctx := context.Background()
+	svc, err := cluster.client.CoreV1().Services(sampleNS).Get(ctx, "hello", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := podsOf(t, sampleNS, svc.Spec.Selector)
+	if len(pods) == 0 {
+		t.Fatal("no hello pod")
+	}
+	pod := pods[0]
+	var before int32
+	var id string
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == "workerd" {
+			before, id = cs.RestartCount, cs.ContainerID[strings.Index(cs.ContainerID, "://")+3:]
+		}
+	}
+	pid := containerPID(t, id)
+	if pid == 0 {
+		t.Fatalf("no process for workerd container %s", id)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	port, _ := httpPort(svc)
+	url := "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port.TargetPort.IntValue()))) + "/again"
+	if port.TargetPort.IntValue() == 0 {
+		url = "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port.Port))) + "/again"
+	}
+	eventually(t, 2*time.Minute, "workerd restarted and ready", func() error {
+		p, err := cluster.client.CoreV1().Pods(sampleNS).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == "workerd" && (cs.RestartCount <= before || !cs.Ready) {
+				return fmt.Errorf("restarts %d (was %d), ready %v", cs.RestartCount, before, cs.Ready)
+			}
+		}
+		_, err = get(url)
+		return err
+	})
 }
 
 // logPods logs the state and log tail of the pods whose name starts with prefix.
