@@ -6,6 +6,7 @@
 #
 # Binaries: kubelet, kube-proxy       -> $CACHE/k8s/v$K8S_VERSION/
 #           containerd, containerd-shim-runc-v2, ctr -> $CACHE/containerd/v$CONTAINERD_VERSION/
+#           coredns (kubernetes, errors, log plugins only) -> $CACHE/coredns/v$COREDNS_VERSION/
 # Packages: runc, containernetworking-plugins, iptables (apt-get, only when root and
 #           missing; without root a missing package is reported and the script fails).
 #
@@ -17,17 +18,20 @@ set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-1.37.2}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-2.4.2}"
+COREDNS_VERSION="${COREDNS_VERSION:-1.15.0}"
 CACHE="${WORKERD_OPERATOR_CACHE:-$HOME/.cache/workerd-operator}"
 K8S_OUT="$CACHE/k8s/v$K8S_VERSION"
 CTD_OUT="$CACHE/containerd/v$CONTAINERD_VERSION"
+DNS_OUT="$CACHE/coredns/v$COREDNS_VERSION"
 STAGING_VERSION="v0.${K8S_VERSION#1.}"
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(packages kubelet kube-proxy containerd containerd-shim-runc-v2 ctr)
+[ ${#want[@]} -gt 0 ] || want=(packages kubelet kube-proxy containerd containerd-shim-runc-v2 ctr coredns)
 
 out_of() {
   case "$1" in
     kubelet|kube-proxy) echo "$K8S_OUT/$1" ;;
     containerd|containerd-shim-runc-v2|ctr) echo "$CTD_OUT/$1" ;;
+    coredns) echo "$DNS_OUT/$1" ;;
     *) echo "unknown binary $1" >&2; exit 2 ;;
   esac
 }
@@ -54,7 +58,7 @@ ensure_packages() {
   ) 8>"$CACHE/.apt.lock"
 }
 
-mkdir -p "$K8S_OUT" "$CTD_OUT"
+mkdir -p "$K8S_OUT" "$CTD_OUT" "$DNS_OUT"
 missing=()
 pkgs=0
 for b in "${want[@]}"; do
@@ -63,7 +67,7 @@ for b in "${want[@]}"; do
 done
 [ $pkgs = 0 ] || ensure_packages
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "node: cached in $K8S_OUT and $CTD_OUT" >&2
+  echo "node: cached in $K8S_OUT, $CTD_OUT and $DNS_OUT" >&2
   exit 0
 fi
 # One builder at a time per machine.
@@ -147,14 +151,49 @@ GO
   done
 }
 
-k8s=(); ctd=()
+build_coredns() {
+  local work="$CACHE/build/coredns-$COREDNS_VERSION"
+  local mod="github.com/coredns/coredns"
+  mkdir -p "$work"
+  if [ ! -f "$work/go.sum" ]; then
+    cat >"$work/go.mod" <<MOD
+module workerd-operator.io/coredns-binary
+
+go 1.26
+
+require $mod v$COREDNS_VERSION
+MOD
+    cat >"$work/main.go" <<GO
+// Command coredns is CoreDNS with only the plugins the real node uses.
+package main
+
+import (
+	_ "$mod/core/dnsserver"
+	"$mod/coremain"
+	_ "$mod/plugin/errors"
+	_ "$mod/plugin/kubernetes"
+	_ "$mod/plugin/log"
+)
+
+func main() { coremain.Run() }
+GO
+    (cd "$work" && go mod tidy >/dev/null)
+  fi
+  echo "node: building coredns v$COREDNS_VERSION (first time only)" >&2
+  (cd "$work" && go build -trimpath -ldflags "$ldflags -X $mod/coremain.GitCommit=v$COREDNS_VERSION" -o "$DNS_OUT/coredns.tmp" .)
+  mv "$DNS_OUT/coredns.tmp" "$DNS_OUT/coredns"
+}
+
+k8s=(); ctd=(); dns=()
 for b in "${missing[@]}"; do
   [ -x "$(out_of "$b")" ] && continue # built by another builder while we waited
   case "$b" in
     kubelet|kube-proxy) k8s+=("$b") ;;
+    coredns) dns+=("$b") ;;
     *) ctd+=("$b") ;;
   esac
 done
 [ ${#k8s[@]} -eq 0 ] || build_k8s "${k8s[@]}"
 [ ${#ctd[@]} -eq 0 ] || build_containerd "${ctd[@]}"
-echo "node: ready in $K8S_OUT and $CTD_OUT" >&2
+[ ${#dns[@]} -eq 0 ] || build_coredns
+echo "node: ready in $K8S_OUT, $CTD_OUT and $DNS_OUT" >&2

@@ -24,6 +24,7 @@ import (
 
 const (
 	containerdVersion = "2.4.2"
+	corednsVersion    = "1.15.0"
 	nodeName          = "realnode"
 	nodeIP            = "10.250.0.1" // on the namespace's loopback; the API server advertises it
 	podCIDR           = "10.244.0.0/24"
@@ -222,6 +223,10 @@ func startNode(ctx context.Context, dir, cgroupRoot string, logf func(string, ..
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
 	if err := n.startProvisioner(pctx); err != nil {
+		return nil, err
+	}
+	logf("starting CoreDNS")
+	if err := n.startCoreDNS(ctx); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -432,6 +437,8 @@ authentication:
 authorization: {mode: Webhook}
 clusterDomain: cluster.local
 resolvConf: %q
+# CoreDNS runs on the node (a process in the namespace) at the node's address.
+clusterDNS: [%s]
 failSwapOn: false
 # The disk is shared with other work: evict only when it is really full.
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
@@ -440,7 +447,7 @@ imageGCLowThresholdPercent: 98
 serializeImagePulls: false
 syncFrequency: 10s
 fileCheckFrequency: 5s
-`, cgroupRoot, containerdSock, nodeIP, crt, key, p.CA, resolv)
+`, cgroupRoot, containerdSock, nodeIP, crt, key, p.CA, resolv, nodeIP)
 	cfg := filepath.Join(n.dir, "kubelet.yaml")
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		return err
@@ -508,3 +515,42 @@ iptables: {masqueradeAll: true}
 		return nil
 	})
 }
+
+// startCoreDNS serves cluster names (the kubernetes plugin) on the node's address, port
+// 53; the kubelet gives pods that address as their nameserver (clusterDNS).
+func (n *node) startCoreDNS(ctx context.Context) error {
+	kc, err := n.pki.kubeconfig("coredns", "https://"+nodeIP+":6443", "realnode-coredns", "system:masters")
+	if err != nil {
+		return err
+	}
+	corefile := fmt.Sprintf(`.:53 {
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig %s
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+}
+`, kc)
+	cf := filepath.Join(n.dir, "Corefile")
+	if err := os.WriteFile(cf, []byte(corefile), 0o644); err != nil {
+		return err
+	}
+	p, err := n.spawn("coredns", n.bins.coredns, "-conf", cf)
+	if err != nil {
+		return err
+	}
+	return n.wait(p, time.Minute, "an answer for kubernetes.default.svc.cluster.local", func() error {
+		addrs, err := clusterResolver.LookupHost(ctx, "kubernetes.default.svc.cluster.local")
+		if err == nil && (len(addrs) != 1 || addrs[0] != apiServiceIP) {
+			err = fmt.Errorf("answer %v, want %s", addrs, apiServiceIP)
+		}
+		return err
+	})
+}
+
+// clusterResolver asks the node's CoreDNS.
+var clusterResolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, network, net.JoinHostPort(nodeIP, "53"))
+}}

@@ -75,7 +75,7 @@ func run(m *testing.M) int {
 // binaries the node needs, by where they come from.
 type binaries struct {
 	controlPlane, k8s, containerd string
-	runc, cniDir                  string
+	runc, cniDir, coredns         string
 }
 
 func findBinaries() (*binaries, error) {
@@ -85,6 +85,7 @@ func findBinaries() (*binaries, error) {
 		k8s:          filepath.Join(cache, "k8s", "v"+podcontract.KubernetesVersion),
 		containerd:   filepath.Join(cache, "containerd", "v"+containerdVersion),
 		cniDir:       "/usr/lib/cni",
+		coredns:      filepath.Join(cache, "coredns", "v"+corednsVersion, "coredns"),
 	}
 	var missing []string
 	for _, f := range []string{
@@ -93,6 +94,7 @@ func findBinaries() (*binaries, error) {
 		filepath.Join(b.k8s, "kubelet"), filepath.Join(b.k8s, "kube-proxy"),
 		filepath.Join(b.containerd, "containerd"), filepath.Join(b.containerd, "containerd-shim-runc-v2"), filepath.Join(b.containerd, "ctr"),
 		filepath.Join(b.cniDir, "bridge"), filepath.Join(b.cniDir, "host-local"), filepath.Join(b.cniDir, "loopback"),
+		b.coredns,
 	} {
 		if _, err := os.Stat(f); err != nil {
 			missing = append(missing, f)
