@@ -139,8 +139,17 @@ func unsupported() string {
 	if _, err := findBinaries(); err != nil {
 		return err.Error()
 	}
+	// Root in a container may not create namespaces (no CAP_SYS_ADMIN, seccomp).
+	probe := exec.Command("/bin/true")
+	probe.SysProcAttr = &syscall.SysProcAttr{Cloneflags: namespaces}
+	if err := probe.Run(); err != nil {
+		return fmt.Sprintf("cannot create PID, mount and network namespaces here (%v)", err)
+	}
 	return ""
 }
+
+// namespaces the node runs in.
+const namespaces = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC
 
 // v1Hierarchies lists the cgroup v1 hierarchies under /sys/fs/cgroup.
 func v1Hierarchies() []string { return cgroupMounts("cgroup") }
@@ -195,7 +204,7 @@ func outside() int {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 		cmd.Env = append(os.Environ(), insideEnv+"="+dir, cgroupEnv+"=/"+cg)
 		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC,
+			Cloneflags: namespaces,
 			Pdeathsig:  syscall.SIGKILL,
 		}
 		if err := cmd.Start(); err != nil {
