@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
@@ -347,3 +348,12 @@ func containerState(cs corev1.ContainerStatus) string {
 func ptr[T any](v T) *T { return &v }
 
 var _ = appsv1.SchemeGroupVersion
+
+// dynamicWorkers is the Worker resource of the samples' namespace.
+func (n *node) dynamicWorkers(t interface{ Fatal(...any) }) dynamic.ResourceInterface {
+	dyn, err := dynamic.NewForConfig(n.rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dyn.Resource(schema.GroupVersionResource{Group: fleetGroup, Version: "v1alpha1", Resource: "workers"}).Namespace(sampleNS)
+}
