@@ -57,12 +57,22 @@ vet: ## go vet.
 	go vet -tags dev ./cmd/...
 
 .PHONY: tools
-tools: ## Build or reuse the control-plane binaries and install the pinned workerd.
+tools: ## Build or reuse the control-plane binaries and install the pinned workerd (as root also the real node's, see docs/real-node.md).
 	bash hack/build-control-plane.sh
 	bash hack/install-workerd.sh >/dev/null
+	@if [ "$$(id -u)" = 0 ] && [ "$${WORKERD_OPERATOR_REALNODE:-}" != skip ]; then bash hack/build-node.sh; \
+	else echo "tools: not root (or WORKERD_OPERATOR_REALNODE=skip): the real-node binaries are not built and test/realnode skips" >&2; fi
+
+.PHONY: node-tools
+node-tools: ## Build or reuse kubelet, kube-proxy and containerd; apt-get install runc, CNI plugins, iptables (root).
+	bash hack/build-node.sh
+
+.PHONY: images
+images: ## Write the operator, workerd and pause images as OCI archives into dist/images (no Docker needed).
+	go run ./hack/build-images --out dist/images --img $(IMG) --workerd-img $(WORKERD_IMG)
 
 .PHONY: test
-test: tools ## Run all tests: unit, envtest, real workerd and the e2e suite on the local cluster.
+test: tools ## Run all tests: unit, envtest, real workerd, the e2e suite on the local cluster and, as root, on a real node.
 	KUBEBUILDER_ASSETS=$(CONTROL_PLANE) go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench

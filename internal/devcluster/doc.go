@@ -48,7 +48,11 @@
 // `/etc/workerd`) found at the start of an argument, of an env value, of a `key=value`
 // argument's value, or of the working directory is rewritten to the materialized host
 // directory. Configuration files inside volumes are not rewritten: pods pass absolute paths
-// by argument (workerd's `--directory-path`), as the pod contract requires. A pod that
+// by argument (workerd's `--directory-path`), as the pod contract requires. A volume
+// mounted inside another volume's mount path (the modules volume at /etc/workerd/modules
+// inside the config volume at /etc/workerd) is also reachable through the outer volume's
+// directory, by a symlink, so paths resolved relative to a file of the outer volume
+// (workerd's embeds, relative to config.capnp) find it as they do on a kubelet. A pod that
 // mounts a service-account token also gets KUBECONFIG (a kubeconfig with a token from the
 // TokenRequest API) and KUBERNETES_SERVICE_HOST/PORT pointing at the API server.
 //

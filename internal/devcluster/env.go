@@ -302,6 +302,7 @@ func (r *podRun) containerMounts(cr *ctrRun) []pathMap {
 		}
 		out = append(out, pathMap{from: filepath.Clean(m.MountPath), to: host})
 	}
+	nestMounts(out)
 	tm := cr.spec.TerminationMessagePath
 	if tm == "" {
 		tm = corev1.TerminationMessagePathDefault
@@ -309,6 +310,33 @@ func (r *podRun) containerMounts(cr *ctrRun) []pathMap {
 	out = append(out, pathMap{from: tm, to: filepath.Join(r.dir, "logs", cr.spec.Name, "termination-log")})
 	sort.Slice(out, func(i, j int) bool { return len(out[i].from) > len(out[j].from) })
 	return out
+}
+
+// nestMounts makes a mount nested in another mount of the same container (the modules
+// volume at /etc/workerd/modules inside the config volume at /etc/workerd) visible where
+// a kubelet puts it: inside the outer volume's directory, as a symlink to the nested
+// volume's directory. Arguments naming the nested path are rewritten to it directly
+// (longest prefix first); the symlink serves paths a program resolves relative to a file
+// of the outer volume (workerd's embeds, relative to config.capnp).
+func nestMounts(mounts []pathMap) {
+	for _, in := range mounts {
+		var outer *pathMap
+		for i, m := range mounts {
+			if strings.HasPrefix(in.from, m.from+"/") && (outer == nil || len(m.from) > len(outer.from)) {
+				outer = &mounts[i]
+			}
+		}
+		if outer == nil {
+			continue
+		}
+		link := filepath.Join(outer.to, strings.TrimPrefix(in.from, outer.from+"/"))
+		if cur, err := os.Readlink(link); err == nil && cur == in.to {
+			continue
+		}
+		_ = os.MkdirAll(filepath.Dir(link), 0o755)
+		_ = os.Remove(link) // a stale link or an empty directory (a kubelet's mount point)
+		_ = os.Symlink(in.to, link)
+	}
 }
 
 // rewritePath maps a container path under a mount to its host path; other strings are

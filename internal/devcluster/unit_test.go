@@ -1,6 +1,10 @@
 package devcluster
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 func TestExpand(t *testing.T) {
 	env := map[string]string{"POD_IP": "127.1.0.2", "EMPTY": ""}
@@ -44,5 +48,31 @@ func TestStripTag(t *testing.T) {
 		if got := stripTag(tc.in); got != tc.want {
 			t.Errorf("stripTag(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestNestMounts: a volume mounted inside another (the modules ConfigMap at
+// /etc/workerd/modules inside the config volume at /etc/workerd) is reachable through
+// the outer volume's directory, as on a kubelet, so workerd's embeds relative to
+// config.capnp find the modules (test/realnode shows the kubelet's behaviour).
+func TestNestMounts(t *testing.T) {
+	dir := t.TempDir()
+	config, modules := filepath.Join(dir, "config"), filepath.Join(dir, "modules")
+	for _, d := range []string{config, modules} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(modules, "index.js"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mounts := []pathMap{{from: "/etc/workerd/modules", to: modules}, {from: "/etc/workerd", to: config}, {from: "/tmp", to: filepath.Join(dir, "tmp")}}
+	nestMounts(mounts)
+	nestMounts(mounts) // idempotent across container restarts
+	if b, err := os.ReadFile(filepath.Join(config, "modules", "index.js")); err != nil || string(b) != "x" {
+		t.Fatalf("config/modules/index.js: %q, %v", b, err)
+	}
+	if got := rewritePath("/etc/workerd/modules/index.js", mounts); got != filepath.Join(modules, "index.js") {
+		t.Errorf("rewritePath = %q", got)
 	}
 }
