@@ -41,6 +41,10 @@ const (
 	// ReasonInvalidSpec: the spec passed admission but cannot be rendered (for example a
 	// module the renderer refuses); the message says why.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonChildConflict: an object the operator would create for this one (a Service,
+	// ConfigMap, Deployment or StatefulSet of the same name) already exists and is not
+	// controlled by it; the operator does not take it over. The message names it.
+	ReasonChildConflict = "ChildConflict"
 	// ReasonHealthy: no container of the object's pods has terminated abnormally.
 	ReasonHealthy = "Healthy"
 	// ReasonSuspended: a CronSchedule with spec.suspend=true.

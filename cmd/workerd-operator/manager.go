@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -55,6 +57,53 @@ type managerFlags struct {
 	customLimits   string
 	development    bool
 	opts           specs.Options
+	policy         policyFlags
+}
+
+// policyFlags are the cluster admin's policy for what Worker authors may put into pods
+// (webhook.Policy, docs/security-policy.md).
+type policyFlags struct {
+	runtimeImages   []string
+	serviceAccounts []string
+	priorityClasses []string
+	tolerationKeys  []string
+	nodePlacement   bool
+	serviceTypes    []string
+	maxProfile      string
+	maxCPU          string
+}
+
+func (p *policyFlags) register(fl *pflag.FlagSet) {
+	fl.StringSliceVar(&p.runtimeImages, "allowed-runtime-images", nil, "images spec.runtime.image may name: an image, a repository (its tags and digests), a prefix ending in / or *; default: the --workerd-image-repository")
+	fl.StringSliceVar(&p.serviceAccounts, "allowed-service-accounts", nil, "ServiceAccounts spec.pod.serviceAccountName may name (* for any); default: none, the namespace's default account only")
+	fl.StringSliceVar(&p.priorityClasses, "allowed-priority-classes", nil, "priority classes spec.pod.priorityClassName may name (* for any); default: none")
+	fl.StringSliceVar(&p.tolerationKeys, "allowed-toleration-keys", nil, "taint keys spec.pod.tolerations may tolerate (* for any); default: none")
+	fl.BoolVar(&p.nodePlacement, "allow-node-placement", false, "allow spec.pod.nodeSelector and spec.pod.affinity")
+	fl.StringSliceVar(&p.serviceTypes, "allowed-service-types", nil, "Service types spec.service.type may take besides ClusterIP: NodePort, LoadBalancer; default: none")
+	fl.StringVar(&p.maxProfile, "max-limit-profile", "", "most permissive limit profile in namespaces without the label "+webhook.NamespaceProfileLabel+": free, paid or custom; default: paid, or --default-limit-profile when more permissive")
+	fl.StringVar(&p.maxCPU, "max-workerd-cpu", "1", "most CPU spec.pod.resources may give the workerd container")
+}
+
+// build returns the webhook policy; runtime images default to workerdRepository.
+// Errors: a CPU quantity that does not parse.
+func (p *policyFlags) build(workerdRepository string) (webhook.Policy, error) {
+	cpu, err := resource.ParseQuantity(p.maxCPU)
+	if err != nil {
+		return webhook.Policy{}, fmt.Errorf("--max-workerd-cpu: %w", err)
+	}
+	images := p.runtimeImages
+	if len(images) == 0 {
+		images = []string{workerdRepository}
+	}
+	types := make([]corev1.ServiceType, 0, len(p.serviceTypes))
+	for _, t := range p.serviceTypes {
+		types = append(types, corev1.ServiceType(t))
+	}
+	return webhook.Policy{
+		RuntimeImages: images, ServiceAccounts: p.serviceAccounts, PriorityClasses: p.priorityClasses,
+		TolerationKeys: p.tolerationKeys, NodePlacement: p.nodePlacement, ServiceTypes: types,
+		MaxProfile: limits.Profile(p.maxProfile), MaxCPU: cpu,
+	}, nil
 }
 
 func newManagerCommand() *cobra.Command {
@@ -90,6 +139,7 @@ func newManagerCommand() *cobra.Command {
 	fl.StringVar(&f.opts.ClusterDomain, "cluster-domain", f.opts.ClusterDomain, "cluster DNS domain of in-cluster addresses")
 	fl.Int64Var(&f.opts.PreStopSeconds, "prestop-seconds", f.opts.PreStopSeconds, "preStop sleep of workerd containers, in seconds")
 	fl.Int64Var(&f.opts.DrainSeconds, "drain-seconds", f.opts.DrainSeconds, "time workerd may drain in-flight requests after SIGTERM, in seconds")
+	f.policy.register(fl)
 	return cmd
 }
 
@@ -175,14 +225,10 @@ func internalIssuer(mgr ctrl.Manager) (*internalca.Issuer, error) {
 // self-signed CA in that Secret, rotated, with the CA bundle injected into the two
 // webhook configurations; the webhooks are registered once the certificate is in place.
 func setupWebhooks(mgr ctrl.Manager, f *managerFlags) error {
-	tbl := limits.Default()
-	if f.customLimits != "" {
-		var err error
-		if tbl, err = limits.LoadCustomFile(f.customLimits); err != nil {
-			return err
-		}
+	opts, err := webhookOptions(f)
+	if err != nil {
+		return err
 	}
-	opts := webhook.Options{Limits: tbl, DefaultProfile: limits.Profile(f.defaultProfile), WorkerdVersion: podcontract.WorkerdVersion}
 	if f.webhookSecret == "" {
 		return webhook.SetupWebhooks(mgr, opts)
 	}
@@ -236,6 +282,23 @@ func setupWebhooks(mgr ctrl.Manager, f *managerFlags) error {
 			return fmt.Errorf("waiting for the webhook certificate")
 		}
 	})
+}
+
+// webhookOptions are the webhooks' options from the flags: the limit table (with the
+// custom ceilings file), the default profile and the admin's policy.
+func webhookOptions(f *managerFlags) (webhook.Options, error) {
+	tbl := limits.Default()
+	if f.customLimits != "" {
+		var err error
+		if tbl, err = limits.LoadCustomFile(f.customLimits); err != nil {
+			return webhook.Options{}, err
+		}
+	}
+	pol, err := f.policy.build(f.opts.WorkerdImageRepository)
+	if err != nil {
+		return webhook.Options{}, err
+	}
+	return webhook.Options{Limits: tbl, DefaultProfile: limits.Profile(f.defaultProfile), WorkerdVersion: podcontract.WorkerdVersion, Policy: pol}, nil
 }
 
 // syncCertFiles writes tls.crt and tls.key of the Secret into dir whenever they differ,

@@ -341,6 +341,16 @@ var optionSets = []struct {
 		},
 	},
 	{
+		name: "admin policy",
+		values: `policy: {runtimeImages: [registry.example/workerd, mirror.example/], serviceAccounts: [builder], priorityClasses: [batch],
+  tolerationKeys: [dedicated, "*"], nodePlacement: true, serviceTypes: [NodePort, LoadBalancer], maxLimitProfile: custom, maxWorkerdCPU: "2"}`,
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			wantArgs(t, objs, "--allowed-runtime-images=registry.example/workerd,mirror.example/", "--allowed-service-accounts=builder",
+				"--allowed-priority-classes=batch", "--allowed-toleration-keys=dedicated,*", "--allow-node-placement",
+				"--allowed-service-types=NodePort,LoadBalancer", "--max-limit-profile=custom", "--max-workerd-cpu=2")
+		},
+	},
+	{
 		name:   "images and workerd version",
 		values: `{image: {repository: registry.example/wo, tag: v1.2.3, pullPolicy: Always}, workerd: {repository: registry.example/workerd, version: "1.20260101.0"}, imagePullSecrets: [{name: regcred}]}`,
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
@@ -548,6 +558,8 @@ func TestSchemaRejectsWrongTypes(t *testing.T) {
 		{`replicaCount: two`, []string{"/replicaCount", "got string, want integer"}},
 		{`crds: {install: "yes"}`, []string{"/crds/install", "got string, want boolean"}},
 		{`limits: {defaultProfile: enterprise}`, []string{"/limits/defaultProfile", "free", "paid", "custom"}},
+		{`policy: {serviceTypes: [ExternalName]}`, []string{"/policy/serviceTypes/0", "NodePort", "LoadBalancer"}},
+		{`policy: {maxWorkerdCPU: lots}`, []string{"/policy/maxWorkerdCPU", "does not match pattern"}},
 		{`workerd: {version: latest}`, []string{"/workerd/version", "does not match pattern"}},
 		{`webhook: {timeoutSeconds: 60}`, []string{"/webhook/timeoutSeconds", "maximum"}},
 		{`replicas: 2`, []string{"additional properties 'replicas' not allowed"}},

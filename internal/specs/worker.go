@@ -153,15 +153,12 @@ func buildWorkerRPCService(w *fleetv1alpha1.Worker) *corev1.Service {
 
 // workerdResources derives the container's resources from spec.limits unless
 // spec.pod.resources is set. The memory limit is the V8 heap limit plus headroom
-// (half the heap, at least 64 MiB) for V8's other spaces and workerd itself, so V8
-// reports "Reached heap limit" before the kernel OOM-kills the container.
+// (podcontract.WorkerdMemoryMiB).
 func workerdResources(w *fleetv1alpha1.Worker) corev1.ResourceRequirements {
 	if w.Spec.Pod != nil && w.Spec.Pod.Resources != nil {
 		return *w.Spec.Pod.Resources.DeepCopy()
 	}
-	heap := int64(render.MemoryMiB(w))
-	headroom := max(heap/2, 64)
-	mem := resource.MustParse(fmt.Sprintf("%dMi", heap+headroom))
+	mem := resource.MustParse(fmt.Sprintf("%dMi", podcontract.WorkerdMemoryMiB(int64(render.MemoryMiB(w)))))
 	return corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("100m"),

@@ -403,7 +403,8 @@ func cases(tbl *limits.Table) []admitCase {
 			s.Target = v1alpha1.CronTarget{WorkflowRef: &v1alpha1.LocalObjectReference{Name: "wf-later"}}
 		}), wantWarn: []string{"spec.target.workflowRef.name", "Workflow wh/wf-later does not exist yet"}},
 	)
-	return cs
+	// The cluster admin's policy (policy_test.go).
+	return append(cs, policyCases()...)
 }
 
 // cronOfLength returns an expression of exactly n (≥ 10) characters: a minute list

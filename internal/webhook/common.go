@@ -150,10 +150,10 @@ func referenceObject(gvk schema.GroupVersionKind) client.Object {
 	return m
 }
 
-// referenceObjects lists one object per kind the reference checks read.
+// referenceObjects lists one object per kind the reference and policy checks read.
 func referenceObjects() []client.Object {
 	var out []client.Object
-	for _, gvk := range []schema.GroupVersionKind{gvkWorker, gvkDON, gvkConfigMap, gvkWorkflow, gvkSecret} {
+	for _, gvk := range []schema.GroupVersionKind{gvkWorker, gvkDON, gvkConfigMap, gvkWorkflow, gvkSecret, gvkNamespace} {
 		out = append(out, referenceObject(gvk))
 	}
 	return out
@@ -210,6 +210,7 @@ var (
 	gvkDON       = v1alpha1.GroupVersion.WithKind("DurableObjectNamespace")
 	gvkSecret    = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 	gvkConfigMap = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	gvkNamespace = schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
 )
 
 // referenceGVK maps the kind of object a binding references (v1alpha1.Binding.Reference)

@@ -162,7 +162,7 @@ func (s *suite) start() error {
 	if err != nil {
 		return err
 	}
-	if err := SetupWebhooks(mgr, Options{Limits: s.table}); err != nil {
+	if err := SetupWebhooks(mgr, Options{Limits: s.table, Policy: suitePolicy}); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -187,12 +187,34 @@ func (s *suite) start() error {
 	if s.c, err = client.New(wcfg, client.Options{Scheme: testenv.Scheme()}); err != nil {
 		return err
 	}
-	for _, ns := range []string{"wh", NoWebhookNamespace, "bench-webhook"} {
-		if err := s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	for ns, profile := range suiteNamespaces {
+		labels := map[string]string{}
+		if profile != "" {
+			labels[NamespaceProfileLabel] = string(profile)
+		}
+		if err := s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// suiteNamespaces are the suite's namespaces and the limit profile each is labelled
+// with (NamespaceProfileLabel; "": none, the policy's MaxProfile applies). The table's
+// namespace may use every profile, so that every profile's limits are checked there.
+var suiteNamespaces = map[string]limits.Profile{
+	testNS: limits.Custom, NoWebhookNamespace: "", "bench-webhook": limits.Custom,
+	tenantNS: "", freeNS: limits.Free,
+}
+
+// suitePolicy is the admin policy the suite's webhooks enforce: one of each kind of
+// entry, so that both what it allows and what it refuses can be checked.
+var suitePolicy = Policy{
+	RuntimeImages:   []string{"registry.example.com/workerd", "mirror.example.com/"},
+	ServiceAccounts: []string{"builder"},
+	PriorityClasses: []string{"batch"},
+	TolerationKeys:  []string{"dedicated"},
+	ServiceTypes:    []corev1.ServiceType{corev1.ServiceTypeNodePort},
 }
 
 func loadCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {

@@ -61,6 +61,9 @@ type Options struct {
 	// or not synced within CacheReadTimeout) is retried with it. SetupWebhooks sets it to the manager's
 	// uncached API reader; nil means Reader's answer is final.
 	LiveReader client.Reader
+	// Policy is what the cluster admin lets Worker authors put into pods
+	// (docs/security-policy.md); the zero value is the strictest.
+	Policy Policy
 }
 
 func (o Options) withDefaults() Options {
@@ -76,6 +79,7 @@ func (o Options) withDefaults() Options {
 	if o.ScriptSizeRules == "" {
 		o.ScriptSizeRules = ScriptSizeRules2026
 	}
+	o.Policy = o.Policy.withDefaults(o.DefaultProfile)
 	return o
 }
 
@@ -129,6 +133,9 @@ func New(opts Options) (*Webhooks, error) {
 	if _, err := limits.ParseProfile(string(opts.DefaultProfile)); err != nil {
 		return nil, fmt.Errorf("webhook: default profile: %w", err)
 	}
+	if err := opts.Policy.validate(); err != nil {
+		return nil, err
+	}
 	if opts.Reader == nil {
 		return nil, fmt.Errorf("webhook: Options.Reader is nil")
 	}
@@ -177,6 +184,8 @@ const (
 // The validator reads referenced objects (existence checks, ConfigMap script size):
 // +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=workers;workflows;durableobjectnamespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
+// and the namespace's limit-profile label (policy.go):
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // SetupWebhooks registers the defaulting and validating webhooks of the four kinds on
 // mgr's webhook server. When opts.Reader is nil, reference checks read the manager's

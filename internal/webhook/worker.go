@@ -19,7 +19,8 @@ import (
 )
 
 // WorkerDefaulter defaults a Worker: spec.replicas (1), spec.limits.profile (the
-// operator's default profile), and spec.limits.cpuMs, subrequests and memoryMiB (the
+// operator's default profile, lowered to the most permissive one the namespace may
+// use), and spec.limits.cpuMs, subrequests and memoryMiB (the
 // profile's *_default limits, lowered to the profile's ceiling). It never changes a
 // value that is set.
 type WorkerDefaulter struct{ w *Webhooks }
@@ -39,7 +40,7 @@ func (w *Webhooks) WorkerDefaulter() *WorkerDefaulter { return &WorkerDefaulter{
 func (w *Webhooks) WorkerValidator() *WorkerValidator { return &WorkerValidator{w} }
 
 // Default implements admission.Defaulter.
-func (d *WorkerDefaulter) Default(_ context.Context, wk *v1alpha1.Worker) error {
+func (d *WorkerDefaulter) Default(ctx context.Context, wk *v1alpha1.Worker) error {
 	s := &wk.Spec
 	if s.Replicas == nil {
 		s.Replicas = ptr(int32(1))
@@ -48,7 +49,7 @@ func (d *WorkerDefaulter) Default(_ context.Context, wk *v1alpha1.Worker) error 
 		s.Limits = &v1alpha1.WorkerLimits{}
 	}
 	if s.Limits.Profile == "" {
-		s.Limits.Profile = v1alpha1.LimitProfile(d.w.opts.DefaultProfile)
+		s.Limits.Profile = v1alpha1.LimitProfile(d.w.defaultProfile(ctx, workerNamespace(ctx, wk)))
 	}
 	p := d.w.profileOf(s.Limits)
 	t := d.w.opts.Limits
@@ -127,6 +128,7 @@ func (w *Webhooks) ValidateWorker(ctx context.Context, wk *v1alpha1.Worker) (adm
 	spec := field.NewPath("spec")
 	s := &wk.Spec
 	validateWorkerSpec(c, spec, s, w.opts.WorkerdVersion, w.opts.ScriptSizeRules)
+	w.validatePolicy(ctx, c, spec, wk)
 	w.validateSource(ctx, c, spec.Child("source"), wk.Namespace, &s.Source)
 	for i, b := range s.Bindings {
 		kind, name := b.Reference()

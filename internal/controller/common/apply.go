@@ -5,11 +5,13 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
@@ -26,14 +28,77 @@ func Apply(ctx context.Context, c client.Client, obj client.Object) error {
 	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(podcontract.FieldOwner), client.ForceOwnership)
 }
 
-// ApplyAll applies objs in order; an error names the object that failed.
+// ApplyAll applies objs in order; an error names the object that failed. It first
+// checks every object that names a controller (its ownerReference with controller:
+// true) against the live one: if one exists and is not controlled by that owner, it
+// applies none of them and returns a Blocked ChildConflict error naming it. Server-side
+// apply with forced ownership would otherwise take over any object of the same name:
+// replace its selector, add the owner reference, and let the garbage collector delete
+// it with the owner.
 func ApplyAll(ctx context.Context, c client.Client, objs ...client.Object) error {
+	for _, obj := range objs {
+		if err := checkControlled(ctx, c, obj); err != nil {
+			return err
+		}
+	}
 	for _, obj := range objs {
 		if err := Apply(ctx, c, obj); err != nil {
 			return fmt.Errorf("apply %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
 		}
 	}
 	return nil
+}
+
+// checkControlled returns a Blocked ChildConflict error when obj exists and is not
+// controlled by the owner obj's controller reference names (same UID). It reads the
+// cache (the reconcilers own, and so cache, every kind they apply); a miss is confirmed
+// with an unstructured read, which the manager's client sends to the API server
+// (client.CacheOptions.Unstructured is false), so an object the cache has not seen yet
+// is not taken for absent.
+func checkControlled(ctx context.Context, c client.Client, obj client.Object) error {
+	want := metav1.GetControllerOf(obj)
+	if want == nil {
+		return nil
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	key := client.ObjectKeyFromObject(obj)
+	live, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("apply %s %s: not a client.Object", gvk.Kind, key.Name)
+	}
+	err := c.Get(ctx, key, live)
+	if apierrors.IsNotFound(err) {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		live = u
+		err = c.Get(ctx, key, live)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s %s: %w", gvk.Kind, key.Name, err)
+	}
+	has := metav1.GetControllerOf(live)
+	if has != nil && has.UID == want.UID {
+		return nil
+	}
+	return Blocked(fleetv1alpha1.ReasonChildConflict, conflictMessage(gvk.Kind, key.Name, want, has))
+}
+
+// conflictMessage says which object blocks owner want and who controls it (has; nil
+// for no one).
+func conflictMessage(kind, name string, want, has *metav1.OwnerReference) string {
+	by := "no controller"
+	switch {
+	case has == nil:
+	case has.Kind == want.Kind && has.Name == want.Name:
+		by = fmt.Sprintf("a former %s %q (uid %s) that the garbage collector has not removed yet", has.Kind, has.Name, has.UID)
+	default:
+		by = fmt.Sprintf("%s %q", has.Kind, has.Name)
+	}
+	return fmt.Sprintf("%s %q already exists and is controlled by %s, not by this %s; the operator does not take over objects it does not control: "+
+		"delete or rename that %s, or give the %s another name", kind, name, by, want.Kind, kind, want.Kind)
 }
 
 // DeleteOwnedConfigMaps deletes the ConfigMaps matching sel that owner controls and

@@ -72,12 +72,13 @@ func (e Events) Transitions(ctx context.Context, obj runtime.Object, before, aft
 }
 
 // blockedReasons are the Ready reasons of a pass that waits for an input to appear or
-// change.
+// change (or, for ChildConflict, for a foreign object to go away).
 var blockedReasons = map[string]bool{
 	fleetv1alpha1.ReasonReferenceNotFound: true,
 	fleetv1alpha1.ReasonConfigMapNotFound: true,
 	fleetv1alpha1.ReasonSecretNotFound:    true,
 	fleetv1alpha1.ReasonInvalidSpec:       true,
+	fleetv1alpha1.ReasonChildConflict:     true,
 }
 
 // changed reports whether condition now differs from was in status, reason or message.

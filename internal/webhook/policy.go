@@ -1,0 +1,308 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+)
+
+// NamespaceProfileLabel on a Namespace names the most permissive limit profile its
+// Workers may use (free, paid or custom), in place of Policy.MaxProfile. Only who may
+// update Namespaces (the cluster admin) can set it.
+const NamespaceProfileLabel = "fleet.workerd-operator.io/limits-profile"
+
+// PolicyDoc is the document every policy rejection cites.
+const PolicyDoc = "docs/security-policy.md"
+
+// AnyValue in a list of Policy allows every value.
+const AnyValue = "*"
+
+// Policy is what the cluster admin lets a Worker's author put into the pods the
+// operator creates (manager flags, Helm values "policy"; docs/security-policy.md). The
+// zero value is the strictest: the operator's own workerd images only, the namespace's
+// default ServiceAccount, no priority class, no tolerations, no node placement,
+// ClusterIP Services, profiles up to paid, at most one CPU.
+type Policy struct {
+	// RuntimeImages are the images spec.runtime.image may name: an exact image, a
+	// repository ("ghcr.io/org/workerd": its tags and digests), a prefix ending in
+	// "/" (a registry or a path), or "*". Empty: spec.runtime.image is refused.
+	RuntimeImages []string
+	// ServiceAccounts spec.pod.serviceAccountName may name ("*": any). Unset is always
+	// allowed (the namespace's default account, its token not mounted).
+	ServiceAccounts []string
+	// PriorityClasses spec.pod.priorityClassName may name ("*": any).
+	PriorityClasses []string
+	// TolerationKeys spec.pod.tolerations may tolerate ("*": any, including a
+	// toleration with no key, which tolerates every taint).
+	TolerationKeys []string
+	// NodePlacement allows spec.pod.nodeSelector and spec.pod.affinity.
+	NodePlacement bool
+	// ServiceTypes spec.service.type may take besides ClusterIP (NodePort, LoadBalancer).
+	ServiceTypes []corev1.ServiceType
+	// MaxProfile is the most permissive limit profile of Workers in a namespace
+	// without NamespaceProfileLabel. "": paid, or Options.DefaultProfile when that is
+	// more permissive.
+	MaxProfile limits.Profile
+	// MaxCPU caps spec.pod.resources cpu (limits and requests). Zero: one CPU, what the
+	// operator gives a workerd container by default.
+	MaxCPU resource.Quantity
+}
+
+// profileRank orders the profiles from the most restrictive to the most permissive.
+var profileRank = map[limits.Profile]int{limits.Free: 0, limits.Paid: 1, limits.Custom: 2}
+
+// withDefaults fills MaxProfile (from the operator's default profile) and MaxCPU.
+func (p Policy) withDefaults(defaultProfile limits.Profile) Policy {
+	if p.MaxProfile == "" {
+		p.MaxProfile = limits.Paid
+		if profileRank[defaultProfile] > profileRank[p.MaxProfile] {
+			p.MaxProfile = defaultProfile
+		}
+	}
+	if p.MaxCPU.IsZero() {
+		p.MaxCPU = resource.MustParse("1")
+	}
+	return p
+}
+
+// validate checks the policy's own values. Errors name the setting.
+func (p Policy) validate() error {
+	if _, ok := profileRank[p.MaxProfile]; !ok {
+		return fmt.Errorf("webhook: policy: max limit profile %q: want free, paid or custom", p.MaxProfile)
+	}
+	for _, t := range p.ServiceTypes {
+		if t != corev1.ServiceTypeClusterIP && t != corev1.ServiceTypeNodePort && t != corev1.ServiceTypeLoadBalancer {
+			return fmt.Errorf("webhook: policy: service type %q: want ClusterIP, NodePort or LoadBalancer", t)
+		}
+	}
+	if p.MaxCPU.Sign() <= 0 {
+		return fmt.Errorf("webhook: policy: max CPU %s: want more than 0", p.MaxCPU.String())
+	}
+	return nil
+}
+
+// forbidden is a policy rejection: what is refused, the rule, and where the admin sets it.
+func forbidden(path *field.Path, what, rule, setting string) *field.Error {
+	return field.Forbidden(path, fmt.Sprintf("%s (rule: %s; set by the cluster admin: %s; see %s)", what, rule, setting, PolicyDoc))
+}
+
+// allowedList describes a policy list for a rule text.
+func allowedList(allowed []string, none string) string {
+	if len(allowed) == 0 {
+		return none
+	}
+	return "allowed: " + strings.Join(allowed, ", ")
+}
+
+// inList reports whether v is in allowed or allowed holds AnyValue.
+func inList(v string, allowed []string) bool {
+	return slices.Contains(allowed, AnyValue) || slices.Contains(allowed, v)
+}
+
+// ImageAllowed reports whether image matches one of allowed (see Policy.RuntimeImages).
+func ImageAllowed(image string, allowed []string) bool {
+	for _, a := range allowed {
+		switch {
+		case a == AnyValue || image == a:
+			return true
+		case a == "":
+		case strings.HasSuffix(a, "/"):
+			if strings.HasPrefix(image, a) {
+				return true
+			}
+		case strings.HasPrefix(image, a) && strings.ContainsRune(":@/", rune(image[len(a)])):
+			return true
+		}
+	}
+	return false
+}
+
+// validatePolicy checks a Worker against the admin's policy: the limit profile its
+// namespace may use, spec.runtime.image, spec.service.type and spec.pod.
+func (w *Webhooks) validatePolicy(ctx context.Context, c *check, spec *field.Path, wk *v1alpha1.Worker) {
+	pol := &w.opts.Policy
+	s := &wk.Spec
+	w.validateProfileAllowed(ctx, c, spec.Child("limits", "profile"), wk.Namespace, w.profileOf(s.Limits))
+	if s.Runtime != nil && s.Runtime.Image != "" && !ImageAllowed(s.Runtime.Image, pol.RuntimeImages) {
+		c.add(forbidden(spec.Child("runtime", "image"), fmt.Sprintf("image %q is not allowed: it runs with the Worker's Secrets", s.Runtime.Image),
+			allowedList(pol.RuntimeImages, "no image but the operator's workerd (set spec.runtime.version only)"),
+			"--allowed-runtime-images, Helm policy.runtimeImages"))
+	}
+	if s.Service != nil && s.Service.Type != "" && s.Service.Type != corev1.ServiceTypeClusterIP && !slices.Contains(pol.ServiceTypes, s.Service.Type) {
+		c.add(forbidden(spec.Child("service", "type"), fmt.Sprintf("Service type %s is not allowed: it exposes the Worker outside the cluster", s.Service.Type),
+			allowedList(serviceTypeNames(pol.ServiceTypes), "ClusterIP only"), "--allowed-service-types, Helm policy.serviceTypes"))
+	}
+	if s.Pod != nil {
+		validatePodPolicy(c, pol, spec.Child("pod"), s.Pod)
+	}
+}
+
+func serviceTypeNames(ts []corev1.ServiceType) []string {
+	out := []string{string(corev1.ServiceTypeClusterIP)}
+	for _, t := range ts {
+		out = append(out, string(t))
+	}
+	return out
+}
+
+// validatePodPolicy checks spec.pod: ServiceAccount, priority class, tolerations, node
+// placement and resources.
+func validatePodPolicy(c *check, pol *Policy, path *field.Path, p *v1alpha1.PodOverrides) {
+	if sa := p.ServiceAccountName; sa != "" && !inList(sa, pol.ServiceAccounts) {
+		c.add(forbidden(path.Child("serviceAccountName"), fmt.Sprintf("ServiceAccount %q is not allowed: the pods would act with its identity", sa),
+			allowedList(pol.ServiceAccounts, "only the namespace's default ServiceAccount (leave it unset)"),
+			"--allowed-service-accounts, Helm policy.serviceAccounts"))
+	}
+	if pc := p.PriorityClassName; pc != "" && !inList(pc, pol.PriorityClasses) {
+		c.add(forbidden(path.Child("priorityClassName"), fmt.Sprintf("priority class %q is not allowed", pc),
+			allowedList(pol.PriorityClasses, "no priority class (leave it unset)"), "--allowed-priority-classes, Helm policy.priorityClasses"))
+	}
+	for i, t := range p.Tolerations {
+		if inList(AnyValue, pol.TolerationKeys) || (t.Key != "" && inList(t.Key, pol.TolerationKeys)) {
+			continue
+		}
+		what := fmt.Sprintf("toleration of taint key %q is not allowed", t.Key)
+		if t.Key == "" {
+			what = "a toleration without a key tolerates every taint and is not allowed"
+		}
+		c.add(forbidden(path.Child("tolerations").Index(i).Child("key"), what,
+			allowedList(pol.TolerationKeys, "no tolerations"), "--allowed-toleration-keys, Helm policy.tolerationKeys"))
+	}
+	if !pol.NodePlacement {
+		const rule, setting = "node placement is off", "--allow-node-placement, Helm policy.nodePlacement"
+		if len(p.NodeSelector) > 0 {
+			c.add(forbidden(path.Child("nodeSelector"), "choosing nodes is not allowed", rule, setting))
+		}
+		if p.Affinity != nil {
+			c.add(forbidden(path.Child("affinity"), "affinity is not allowed", rule, setting))
+		}
+	}
+	if p.Resources != nil {
+		validateResources(c, pol, path.Child("resources"), p.Resources)
+	}
+}
+
+// validateResources checks spec.pod.resources against the profile: cpu and memory
+// limits are required (without them the container is unbounded); cpu may not exceed
+// Policy.MaxCPU and memory the container memory of the profile's memory_mib ceiling
+// (podcontract.WorkerdMemoryMiB); only cpu, memory and ephemeral-storage, no claims.
+func validateResources(c *check, pol *Policy, path *field.Path, r *corev1.ResourceRequirements) {
+	heap := c.t.Get(c.p, limits.MemoryMiB)
+	memMax := resource.MustParse(fmt.Sprintf("%dMi", podcontract.WorkerdMemoryMiB(heap)))
+	memRule := fmt.Sprintf("the container memory of the profile's memory_mib ceiling %d MiB: heap plus headroom (%s)", heap, c.limit(limits.MemoryMiB).Cite(c.p))
+	for _, part := range []struct {
+		name string
+		list corev1.ResourceList
+	}{{"limits", r.Limits}, {"requests", r.Requests}} {
+		for _, name := range sortedResourceNames(part.list) {
+			q := part.list[name]
+			rp := path.Child(part.name).Key(string(name))
+			switch name {
+			case corev1.ResourceCPU:
+				if q.Cmp(pol.MaxCPU) > 0 {
+					c.add(forbidden(rp, fmt.Sprintf("%s CPU is more than allowed", q.String()), "at most "+pol.MaxCPU.String(), "--max-workerd-cpu, Helm policy.maxWorkerdCPU"))
+				}
+			case corev1.ResourceMemory:
+				if q.Cmp(memMax) > 0 {
+					c.add(field.Invalid(rp, q.String(), fmt.Sprintf("must be at most %s, %s; see %s", memMax.String(), memRule, PolicyDoc)))
+				}
+			case corev1.ResourceEphemeralStorage:
+			default:
+				c.add(forbidden(rp, fmt.Sprintf("resource %s is not allowed", name), "cpu, memory and ephemeral-storage only", "not configurable"))
+			}
+		}
+	}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := r.Limits[name]; !ok {
+			c.add(field.Required(path.Child("limits").Key(string(name)), fmt.Sprintf("spec.pod.resources replaces the resources derived from spec.limits and must set a %s limit: without one the container is unbounded; see %s", name, PolicyDoc)))
+		}
+	}
+	if len(r.Claims) > 0 {
+		c.add(forbidden(path.Child("claims"), "resource claims are not allowed", "no claims", "not configurable"))
+	}
+}
+
+func sortedResourceNames(l corev1.ResourceList) []corev1.ResourceName {
+	out := make([]corev1.ResourceName, 0, len(l))
+	for n := range l {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// validateProfileAllowed refuses a profile more permissive than the namespace may use.
+func (w *Webhooks) validateProfileAllowed(ctx context.Context, c *check, path *field.Path, ns string, p limits.Profile) {
+	max, source, err := w.namespaceMaxProfile(ctx, ns)
+	if err != nil {
+		c.add(field.Forbidden(path, fmt.Sprintf("cannot tell which profiles namespace %q may use: %v; see %s", ns, err, PolicyDoc)))
+		return
+	}
+	if profileRank[p] > profileRank[max] {
+		c.add(field.Forbidden(path, fmt.Sprintf("profile %q is not allowed in namespace %q (rule: the most permissive profile there is %q; set by the cluster admin: %s; see %s)",
+			p, ns, max, source, PolicyDoc)))
+	}
+}
+
+// namespaceMaxProfile returns the most permissive profile Workers of namespace ns may
+// use and where that comes from: the namespace's NamespaceProfileLabel, else
+// Policy.MaxProfile. Errors: the namespace cannot be read, or its label is not a profile.
+func (w *Webhooks) namespaceMaxProfile(ctx context.Context, ns string) (limits.Profile, string, error) {
+	def := w.opts.Policy.MaxProfile
+	defSource := fmt.Sprintf("--max-limit-profile, Helm policy.maxLimitProfile, or the namespace label %s", NamespaceProfileLabel)
+	if w.opts.Reader == nil || ns == "" {
+		return def, defSource, nil
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvkNamespace)
+	err := w.get(ctx, "", ns, m)
+	switch {
+	case apierrors.IsNotFound(err):
+		return def, defSource, nil
+	case err != nil:
+		return def, defSource, err
+	}
+	v, ok := m.Labels[NamespaceProfileLabel]
+	if !ok {
+		return def, defSource, nil
+	}
+	p := limits.Profile(v)
+	if _, known := profileRank[p]; !known {
+		return def, defSource, fmt.Errorf("namespace label %s=%q is not free, paid or custom", NamespaceProfileLabel, v)
+	}
+	return p, fmt.Sprintf("namespace label %s=%s", NamespaceProfileLabel, v), nil
+}
+
+// defaultProfile is the profile the defaulter writes into a Worker of namespace ns:
+// the operator's default, lowered to the most permissive one the namespace may use.
+func (w *Webhooks) defaultProfile(ctx context.Context, ns string) limits.Profile {
+	p := w.opts.DefaultProfile
+	if max, _, err := w.namespaceMaxProfile(ctx, ns); err == nil && profileRank[p] > profileRank[max] {
+		return max
+	}
+	return p
+}
+
+// workerNamespace is the Worker's namespace, or the admission request's when the
+// object does not carry one.
+func workerNamespace(ctx context.Context, wk *v1alpha1.Worker) string {
+	if wk.Namespace != "" {
+		return wk.Namespace
+	}
+	if req, err := admission.RequestFromContext(ctx); err == nil {
+		return req.Namespace
+	}
+	return ""
+}

@@ -1,0 +1,191 @@
+package webhook
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/limits"
+)
+
+// Namespaces of the policy cases: tenantNS has no profile label (the policy's
+// MaxProfile, paid, applies), freeNS is labelled free.
+const (
+	tenantNS = "wh-tenant"
+	freeNS   = "wh-free"
+)
+
+// inNamespace moves a fixture to namespace ns.
+func inNamespace(ns string, o client.Object) client.Object {
+	o.SetNamespace(ns)
+	return o
+}
+
+func withPod(mut func(*v1alpha1.PodOverrides)) func(*v1alpha1.WorkerSpec) {
+	return func(s *v1alpha1.WorkerSpec) {
+		s.Pod = &v1alpha1.PodOverrides{}
+		mut(s.Pod)
+	}
+}
+
+func resources(limits, requests map[corev1.ResourceName]string) *corev1.ResourceRequirements {
+	r := &corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}
+	for n, v := range limits {
+		r.Limits[n] = resource.MustParse(v)
+	}
+	for n, v := range requests {
+		r.Requests[n] = resource.MustParse(v)
+	}
+	return r
+}
+
+// policyCases check suitePolicy (envtest_test.go): each knob's allowed and refused
+// values; a refusal names the field, the rule, the setting and PolicyDoc.
+func policyCases() []admitCase {
+	refused := func(path string, more ...string) []string {
+		return append([]string{path + ": Forbidden", PolicyDoc}, more...)
+	}
+	rt := func(image string) func(*v1alpha1.WorkerSpec) {
+		return func(s *v1alpha1.WorkerSpec) {
+			s.Runtime = &v1alpha1.RuntimeSpec{Version: PinnedWorkerdVersion, Image: image}
+		}
+	}
+	cs := []admitCase{
+		{name: "policy-image-repository-tag", obj: newWorker("img-repo", limits.Paid, rt("registry.example.com/workerd:"+PinnedWorkerdVersion))},
+		{name: "policy-image-registry-prefix", obj: newWorker("img-prefix", limits.Paid, rt("mirror.example.com/team/workerd@sha256:"+strings.Repeat("a", 64)))},
+		{name: "policy-image-lookalike-repository", obj: newWorker("img-evil", limits.Paid, rt("registry.example.com/workerd-evil:1")),
+			wantErr: refused("spec.runtime.image", `image "registry.example.com/workerd-evil:1" is not allowed`, "allowed: registry.example.com/workerd, mirror.example.com/", "--allowed-runtime-images")},
+		{name: "policy-service-account-allowed", obj: newWorker("sa-ok", limits.Paid, withPod(func(p *v1alpha1.PodOverrides) { p.ServiceAccountName = "builder" }))},
+		{name: "policy-service-account-refused", obj: newWorker("sa-admin", limits.Paid, withPod(func(p *v1alpha1.PodOverrides) { p.ServiceAccountName = "admin" })),
+			wantErr: refused("spec.pod.serviceAccountName", `ServiceAccount "admin" is not allowed`, "allowed: builder", "--allowed-service-accounts")},
+		{name: "policy-priority-class-allowed", obj: newWorker("pc-ok", limits.Paid, withPod(func(p *v1alpha1.PodOverrides) { p.PriorityClassName = "batch" }))},
+		{name: "policy-priority-class-refused", obj: newWorker("pc-crit", limits.Paid, withPod(func(p *v1alpha1.PodOverrides) { p.PriorityClassName = "system-node-critical" })),
+			wantErr: refused("spec.pod.priorityClassName", `priority class "system-node-critical"`, "allowed: batch", "--allowed-priority-classes")},
+		{name: "policy-toleration-allowed", obj: newWorker("tol-ok", limits.Paid, withPod(func(p *v1alpha1.PodOverrides) {
+			p.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "workers", Effect: corev1.TaintEffectNoSchedule}}
+		}))},
+		{name: "policy-toleration-refused", obj: newWorker("tol-cp", limits.Paid, withPod(func(p *v1alpha1.PodOverrides) {
+			p.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}, {Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists}}
+		})), wantErr: refused("spec.pod.tolerations[1].key", `taint key "node-role.kubernetes.io/control-plane"`, "allowed: dedicated", "--allowed-toleration-keys")},
+		{name: "policy-toleration-of-every-taint", obj: newWorker("tol-all", limits.Paid, withPod(func(p *v1alpha1.PodOverrides) {
+			p.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		})), wantErr: refused("spec.pod.tolerations[0].key", "tolerates every taint")},
+		{name: "policy-node-selector-refused", obj: newWorker("node-sel", limits.Paid, withPod(func(p *v1alpha1.PodOverrides) { p.NodeSelector = map[string]string{"pool": "payments"} })),
+			wantErr: refused("spec.pod.nodeSelector", "node placement is off", "--allow-node-placement")},
+		{name: "policy-affinity-refused", obj: newWorker("node-aff", limits.Paid, withPod(func(p *v1alpha1.PodOverrides) {
+			p.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{}}
+		})), wantErr: refused("spec.pod.affinity", "--allow-node-placement")},
+		{name: "policy-service-type-allowed", obj: newWorker("svc-np", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Service = &v1alpha1.WorkerServiceSpec{Type: corev1.ServiceTypeNodePort}
+		})},
+		{name: "policy-service-type-refused", obj: newWorker("svc-lb", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Service = &v1alpha1.WorkerServiceSpec{Type: corev1.ServiceTypeLoadBalancer}
+		}), wantErr: refused("spec.service.type", "LoadBalancer is not allowed", "allowed: ClusterIP, NodePort", "--allowed-service-types")},
+	}
+	return append(cs, append(resourceCases(), profileCases()...)...)
+}
+
+// resourceCases: spec.pod.resources within the profile (paid: memory_mib 128, so a
+// container of 192Mi; one CPU) and beyond it.
+func resourceCases() []admitCase {
+	cpu, mem, gpu := corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceName("nvidia.com/gpu")
+	res := func(name string, l, r map[corev1.ResourceName]string) client.Object {
+		return newWorker(name, limits.Paid, withPod(func(p *v1alpha1.PodOverrides) { p.Resources = resources(l, r) }))
+	}
+	return []admitCase{
+		{name: "policy-resources-within-profile", obj: res("res-ok", map[corev1.ResourceName]string{cpu: "1", mem: "192Mi"}, map[corev1.ResourceName]string{cpu: "250m", mem: "128Mi"})},
+		{name: "policy-resources-memory-over-profile", obj: res("res-mem", map[corev1.ResourceName]string{cpu: "1", mem: "193Mi"}, nil),
+			wantErr: []string{"spec.pod.resources.limits[memory]: Invalid value: \"193Mi\"", "must be at most 192Mi", "memory_mib ceiling 128 MiB", `profile "paid"`, PolicyDoc}},
+		{name: "policy-resources-cpu-over-max", obj: res("res-cpu", map[corev1.ResourceName]string{cpu: "2", mem: "128Mi"}, nil),
+			wantErr: []string{"spec.pod.resources.limits[cpu]: Forbidden", "at most 1", "--max-workerd-cpu", PolicyDoc}},
+		{name: "policy-resources-limits-required", obj: res("res-nolim", nil, map[corev1.ResourceName]string{cpu: "100m", mem: "64Mi"}),
+			wantErr: []string{"spec.pod.resources.limits[cpu]: Required value", "spec.pod.resources.limits[memory]: Required value", "unbounded"}},
+		{name: "policy-resources-extended-refused", obj: res("res-gpu", map[corev1.ResourceName]string{cpu: "1", mem: "128Mi", gpu: "1"}, nil),
+			wantErr: []string{"spec.pod.resources.limits[nvidia.com/gpu]: Forbidden", "cpu, memory and ephemeral-storage only"}},
+	}
+}
+
+// profileCases: the profile a namespace may use is the admin's (label or MaxProfile),
+// not the author's.
+func profileCases() []admitCase {
+	return []admitCase{
+		{name: "policy-profile-paid-unlabelled", obj: inNamespace(tenantNS, newWorker("prof-paid", limits.Paid, nil))},
+		{name: "policy-profile-custom-unlabelled", obj: inNamespace(tenantNS, newWorker("prof-custom", limits.Custom, nil)),
+			wantErr: []string{"spec.limits.profile: Forbidden", `profile "custom" is not allowed in namespace "wh-tenant"`, `most permissive profile there is "paid"`, "--max-limit-profile", PolicyDoc}},
+		{name: "policy-profile-free-in-free-namespace", obj: inNamespace(freeNS, newWorker("prof-free", limits.Free, nil))},
+		{name: "policy-profile-paid-in-free-namespace", obj: inNamespace(freeNS, newWorker("prof-paid", limits.Paid, nil)),
+			wantErr: []string{"spec.limits.profile: Forbidden", `profile "paid" is not allowed in namespace "wh-free"`, NamespaceProfileLabel + "=free"}},
+		{name: "policy-profile-custom-in-custom-namespace", obj: newWorker("prof-custom", limits.Custom, nil)},
+	}
+}
+
+// TestPolicyDefaultProfile: a Worker that names no profile gets the operator's default
+// lowered to what its namespace may use, and is admitted.
+func TestPolicyDefaultProfile(t *testing.T) {
+	s := startSuite(t)
+	ctx := context.Background()
+	for ns, want := range map[string]limits.Profile{freeNS: limits.Free, tenantNS: limits.Paid, testNS: limits.Paid} {
+		wk := inNamespace(ns, newWorker("dflt-profile", "", func(s *v1alpha1.WorkerSpec) { s.Limits = nil })).(*v1alpha1.Worker)
+		if err := s.c.Create(ctx, wk); err != nil {
+			t.Fatalf("%s: %v", ns, err)
+		}
+		if got := limits.Profile(wk.Spec.Limits.Profile); got != want {
+			t.Errorf("namespace %s: profile %q, want %q", ns, got, want)
+		}
+	}
+}
+
+// TestZeroPolicyIsStrict: without any setting, every pass-through the policy governs
+// is refused, and ClusterIP Workers of the paid profile without spec.pod are admitted.
+func TestZeroPolicyIsStrict(t *testing.T) {
+	w := staticWebhooks()
+	if _, err := w.ValidateWorker(context.Background(), newWorker("plain", limits.Paid, nil)); err != nil {
+		t.Fatalf("a plain Worker is refused: %v", err)
+	}
+	wk := newWorker("everything", limits.Custom, func(s *v1alpha1.WorkerSpec) {
+		s.Runtime = &v1alpha1.RuntimeSpec{Version: PinnedWorkerdVersion, Image: "ghcr.io/workerd-operator/workerd:" + PinnedWorkerdVersion}
+		s.Service = &v1alpha1.WorkerServiceSpec{Type: corev1.ServiceTypeNodePort}
+		s.Pod = &v1alpha1.PodOverrides{ServiceAccountName: "default", PriorityClassName: "low", NodeSelector: map[string]string{"a": "b"},
+			Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}}
+	})
+	_, err := w.ValidateWorker(context.Background(), wk)
+	if err == nil {
+		t.Fatal("admitted")
+	}
+	for _, path := range []string{"spec.limits.profile", "spec.runtime.image", "spec.service.type", "spec.pod.serviceAccountName",
+		"spec.pod.priorityClassName", "spec.pod.tolerations[0].key", "spec.pod.nodeSelector"} {
+		if !strings.Contains(err.Error(), path+": Forbidden") {
+			t.Errorf("no refusal of %s:\n%v", path, err)
+		}
+	}
+}
+
+func TestImageAllowed(t *testing.T) {
+	allowed := []string{"ghcr.io/org/workerd", "registry.example.com/", "docker.io/library/exact:1"}
+	for image, want := range map[string]bool{
+		"ghcr.io/org/workerd:1.2":          true,
+		"ghcr.io/org/workerd@sha256:abc":   true,
+		"ghcr.io/org/workerd":              true,
+		"ghcr.io/org/workerd/sub:1":        true,
+		"ghcr.io/org/workerd-evil:1":       false,
+		"ghcr.io/org/workerdx":             false,
+		"registry.example.com/any/thing:2": true,
+		"registry.example.com.evil.io/x:1": false,
+		"docker.io/library/exact:1":        true,
+		"docker.io/library/exact:2":        false,
+		"evil.io/ghcr.io/org/workerd:1":    false,
+		"":                                 false,
+	} {
+		if got := ImageAllowed(image, allowed); got != want {
+			t.Errorf("ImageAllowed(%q) = %v, want %v", image, got, want)
+		}
+	}
+	if !ImageAllowed("anything:1", []string{AnyValue}) || ImageAllowed("anything:1", nil) {
+		t.Error(`"*" must allow everything and an empty list nothing`)
+	}
+}
