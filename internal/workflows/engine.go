@@ -139,8 +139,10 @@ func (e *Engine) workflowDefaults(c api.WorkflowConfig) api.WorkflowConfig {
 }
 
 // recoverTx fences the runs of the previous process (running and waitingForPause
-// instances get a new run id before anything is served) and queues every instance
-// that can go on: running ones first, queued ones in order; waiting ones get their timers.
+// instances get a new run id before anything is served), terminates the instances whose
+// terminate was waiting for attempts in flight (those attempts ended with the process),
+// and queues every instance that can go on: running ones first, queued ones in order;
+// waiting ones get their timers.
 func (e *Engine) recoverTx(tx *bolt.Tx) error {
 	now := nowMs()
 	var fenced []*api.Instance
@@ -148,6 +150,11 @@ func (e *Engine) recoverTx(tx *bolt.Tx) error {
 		var in api.Instance
 		if err := json.Unmarshal(v, &in); err != nil {
 			return err
+		}
+		if in.TerminateRequested != 0 && !api.Finite(in.Status) {
+			terminate(&in, now)
+			fenced = append(fenced, &in)
+			return nil
 		}
 		if in.Status == api.StatusRunning || in.Status == api.StatusWaitingForPause {
 			in.RunID++
@@ -532,6 +539,11 @@ func (e *Engine) finishRunTx(tx *bolt.Tx, job *runJob, res *runResult, runErr er
 	if gerr != nil || in.RunID != job.RunID {
 		return false, nil // deleted, restarted or terminated meanwhile
 	}
+	if in.TerminateRequested != 0 && !api.Finite(in.Status) {
+		// every attempt of the run has been reported: the pending terminate takes effect
+		terminate(in, nowMs())
+		return false, store.PutInstance(tx, in)
+	}
 	live := in.Status == api.StatusRunning || in.Status == api.StatusWaitingForPause
 	if runErr != nil {
 		e.logf("workflows: run %s/%s #%d: %v (dispatching again)", job.Workflow, job.ID, job.RunID, runErr)
@@ -787,11 +799,12 @@ func (e *Engine) Resume(wfName, id string) (*api.Instance, error) {
 	return in, err
 }
 
-// Terminate moves an instance to terminated at once; a run in flight ends at its next
-// step call (no step starts after this), and each of its step.do attempts in flight is
-// still committed when it settles (the run id stays, so their reports are taken).
-// Errors: 409 instance.cannot_terminate on complete, errored or terminated instances
-// (the status does not change).
+// Terminate ends an instance; no step or retry starts after it. With no step.do attempt
+// in flight it is terminated at once. Otherwise the call only records the request
+// (TerminateRequested; the status stays): each attempt in flight runs to its end (its
+// timeout at the latest) and its result is committed, and the instance becomes
+// terminated when its run has ended. Errors: 409 instance.cannot_terminate on complete,
+// errored or terminated instances (the status does not change).
 func (e *Engine) Terminate(wfName, id string) (*api.Instance, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -799,11 +812,23 @@ func (e *Engine) Terminate(wfName, id string) (*api.Instance, error) {
 		if api.Finite(in.Status) {
 			return api.Errorf(409, "instance.cannot_terminate", "(instance.cannot_terminate) Cannot terminate instance %q: it is %s, a finite state", id, in.Status)
 		}
-		in.Status, in.Ended = api.StatusTerminated, nowMs()
-		in.WakeAt, in.WaitType = 0, ""
 		e.stopTimer(wfName, id)
+		if e.wfs[wfName].inflight[id] && e.attemptsInFlight(wfName, id, "") {
+			if in.TerminateRequested == 0 {
+				in.TerminateRequested = nowMs()
+			}
+			in.WakeAt, in.WaitType = 0, ""
+			return nil
+		}
+		terminate(in, nowMs())
 		return nil
 	})
+}
+
+// terminate makes in terminated at now.
+func terminate(in *api.Instance, now int64) {
+	in.Status, in.Ended, in.TerminateRequested = api.StatusTerminated, now, 0
+	in.WakeAt, in.WaitType = 0, ""
 }
 
 // Restart erases the instance's steps and events and runs it again from the start
@@ -816,6 +841,7 @@ func (e *Engine) Restart(wfName, id string) (*api.Instance, error) {
 			return err
 		}
 		in.Status, in.Output, in.Error, in.Ended, in.Steps = api.StatusQueued, nil, nil, 0, 0
+		in.TerminateRequested = 0
 		e.dropAllPending(wfName, id)
 		in.RunID++
 		in.WakeAt, in.WaitType = 0, ""

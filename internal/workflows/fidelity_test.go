@@ -95,9 +95,9 @@ func TestPauseWaitsForConcurrentSteps(t *testing.T) {
 	}
 }
 
-// terminate() while several step.do calls are in flight: the instance is terminated at
-// once, every attempt in flight still runs to its end and its result is committed when
-// it settles, and no step starts after the terminate.
+// terminate() while several step.do calls are in flight: the call answers at once, but
+// the instance stays running until every attempt in flight has settled and its result
+// is committed; only then is it terminated, and no step starts after the terminate.
 func TestTerminateCommitsConcurrentSteps(t *testing.T) {
 	h := newHarness(t, 1, wfDef{api.WorkflowConfig{Name: "parallel"}, "Parallel", "PARALLEL"})
 	for _, n := range []int{2, 5} {
@@ -107,10 +107,7 @@ func TestTerminateCommitsConcurrentSteps(t *testing.T) {
 			if st := h.binding("PARALLEL", "terminate", map[string]any{"id": id}, nil); st != 200 {
 				t.Fatalf("terminate: %d", st)
 			}
-			if in := h.get("parallel", id); in.Status != api.StatusTerminated {
-				t.Fatalf("status after terminate = %s", in.Status)
-			}
-			h.waitFor("every step in flight to be committed", 30*time.Second, func() bool { return parallelCommitted(h, id, n) })
+			waitTerminatedAfterCommits(t, h, id, n)
 			h.waitFor("the run to end", 30*time.Second, func() bool {
 				var s api.Stats
 				h.api("GET", "/workflows/parallel/stats", nil, &s)
@@ -121,6 +118,34 @@ func TestTerminateCommitsConcurrentSteps(t *testing.T) {
 				t.Fatalf("status after the steps settled = %s", in.Status)
 			}
 		})
+	}
+}
+
+// waitTerminatedAfterCommits polls status() after a terminate until it is terminated:
+// while some of the steps p0..pn-1 are not committed (their callbacks unfinished) it must
+// be running, and once it is terminated every result must be committed. The steps are
+// read after the status, so a terminated status proves they were committed before it.
+func waitTerminatedAfterCommits(t *testing.T, h *harness, id string, n int) {
+	t.Helper()
+	sawRunning := false
+	h.waitFor("the instance to be terminated", 30*time.Second, func() bool {
+		var st struct{ Status string }
+		h.binding("PARALLEL", "status", map[string]any{"id": id}, &st)
+		done := parallelCommitted(h, id, n)
+		switch {
+		case st.Status == api.StatusTerminated:
+			if !done {
+				t.Fatalf("terminated before every step in flight was committed: %+v", h.steps("parallel", id))
+			}
+			return true
+		case st.Status != api.StatusRunning:
+			t.Fatalf("status %q while the terminate waits for the steps in flight, want running", st.Status)
+		}
+		sawRunning = sawRunning || !done
+		return false
+	})
+	if !sawRunning {
+		t.Errorf("never saw the instance running with a step in flight after terminate()")
 	}
 }
 

@@ -119,20 +119,20 @@ func TestPauseResumeTerminate(t *testing.T) {
 	if in := h.get("pausable", "p1"); in.Status != api.StatusComplete {
 		t.Fatalf("status after a refused terminate = %s", in.Status)
 	}
-	// terminate during the slow step: terminated at once, the step in flight is committed
-	// when it settles, the next step never runs.
+	// terminate during the slow step: the instance stays running until the step in flight
+	// has settled and is committed, then it is terminated; the next step never runs.
 	h.create("pausable", "p2", map[string]any{"slowMs": 1500})
 	h.waitFor("p2's slow step", 30*time.Second, func() bool { return len(h.counter.times("p2:slow")) == 1 })
 	if st := h.binding("PAUSABLE", "terminate", map[string]any{"id": "p2"}, nil); st != 200 {
 		t.Fatalf("terminate: %d", st)
 	}
-	if in := h.get("pausable", "p2"); in.Status != api.StatusTerminated {
-		t.Fatalf("status after terminate = %s", in.Status)
+	if in := h.get("pausable", "p2"); in.Status != api.StatusRunning || in.TerminateRequested == 0 {
+		t.Fatalf("status after terminate with a step in flight = %s (terminate requested at %d), want running", in.Status, in.TerminateRequested)
 	}
-	h.waitFor("the slow step in flight at terminate to be committed", 30*time.Second, func() bool {
-		s := h.step("pausable", "p2", "do", "slow", 1)
-		return s != nil && s.Done && string(s.Result) == "1"
-	})
+	h.waitStatus("pausable", "p2", api.StatusTerminated)
+	if s := h.step("pausable", "p2", "do", "slow", 1); s == nil || !s.Done || string(s.Result) != "1" {
+		t.Fatalf("the slow step in flight at terminate is not committed: %+v", s)
+	}
 	time.Sleep(500 * time.Millisecond) // the run's next call comes right after the commit
 	if n := len(h.counter.times("p2:quick")); n != 0 {
 		t.Fatalf("terminated instance ran its next step %d times", n)

@@ -193,7 +193,7 @@ type stepState struct {
 // answered already: abort (stale run) or the completed step's outcome.
 func (e *Engine) lookupStep(tx *bolt.Tx, r StepRequest) (stepState, *StepAnswer) {
 	in, err := store.GetInstance(tx, r.Workflow, r.ID)
-	if err != nil || in.RunID != r.RunID || (in.Status != api.StatusRunning && in.Status != api.StatusWaitingForPause) {
+	if err != nil || in.RunID != r.RunID || in.TerminateRequested != 0 || (in.Status != api.StatusRunning && in.Status != api.StatusWaitingForPause) {
 		return stepState{}, abortAnswer
 	}
 	kind := r.Kind
@@ -545,14 +545,14 @@ func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 }
 
 // settleTx commits a step that is done: its outcome goes back to the run, or the run
-// ends here when a pause is pending, the engine is stopping, or the run has ended
-// already (terminated: abort).
+// ends here when a pause or a terminate is pending, the engine is stopping, or the run
+// has ended already (terminated: abort).
 func (e *Engine) settleTx(tx *bolt.Tx, in *api.Instance, s *api.Step, c *attemptCommit) (*StepAnswer, error) {
 	if err := store.PutStep(tx, in.Workflow, in.ID, s); err != nil {
 		return nil, err
 	}
 	switch {
-	case api.Finite(in.Status) || c.stopping:
+	case api.Finite(in.Status) || c.stopping || in.TerminateRequested != 0:
 		return abortAnswer, nil
 	case in.Status == api.StatusRunning:
 		return doneAnswer(s), nil
@@ -594,7 +594,7 @@ func (e *Engine) retryTx(tx *bolt.Tx, in *api.Instance, s *api.Step, a api.Attem
 		return nil, err
 	}
 	switch {
-	case api.Finite(in.Status) || c.stopping:
+	case api.Finite(in.Status) || c.stopping || in.TerminateRequested != 0:
 		return abortAnswer, nil // no attempt starts after a terminate or during a shutdown
 	case in.Status != api.StatusRunning && in.Status != api.StatusWaitingForPause:
 		return suspendAnswer, nil // the run has ended; the replay waits for s.WakeAt

@@ -113,3 +113,19 @@ func TestRetentionSweep(t *testing.T) {
 		}
 	}
 }
+
+// terminate() of an instance with no step.do attempt in flight takes effect at once.
+func TestTerminateWithNothingInFlight(t *testing.T) {
+	e, err := New(Options{DataDir: t.TempDir(), RunnerURL: "http://127.0.0.1:9", Workflows: []api.WorkflowConfig{{Name: "wf"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.Create("wf", api.CreateOptions{ID: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	in, err := e.Terminate("wf", "q")
+	if err != nil || in.Status != api.StatusTerminated || in.TerminateRequested != 0 || in.Ended == 0 {
+		t.Fatalf("terminate: %+v, %v; want terminated at once", in, err)
+	}
+}

@@ -57,6 +57,10 @@ type Instance struct {
 	WakeAt int64 `json:"wakeAtMs,omitempty"`
 	// WaitType is the event type a waiting instance waits for ("" when sleeping).
 	WaitType string `json:"waitType,omitempty"`
+	// TerminateRequested is when terminate() was called on an instance with step.do
+	// attempts in flight (ms since the epoch; 0 = none pending): its status stays until
+	// they have settled and their results are committed, then it is terminated.
+	TerminateRequested int64 `json:"terminateRequestedMs,omitempty"`
 	// Steps counts the step.do steps started (sleeps and waits do not count).
 	Steps int `json:"steps"`
 	// StartOrder is the order of the first dispatch among all instances (1-based; 0 before).
