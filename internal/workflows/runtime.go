@@ -46,8 +46,8 @@ type AttemptReport struct {
 	Result   json.RawMessage `json:"result,omitempty"` // absent = undefined
 	// ResultBytes is the size of a result the runner did not send because it is over
 	// StepAnswer.MaxResultBytes (the step fails as too large).
-	ResultBytes int64 `json:"resultBytes,omitempty"`
-	Error    *api.ErrorInfo  `json:"error,omitempty"`
+	ResultBytes int64          `json:"resultBytes,omitempty"`
+	Error       *api.ErrorInfo `json:"error,omitempty"`
 	// NonRetryable: the step fails for good whatever its retries (its delay function failed).
 	NonRetryable bool `json:"nonRetryable,omitempty"`
 	// RetryDelay is what the step's retries.delay function returned for this failed
