@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -150,18 +151,27 @@ func envOr(name, def string) string {
 	return def
 }
 
+// managerMetricsOptions serves /metrics over HTTPS to callers the API server
+// authenticates (TokenReview) and authorizes for GET /metrics (SubjectAccessReview; the
+// metrics-reader ClusterRole grants it).
+func managerMetricsOptions(addr string) metricsserver.Options {
+	return metricsserver.Options{
+		BindAddress:    addr,
+		SecureServing:  true,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		TLSOpts:        []func(*tls.Config){disableHTTP2},
+	}
+}
+
+func disableHTTP2(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
+
 func runManager(f *managerFlags) error {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(f.development), zap.Level(zapcore.InfoLevel)))
 	setupLog := ctrl.Log.WithName("setup")
-	disableHTTP2 := func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme: scheme.New(),
-		Metrics: metricsserver.Options{
-			BindAddress:   f.metricsAddr,
-			SecureServing: true,
-			TLSOpts:       []func(*tls.Config){disableHTTP2},
-		},
+		Scheme:  scheme.New(),
+		Metrics: managerMetricsOptions(f.metricsAddr),
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
 			Host:    f.webhookHost,
 			Port:    f.webhookPort,

@@ -108,6 +108,7 @@ const (
 	WorkflowRunningInstances Name = "workflow_running_instances"
 	WorkflowStepResultBytes  Name = "workflow_step_result_bytes"
 	WorkflowParamsBytes      Name = "workflow_params_bytes"
+	WorkflowBatchBytes       Name = "workflow_batch_bytes"
 	WorkflowSleepMs          Name = "workflow_sleep_ms"
 	WorkflowRetriesPerStep   Name = "workflow_retries_per_step"
 	WorkflowStepNameChars    Name = "workflow_step_name_chars"
@@ -148,6 +149,9 @@ const (
 	DocCronTriggers    = "https://developers.cloudflare.com/workers/configuration/cron-triggers/"
 	DocDOLimits        = "https://developers.cloudflare.com/durable-objects/platform/limits/"
 	DocEtcdLimits      = "https://etcd.io/docs/v3.5/dev-guide/limit/"
+	// DocWorkflowsTypes is workerd's published type definitions of the Workflow
+	// binding (@cloudflare/workers-types), whose comments state createBatch's limits.
+	DocWorkflowsTypes = "https://github.com/cloudflare/workerd/blob/main/types/defines/workflows.d.ts"
 
 	// DocChannels is the durable channel contract, whose limits the operator sets.
 	DocChannels = "docs/channels.md"
@@ -351,6 +355,9 @@ var table = []Limit{
 	{Name: WorkflowParamsBytes, Description: "Size of an instance's params / event payload (JSON).", Unit: Bytes,
 		Values: same(1 * mib), Source: DocWorkflowsLimits, Provenance: Documented, Enforcement: Sidecar,
 		How: "the sidecar on create/sendEvent; admission for CronSchedule spec.target.params"},
+	{Name: WorkflowBatchBytes, Description: "Size of one createBatch call, all its instances together (\"the RPC limit for the batch (1MiB)\").", Unit: Bytes,
+		Values: same(1 * mib), Source: DocWorkflowsTypes, Provenance: Documented, Enforcement: Sidecar,
+		How: "the sidecar's engine refuses a larger createBatch request body (413, request.too_large) before reading it"},
 	{Name: WorkflowSleepMs, Description: "Longest step.sleep, waitForEvent timeout or duration in a Workflow spec.", Unit: Milliseconds,
 		Values: same(365 * day), Source: DocWorkflowsLimits, Provenance: Documented, Enforcement: Sidecar,
 		How: "the sidecar rejects longer sleeps; admission rejects longer durations in spec.defaults"},

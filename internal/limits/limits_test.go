@@ -42,6 +42,7 @@ func TestTableRows(t *testing.T) {
 			switch {
 			case strings.HasPrefix(l.Source, "https://developers.cloudflare.com/"):
 			case strings.HasPrefix(l.Source, "https://etcd.io/docs/"): // limits of the platform the operator runs on
+			case strings.HasPrefix(l.Source, "https://github.com/cloudflare/workerd/blob/main/types/"): // the runtime's published types
 			case strings.HasPrefix(l.Source, "docs/") && strings.HasSuffix(l.Source, ".md"):
 				root, err := testenv.RepoRoot()
 				if err != nil {
@@ -51,7 +52,7 @@ func TestTableRows(t *testing.T) {
 					t.Errorf("source %q: %v", l.Source, err)
 				}
 			default:
-				t.Errorf("source %q is neither a Cloudflare or etcd docs URL nor a document in docs/", l.Source)
+				t.Errorf("source %q is neither a Cloudflare or etcd docs URL, workerd's published types, nor a document in docs/", l.Source)
 			}
 		})
 	}

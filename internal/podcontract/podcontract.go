@@ -89,6 +89,10 @@ const (
 	SecretEnvPrefix = "WORKERD_SECRET_"
 	// PodIPEnv is the container env var holding the pod IP (downward API).
 	PodIPEnv = "POD_IP"
+	// MemoryLimitEnv is the sidecar's env var holding its container's memory limit in
+	// bytes (downward API, resourceFieldRef limits.memory); the sidecar sets its Go
+	// memory limit (GOMEMLIMIT) to 90% of it unless GOMEMLIMIT is set.
+	MemoryLimitEnv = "WORKERD_OPERATOR_MEMORY_LIMIT"
 )
 
 // Containers.

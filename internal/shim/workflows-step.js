@@ -88,7 +88,7 @@ export class Step extends RpcTarget {
       try {
         let report = await attempt(name, count, ans, fn);
         if (delayFn && willRetry(report, ans)) report = await withDelay(report, delayFn, name, count, ans);
-        ans = await this.#call("attempt", { name, count, attempt: ans.attempt, ...report });
+        ans = await this.#call("attempt", { name, count, attempt: ans.attempt, ...clipError(report) });
       } finally {
         this.#inflight--;
       }
@@ -128,6 +128,8 @@ async function attempt(name, count, ans, fn) {
     let json;
     try { json = value === undefined ? undefined : JSON.stringify(value); }
     catch (e) { throw new TypeError(`Value returned from step "${name}" is not serialisable`); }
+    const bytes = json === undefined ? 0 : new TextEncoder().encode(json).length;
+    if (ans.maxResultBytes && bytes > ans.maxResultBytes) return { ok: true, resultBytes: bytes }; // the engine fails it as too large
     return { ok: true, result: json === undefined ? undefined : JSON.parse(json) };
   } catch (e) {
     return { ok: false, error: { name: String(e?.name ?? "Error"), message: String(e?.message ?? e) } };
@@ -205,6 +207,18 @@ async function withDelay(report, delayFn, name, count, ans) {
   } finally {
     clearTimeout(t);
   }
+}
+
+// MAX_ERROR_CHARS bounds the error name and message an attempt report carries, so the
+// report fits the engine's body limit for _run/attempt (the step result limit plus 64 KiB):
+// 8192 characters are at most 48 KiB of JSON. A project decision (docs/workflows.md).
+const MAX_ERROR_CHARS = 8192;
+
+function clipError(report) {
+  const e = report.error;
+  if (!e) return report;
+  const clip = (s) => (s.length > MAX_ERROR_CHARS ? s.slice(0, MAX_ERROR_CHARS) + "…" : s);
+  return { ...report, error: { name: clip(String(e.name)), message: clip(String(e.message)) } };
 }
 
 export function makeError(info) {

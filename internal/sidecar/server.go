@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,10 @@ type Options struct {
 	ChannelLimits channels.Limits
 	// ChannelLease is the subscription lease (channels.DefaultLease when 0).
 	ChannelLease time.Duration
+	// MaxConns bounds the open connections (DefaultMaxConns when 0).
+	MaxConns int
+	// BodyTimeout is how long a request body may take to arrive (DefaultBodyTimeout when 0).
+	BodyTimeout time.Duration
 	// Registry collects the metrics served on /metrics; a fresh registry with the Go and
 	// process collectors when nil.
 	Registry *prometheus.Registry
@@ -79,7 +84,7 @@ func New(o Options) (*Server, error) {
 	})
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	s.Handle(channels.PathPrefix, channels.Handler(cm))
-	s.http = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	s.http = newHTTPServer(s.mux, cmp.Or(o.BodyTimeout, DefaultBodyTimeout))
 	return s, nil
 }
 
@@ -145,7 +150,7 @@ func (s *Server) Serve() error {
 		l = s.listener
 		s.mu.Unlock()
 	}
-	if err := s.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := s.http.Serve(newLimitListener(l, cmp.Or(s.opts.MaxConns, DefaultMaxConns))); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

@@ -190,6 +190,13 @@ func podIPEnv() corev1.EnvVar {
 	}}
 }
 
+// memoryLimitEnv gives the sidecar its container's memory limit in bytes.
+func memoryLimitEnv() corev1.EnvVar {
+	return corev1.EnvVar{Name: podcontract.MemoryLimitEnv, ValueFrom: &corev1.EnvVarSource{
+		ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: podcontract.SidecarContainer, Resource: "limits.memory"},
+	}}
+}
+
 func httpProbe(path string, port int32, period, failures int32) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -215,7 +222,7 @@ func sidecarContainerSpec(opts Options) corev1.Container {
 			"--tls-dir=" + podcontract.InternalTLSDir,
 			"--data-dir=" + podcontract.SidecarDataDir,
 		},
-		Env:           []corev1.EnvVar{podIPEnv()},
+		Env:           []corev1.EnvVar{podIPEnv(), memoryLimitEnv()},
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
 		Ports: []corev1.ContainerPort{{
 			Name: podcontract.SidecarPortName, ContainerPort: podcontract.SidecarPort, Protocol: corev1.ProtocolTCP,

@@ -917,7 +917,8 @@ func (e *Engine) SendEvent(wfName, id, typ string, payload json.RawMessage) erro
 }
 
 // List pages through a workflow's instances in id order, optionally only those with
-// status; limit 1..1000 (50 when 0); cursor is the previous page's Cursor.
+// status; limit 1..1000 (50 when 0); cursor is the previous page's Cursor. A page also
+// ends before the instance that would take its answer over MaxResponseBytes.
 func (e *Engine) List(wfName, status string, limit int, cursor string) (*api.ListPage, error) {
 	if _, err := e.wf(wfName); err != nil {
 		return nil, err
@@ -945,6 +946,7 @@ func (e *Engine) List(wfName, status string, limit int, cursor string) (*api.Lis
 		if cursor != "" {
 			start = append(store.Key(wfName, cursor), 0)
 		}
+		size := 0 // the stored records' JSON, at least what the answer takes
 		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			var in api.Instance
 			if err := json.Unmarshal(v, &in); err != nil {
@@ -953,10 +955,11 @@ func (e *Engine) List(wfName, status string, limit int, cursor string) (*api.Lis
 			if status != "" && in.Status != status {
 				continue
 			}
-			if len(page.Instances) == limit {
-				page.Cursor = page.Instances[limit-1].ID
+			if n := len(page.Instances); n == limit || (n > 0 && size+len(v)+1 > MaxResponseBytes-envelope) {
+				page.Cursor = page.Instances[n-1].ID
 				return nil
 			}
+			size += len(v) + 1
 			page.Instances = append(page.Instances, &in)
 		}
 		return nil

@@ -4,15 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 
 	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
-
-// maxBody bounds request bodies: 100 entries of the params limit plus framing.
-const maxBody = 128 << 20
 
 // Handler serves the engine's HTTP API (docs/workflows.md). Errors are JSON
 // {"error": {"code", "message"}} with a 4xx/5xx status.
@@ -20,19 +16,19 @@ func (e *Engine) Handler() http.Handler {
 	m := http.NewServeMux()
 	m.HandleFunc("POST /workflows/_run/step", func(w http.ResponseWriter, r *http.Request) {
 		var req StepRequest
-		if decode(w, r, &req) {
+		if e.decode(w, r, capStep, &req) {
 			reply(w, 200, wrap(e.Step(req)))
 		}
 	})
 	m.HandleFunc("POST /workflows/_run/attempt", func(w http.ResponseWriter, r *http.Request) {
 		var req AttemptReport
-		if decode(w, r, &req) {
+		if e.decode(w, r, capAttempt, &req) {
 			reply(w, 200, wrap(e.Attempt(req)))
 		}
 	})
 	m.HandleFunc("POST /workflows/{wf}/instances", func(w http.ResponseWriter, r *http.Request) {
 		var o api.CreateOptions
-		if decode(w, r, &o) {
+		if e.decode(w, r, capCreate, &o) {
 			reply(w, 201, wrap(e.Create(r.PathValue("wf"), o)))
 		}
 	})
@@ -74,7 +70,7 @@ func (e *Engine) serveBatch(w http.ResponseWriter, r *http.Request) {
 		Count     int                 `json:"count"`
 		Params    json.RawMessage     `json:"params"`
 	}
-	if !decode(w, r, &b) {
+	if !e.decode(w, r, capBatch, &b) {
 		return
 	}
 	if b.Count != 0 && b.Instances != nil {
@@ -122,7 +118,7 @@ func (e *Engine) serveEvent(w http.ResponseWriter, r *http.Request) {
 		Type    string          `json:"type"`
 		Payload json.RawMessage `json:"payload"`
 	}
-	if decode(w, r, &ev) {
+	if e.decode(w, r, capEvent, &ev) {
 		reply(w, 200, wrap(map[string]any{"ok": true}, e.SendEvent(r.PathValue("wf"), r.PathValue("id"), ev.Type, ev.Payload)))
 	}
 }
@@ -133,7 +129,7 @@ func (e *Engine) serveBulk(w http.ResponseWriter, r *http.Request) {
 	var b struct {
 		IDs []string `json:"ids"`
 	}
-	if !decode(w, r, &b) {
+	if !e.decode(w, r, capBulk, &b) {
 		return
 	}
 	wf, op := r.PathValue("wf"), r.PathValue("op")
@@ -179,22 +175,6 @@ type result struct {
 
 func wrap[T any](v T, err error) result { return result{v, err} }
 
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		replyErr(w, api.Errorf(413, "request.too_large", "request body: %v", err))
-		return false
-	}
-	if len(b) == 0 {
-		b = []byte("{}")
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		replyErr(w, api.Errorf(400, "request.invalid_json", "request body is not the expected JSON: %v", err))
-		return false
-	}
-	return true
-}
-
 func reply(w http.ResponseWriter, status int, v any) {
 	if res, ok := v.(result); ok {
 		if res.err != nil {
@@ -203,9 +183,7 @@ func reply(w http.ResponseWriter, status int, v any) {
 		}
 		v = res.v
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	writeJSON(w, status, v)
 }
 
 func replyErr(w http.ResponseWriter, err error) {
@@ -213,7 +191,15 @@ func replyErr(w http.ResponseWriter, err error) {
 	if !errors.As(err, &ae) {
 		ae = &api.APIError{Status: 500, Code: "internal", Message: fmt.Sprintf("workflows: %v", err)}
 	}
+	writeJSON(w, ae.Status, map[string]any{"error": ae})
+}
+
+// writeJSON writes v without HTML escaping (stored JSON goes out as it came in, not up
+// to six times longer).
+func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(ae.Status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": ae})
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
 }

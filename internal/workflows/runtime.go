@@ -44,7 +44,10 @@ type AttemptReport struct {
 	Attempt  int             `json:"attempt"`
 	OK       bool            `json:"ok"`
 	Result   json.RawMessage `json:"result,omitempty"` // absent = undefined
-	Error    *api.ErrorInfo  `json:"error,omitempty"`
+	// ResultBytes is the size of a result the runner did not send because it is over
+	// StepAnswer.MaxResultBytes (the step fails as too large).
+	ResultBytes int64          `json:"resultBytes,omitempty"`
+	Error       *api.ErrorInfo `json:"error,omitempty"`
 	// NonRetryable: the step fails for good whatever its retries (its delay function failed).
 	NonRetryable bool `json:"nonRetryable,omitempty"`
 	// RetryDelay is what the step's retries.delay function returned for this failed
@@ -65,9 +68,17 @@ type StepAnswer struct {
 	Attempt   int             `json:"attempt,omitempty"`
 	TimeoutMs int64           `json:"timeoutMs,omitempty"`
 	Config    *api.StepConfig `json:"config,omitempty"`
+	// MaxResultBytes (run) is the largest result to send back: a larger one is
+	// reported by its size alone (AttemptReport.ResultBytes).
+	MaxResultBytes int64 `json:"maxResultBytes,omitempty"`
 }
 
 var abortAnswer = &StepAnswer{Action: "abort"}
+
+// runAnswer tells the runner to run attempt n of a step.do callback.
+func (e *Engine) runAnswer(n int, timeoutMs int64, cfg *api.StepConfig) *StepAnswer {
+	return &StepAnswer{Action: "run", Attempt: n, TimeoutMs: e.scaled(timeoutMs), Config: cfg, MaxResultBytes: e.lim(limits.WorkflowStepResultBytes)}
+}
 
 func doneAnswer(s *api.Step) *StepAnswer {
 	if s.Error != nil {
@@ -231,7 +242,7 @@ func (e *Engine) stepFast(tx *bolt.Tx, w *wfState, r StepRequest) *StepAnswer {
 		e.pendingCount[ik]++
 	}
 	e.attemptStart[attemptKey(r.Workflow, r.ID, r.Name, r.N, 1)] = nowMs()
-	return &StepAnswer{Action: "run", Attempt: 1, TimeoutMs: e.scaled(cfg.TimeoutMs), Config: &cfg}
+	return e.runAnswer(1, cfg.TimeoutMs, &cfg)
 }
 
 // stepTx answers a step call in a read-write transaction.
@@ -301,7 +312,7 @@ func (e *Engine) doTx(tx *bolt.Tx, w *wfState, r StepRequest, st stepState, afte
 	}
 	attempt := len(s.Attempts) + 1
 	e.attemptStart[attemptKey(r.Workflow, r.ID, r.Name, r.N, attempt)] = now
-	return &StepAnswer{Action: "run", Attempt: attempt, TimeoutMs: e.scaled(s.Config.TimeoutMs), Config: s.Config}, nil
+	return e.runAnswer(attempt, s.Config.TimeoutMs, s.Config), nil
 }
 
 // sleepTx records a sleep's deadline and answers its completion once it has passed,
@@ -524,12 +535,13 @@ func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 	a := api.Attempt{N: r.Attempt, Start: c.start, End: now}
 	errInfo, nonRetryable := r.Error, false
 	if r.OK {
-		if maxBytes := e.lim(limits.WorkflowStepResultBytes); int64(len(r.Result)) <= maxBytes {
+		size := max(int64(len(r.Result)), r.ResultBytes)
+		if maxBytes := e.lim(limits.WorkflowStepResultBytes); size <= maxBytes && r.ResultBytes == 0 {
 			s.Attempts = append(s.Attempts, a)
 			s.Done, s.Result, s.CommittedAt = true, r.Result, now
 			return e.settleTx(tx, in, s, c)
 		}
-		errInfo = &api.ErrorInfo{Name: "Error", Message: fmt.Sprintf("Step %s-%d output is too large. Maximum allowed size is 1MiB. (%d bytes; %s)", r.Name, r.N, len(r.Result), e.cite(limits.WorkflowStepResultBytes))}
+		errInfo = &api.ErrorInfo{Name: "Error", Message: fmt.Sprintf("Step %s-%d output is too large. Maximum allowed size is 1MiB. (%d bytes; %s)", r.Name, r.N, size, e.cite(limits.WorkflowStepResultBytes))}
 		nonRetryable = true
 	}
 	if errInfo == nil {
@@ -605,5 +617,5 @@ func (e *Engine) retryTx(tx *bolt.Tx, in *api.Instance, s *api.Step, a api.Attem
 	}
 	next, key := r.Attempt+1, attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt+1)
 	c.then(func() { e.attemptStart[key] = a.End })
-	return &StepAnswer{Action: "run", Attempt: next, TimeoutMs: e.scaled(s.Config.TimeoutMs), Config: s.Config}, nil
+	return e.runAnswer(next, s.Config.TimeoutMs, s.Config), nil
 }

@@ -326,12 +326,14 @@ func (d *Dispatcher) passRecord(ctx context.Context) dispatchRecord {
 	return r
 }
 
-// forgetUnlisted drops our last writes of CronSchedules that are gone.
+// forgetUnlisted drops our last writes and the outcome series of CronSchedules that
+// are gone.
 func (d *Dispatcher) forgetUnlisted(items []fleetv1alpha1.CronSchedule) {
 	listed := map[types.NamespacedName]bool{}
 	for i := range items {
 		listed[client.ObjectKeyFromObject(&items[i])] = true
 	}
+	forgetSeries(d.opts.Namespace, listed)
 	d.writtenMu.Lock()
 	defer d.writtenMu.Unlock()
 	for k := range d.written {

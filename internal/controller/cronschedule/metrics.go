@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -33,4 +35,36 @@ func registerMetrics() {
 	registerOnce.Do(func() {
 		metrics.Registry.MustRegister(lateness, outcomes, claimConflicts)
 	})
+}
+
+// forgetSeries deletes the outcome series of CronSchedules that are gone: those of
+// namespace ns ("" for all) not in listed.
+func forgetSeries(ns string, listed map[types.NamespacedName]bool) {
+	ch := make(chan prometheus.Metric, 64)
+	go func() {
+		outcomes.Collect(ch)
+		close(ch)
+	}()
+	gone := map[types.NamespacedName]bool{}
+	for m := range ch {
+		var pb dto.Metric
+		if m.Write(&pb) != nil {
+			continue
+		}
+		var k types.NamespacedName
+		for _, l := range pb.GetLabel() {
+			switch l.GetName() {
+			case "namespace":
+				k.Namespace = l.GetValue()
+			case "cronschedule":
+				k.Name = l.GetValue()
+			}
+		}
+		if (ns == "" || k.Namespace == ns) && !listed[k] {
+			gone[k] = true
+		}
+	}
+	for k := range gone {
+		outcomes.DeletePartialMatch(prometheus.Labels{"namespace": k.Namespace, "cronschedule": k.Name})
+	}
 }

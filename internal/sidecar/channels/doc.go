@@ -9,9 +9,12 @@
 // whose backlog would exceed Limits.MaxBacklogBytes is disconnected with BacklogReason.
 // SubscriberCount reads the registry (no probe frames).
 //
-// Handles are "<instanceToken>:<bootId>-<n>": instanceToken is 13 characters of a random
-// UUID per object instance (a handle shown to another instance is FOREIGN_HANDLE), bootId
-// names the sidecar run (a handle of an earlier run, recorded under the data directory,
+// A registry lives while its object has a subscription and is freed after; at most
+// Options.MaxObjects (DefaultMaxObjects) objects hold one at once (OBJECT_LIMIT).
+//
+// Handles are "<instanceToken>:<bootId>-<n>": instanceToken is 13 characters of a keyed
+// hash of the object (a random key per run), in the form of a random UUID's (a handle
+// shown to another instance is FOREIGN_HANDLE), bootId names the sidecar run (a handle of an earlier run, recorded under the data directory,
 // is REGISTRY_RESTARTED). Subscriptions hold a lease (DefaultLease, configurable) renewed
 // by subscribe and every wait; a lapsed lease is collected, so the channel quota cannot
 // leak when a request ends without unsubscribing. Every error is an *Error with a stable

@@ -5,6 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // Metrics are the channel registry's Prometheus series (all prefixed
 // workerd_operator_channels_). A nil *Metrics records nothing.
 type Metrics struct {
+	Objects      prometheus.Gauge   // object instances holding a registry
 	Channels     prometheus.Gauge   // open channels, all objects
 	Subscribers  prometheus.Gauge   // live subscribers, all objects
 	BacklogBytes prometheus.Gauge   // bytes queued for subscribers, all objects
@@ -20,6 +21,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const p = "workerd_operator_channels_"
 	m := &Metrics{
+		Objects:      prometheus.NewGauge(prometheus.GaugeOpts{Name: p + "objects", Help: "Durable Object instances holding channel state (a registry) in this sidecar."}),
 		Channels:     prometheus.NewGauge(prometheus.GaugeOpts{Name: p + "open", Help: "Open durable channels (all object instances)."}),
 		Subscribers:  prometheus.NewGauge(prometheus.GaugeOpts{Name: p + "subscribers", Help: "Live subscriptions (all channels)."}),
 		BacklogBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: p + "backlog_bytes", Help: "Bytes of messages queued for subscribers and not yet read."}),
@@ -31,11 +33,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Waits:        prometheus.NewGauge(prometheus.GaugeOpts{Name: p + "waits_pending", Help: "Waits in progress (long-polls)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Channels, m.Subscribers, m.BacklogBytes, m.Disconnects, m.Collected, m.Published, m.Delivered, m.Enqueued, m.Waits)
+		reg.MustRegister(m.Objects, m.Channels, m.Subscribers, m.BacklogBytes, m.Disconnects, m.Collected, m.Published, m.Delivered, m.Enqueued, m.Waits)
 	}
 	return m
 }
 
+func (m *Metrics) objects(d int) {
+	if m != nil {
+		m.Objects.Add(float64(d))
+	}
+}
 func (m *Metrics) channels(d int) {
 	if m != nil {
 		m.Channels.Add(float64(d))

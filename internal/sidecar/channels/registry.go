@@ -80,6 +80,9 @@ type Options struct {
 	// DataDir, when set, holds "channels/boots": the boot ids of earlier runs, so a handle
 	// of an earlier run is answered REGISTRY_RESTARTED rather than UNKNOWN_HANDLE.
 	DataDir string
+	// MaxObjects is how many object instances may hold a registry at once
+	// (DefaultMaxObjects when 0).
+	MaxObjects int
 	// Metrics receives gauges and counters; nil means none.
 	Metrics *Metrics
 	// Now is the clock (time.Now when nil).
@@ -89,16 +92,19 @@ type Options struct {
 // Manager holds the registries of every object instance served by this sidecar. All
 // methods are safe for concurrent use.
 type Manager struct {
-	limits  Limits
-	lease   time.Duration
-	bootID  string
-	metrics *Metrics
-	now     func() time.Time
+	limits     Limits
+	lease      time.Duration
+	bootID     string
+	tokenKey   [32]byte
+	maxObjects int
+	metrics    *Metrics
+	now        func() time.Time
 
 	mu        sync.Mutex
 	objects   map[Key]*registry
 	tokens    map[string]Key // instanceToken → object, for FOREIGN_HANDLE
 	pastBoots map[string]bool
+	mapSize   int    // the most objects since the maps were last copied (shrinkMaps)
 	nextID    uint64 // reader ids are unique per boot, across objects
 	closed    bool
 	waiting   atomic.Int64
@@ -113,6 +119,7 @@ type registry struct {
 	mu       sync.Mutex
 	channels map[string]*channel
 	readers  map[uint64]*reader
+	freed    bool // no longer in Manager.objects: callers holding it look it up again
 }
 
 type channel struct {
@@ -147,12 +154,15 @@ func NewManager(o Options) (*Manager, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.MaxObjects <= 0 {
+		o.MaxObjects = DefaultMaxObjects
+	}
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
 	m := &Manager{
-		limits: o.Limits, lease: o.Lease, bootID: hex.EncodeToString(b[:]), metrics: o.Metrics, now: o.Now,
+		limits: o.Limits, lease: o.Lease, bootID: hex.EncodeToString(b[:]), metrics: o.Metrics, now: o.Now, maxObjects: o.MaxObjects,
 		objects: map[Key]*registry{}, tokens: map[string]Key{}, pastBoots: map[string]bool{},
 		shutdown: make(chan struct{}), stopJan: make(chan struct{}), janDone: make(chan struct{}),
 	}
@@ -160,6 +170,9 @@ func NewManager(o Options) (*Manager, error) {
 		if err := m.recordBoot(filepath.Join(o.DataDir, "channels")); err != nil {
 			return nil, err
 		}
+	}
+	if _, err := rand.Read(m.tokenKey[:]); err != nil {
+		return nil, err
 	}
 	go m.janitor()
 	return m, nil
@@ -254,17 +267,7 @@ func (m *Manager) registry(k Key, create bool) (*registry, *Error) {
 	if m.closed {
 		return nil, m.restarted()
 	}
-	r := m.objects[k]
-	if r == nil && create {
-		token := newInstanceToken()
-		for _, dup := m.tokens[token]; dup; _, dup = m.tokens[token] {
-			token = newInstanceToken()
-		}
-		r = &registry{key: k, token: token, channels: map[string]*channel{}, readers: map[uint64]*reader{}}
-		m.objects[k] = r
-		m.tokens[token] = k
-	}
-	return r, nil
+	return m.openLocked(k, create)
 }
 
 func (m *Manager) validateName(name string) *Error {
@@ -286,11 +289,17 @@ func (m *Manager) Subscribe(k Key, name string) (string, error) {
 	if err := m.validateName(name); err != nil {
 		return "", err
 	}
-	r, err := m.registry(k, true)
-	if err != nil {
-		return "", err
+	var r *registry
+	for r == nil || r.freed {
+		if r != nil {
+			r.mu.Unlock() // freed between the lookup and the lock: look it up again
+		}
+		var err *Error
+		if r, err = m.registry(k, true); err != nil {
+			return "", err
+		}
+		r.mu.Lock()
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
 	m.collectLocked(r, m.now())
 	c := r.channels[name]
@@ -472,6 +481,7 @@ func (m *Manager) resolve(k Key, handle string) (*registry, uint64, *Error) {
 	}
 	r := m.objects[k]
 	m.mu.Unlock()
+	own := token == m.tokenFor(k)
 	switch {
 	case closed:
 		return nil, 0, m.restarted()
@@ -480,11 +490,13 @@ func (m *Manager) resolve(k Key, handle string) (*registry, uint64, *Error) {
 			"channel registry restarted: handle %q was issued by an earlier run of the sidecar (boot %s, now %s); its subscription is gone, subscribe again", handle, boot, m.bootID)
 	case boot != m.bootID || perr != nil || id == 0 || id > next:
 		return nil, 0, unknown("no such boot or reader id")
-	case known && owner != k:
+	case !own && known && owner != k:
 		return nil, 0, newError(http.StatusForbidden, CodeForeignHandle,
 			"subscription handle %q was issued to another Durable Object instance; handles are valid only in the object that subscribed", handle)
-	case !known || r == nil || r.token != token:
+	case !own:
 		return nil, 0, unknown("no such instance token")
+	case r == nil:
+		return nil, 0, m.gone(handle) // every subscription of the object ended: its registry was freed
 	}
 	return r, id, nil
 }
@@ -586,6 +598,7 @@ func (m *Manager) Unsubscribe(k Key, handle string) (bool, error) {
 		return false, nil
 	}
 	m.removeLocked(r, rd)
+	m.freeIfIdleLocked(r)
 	return true, nil
 }
 
@@ -640,18 +653,11 @@ func (m *Manager) janitor() {
 		for _, r := range regs {
 			r.mu.Lock()
 			m.collectLocked(r, now)
+			m.freeIfIdleLocked(r)
 			r.mu.Unlock()
 		}
+		m.mu.Lock()
+		m.shrinkMaps()
+		m.mu.Unlock()
 	}
-}
-
-// newInstanceToken returns the first 13 characters of a random (version 4) UUID,
-// "xxxxxxxx-xxxx" (docs/channels.md).
-func newInstanceToken() string {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand never fails on Linux
-	}
-	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:]
 }

@@ -175,6 +175,17 @@ export class ShortWait extends WorkflowEntrypoint {
 }
 
 // The test drives bindings through this fetch handler: POST /<BINDING>/<op> with JSON.
+// Oversized step results and error messages (caps_test.go).
+export class Big extends WorkflowEntrypoint {
+  async run(event, step) {
+    const p = event.payload;
+    return await step.do("big", { retries: { limit: 0, delay: 0 } }, async () => {
+      if (p.mode === "throw") throw new Error("e".repeat(p.chars));
+      return "r".repeat(p.chars);
+    });
+  }
+}
+
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);

@@ -1,0 +1,101 @@
+package sidecar
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Connection and timeout defaults of the sidecar's HTTP server (project decisions
+// bounding its memory and what a slow or idle client can hold; docs/security.md).
+const (
+	// DefaultMaxConns is Options.MaxConns: open connections at once; past it the next
+	// connection waits in the listen backlog until one closes. A connection costs about
+	// 20 KiB (buffers and its goroutine), so 1024 cost about 20 MiB of the sidecar's
+	// 256 MiB. Each pending channel wait holds one.
+	DefaultMaxConns = 1024
+	// DefaultBodyTimeout is Options.BodyTimeout: how long a request body may take to
+	// arrive (bodies are at most about 1 MiB).
+	DefaultBodyTimeout = 30 * time.Second
+	// readHeaderTimeout bounds the request line and headers; idleTimeout closes a
+	// keep-alive connection nobody uses; maxHeaderBytes bounds the headers.
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+)
+
+// newHTTPServer is the sidecar's http.Server around h. There is no ReadTimeout or
+// WriteTimeout: a channel wait is answered after up to 15 minutes; bodies are bounded
+// by bodyDeadline instead.
+func newHTTPServer(h http.Handler, bodyTimeout time.Duration) *http.Server {
+	return &http.Server{
+		Handler:           bodyDeadline(h, bodyTimeout),
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+}
+
+// bodyDeadline gives a request's body d to arrive: the connection's read deadline is set
+// when the handler starts and cleared once the body has been read to its end (so a long
+// wait after it is not cut, and a client that goes away is still seen).
+func bodyDeadline(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done { // after a timeout the deadline stays: the server drops the rest
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// limitListener accepts at most n connections at once: Accept waits for one to close.
+type limitListener struct {
+	net.Listener
+	sem chan struct{}
+}
+
+func newLimitListener(l net.Listener, n int) net.Listener {
+	return &limitListener{Listener: l, sem: make(chan struct{}, n)}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.sem <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
