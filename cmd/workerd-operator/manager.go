@@ -89,6 +89,7 @@ func newManagerCommand() *cobra.Command {
 	fl.StringVar(&f.opts.ClusterDomain, "cluster-domain", f.opts.ClusterDomain, "cluster DNS domain of in-cluster addresses")
 	fl.Int64Var(&f.opts.PreStopSeconds, "prestop-seconds", f.opts.PreStopSeconds, "preStop sleep of workerd containers, in seconds")
 	fl.Int64Var(&f.opts.DrainSeconds, "drain-seconds", f.opts.DrainSeconds, "time workerd may drain in-flight requests after SIGTERM, in seconds")
+	fl.Int64Var(&f.opts.ShardDrainSeconds, "shard-drain-seconds", f.opts.ShardDrainSeconds, "time a Durable Object shard or Workflow engine pod may finish in-flight calls once deleted (its successor starts after it is gone), in seconds")
 	return cmd
 }
 

@@ -64,6 +64,9 @@ type DurableObjectTarget struct {
 	// spec.channels.enabled, else "": the shard pods give the hosted class's Worker a
 	// `wrapped` binding of that name to the channels client (docs/channels.md).
 	ChannelsBinding string
+	// OwnerWaitMs is how long a call waits for its shard's owner while it is away
+	// (router.js, CONFIG.ownerWaitMs); 0 is the router's default, 60 s. Tests shorten it.
+	OwnerWaitMs int64
 }
 
 // DefaultChannelsBinding is the env name of the channels client when
@@ -74,6 +77,10 @@ const DefaultChannelsBinding = "CHANNELS"
 const ChannelsModule = "workerd-operator:channels"
 
 const channelsFile = "channels.js"
+
+// GatewayDrainPath is the gateway's drain endpoint, a shard pod's preStop hook: the
+// gateway refuses new sessions and answers once no call is in flight (shim gateway.js).
+const GatewayDrainPath = "/_workerd-operator/drain"
 
 // ShardSetName is the name of the StatefulSet and of the headless Service of a
 // DurableObjectNamespace: "<name>-do". Shard i is pod "<name>-do-<i>".
@@ -189,12 +196,16 @@ func shardService(name string, i int) string {
 }
 
 func configJSON(t DurableObjectTarget, hosted bool) string {
-	b, _ := json.Marshal(map[string]any{
+	c := map[string]any{
 		"namespace":  t.Namespace + "/" + t.Name,
 		"shards":     t.Shards,
 		"hosted":     hosted,
 		"shardNames": t.ShardNames,
-	})
+	}
+	if t.OwnerWaitMs > 0 {
+		c["ownerWaitMs"] = t.OwnerWaitMs
+	}
+	b, _ := json.Marshal(c)
 	return string(b)
 }
 
