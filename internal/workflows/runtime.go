@@ -441,6 +441,10 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 	pending, havePending := e.pending[pk]
 	start := e.attemptStart[ak]
 	others := e.attemptsInFlight(r.Workflow, r.ID, ak)
+	if e.infraRerun(r, ak) {
+		e.mu.Unlock()
+		return abortAnswer, nil
+	}
 	e.mu.Unlock()
 	var ans *StepAnswer
 	var after []afterCommit
@@ -512,7 +516,7 @@ func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 		c.start = now
 	}
 	ak := attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt)
-	c.then(func() { delete(e.attemptStart, ak) })
+	c.then(func() { delete(e.attemptStart, ak); delete(e.infraReruns, ak) })
 	a := api.Attempt{N: r.Attempt, Start: c.start, End: now}
 	errInfo, nonRetryable := r.Error, false
 	if r.OK {
