@@ -31,7 +31,9 @@
 // after open() answered may have reached the object: thrown at once, retryable = false.
 // Errors the owner's runtime raises with a retryable class (failure.js: superseded
 // isolate, storage reset, ...) are retried as in-process calls are: callWithRetry's rule
-// (3 attempts, never "overloaded"); fetch() with a body is not replayed.
+// (3 attempts, never "overloaded"); fetch() with a body is not replayed. A gateway from
+// before open() (not yet rolled during an operator upgrade) is called the old way:
+// invoke(ref, method, args), fetch() with the x-workerd-operator-do-id/-name headers.
 
 import { shardFor, assertCrossable } from "workerd-operator:router-common";
 import { backoff, callWithRetry, classifyCall, isRetryable } from "workerd-operator:failure";
@@ -130,6 +132,7 @@ class Router {
       try {
         return await gw.open(ref);
       } catch (err) {
+        if (err && err.remote && /does not implement the method "open"/.test(message(err))) return legacySession(gw, ref);
         if (!this.ownerAway(err)) throw err;
         const ms = backoff(n, 100, 2000);
         if (Date.now() - start + ms > this.waitMs) throw this.unavailable(s, err, Date.now() - start);
@@ -190,6 +193,20 @@ class Router {
     const replay = req.body === null;
     return this.remote(s, id, name, (session) => session.fetch(replay ? req.clone() : req), replay ? 3 : 1);
   }
+}
+
+// legacySession speaks to a gateway from before open() (a shard pod not yet rolled
+// while the operator is upgraded): invoke(ref, ...) and fetch() with the id headers.
+function legacySession(gw, ref) {
+  return {
+    invoke: (method, args) => gw.invoke(ref, method, args),
+    fetch: (req) => {
+      const headers = new Headers(req.headers);
+      headers.set(ID_HEADER, ref.id);
+      if (ref.name !== undefined) headers.set(NAME_HEADER, encodeURIComponent(ref.name));
+      return gw.fetch(new Request(req, { headers }));
+    },
+  };
 }
 
 function message(err) {
