@@ -478,47 +478,22 @@ func TestDurableObjectsAcrossShards(t *testing.T) {
 		var mu sync.Mutex
 		var okDown, failDown, okUp int
 		var bad []string
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for g := 0; g < 4; g++ {
-			wg.Add(1)
-			go func(g int) {
-				defer wg.Done()
-				for k := g; ; k++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					p := c.replicas[k%len(c.replicas)]
-					name := down
-					if k%2 == 1 {
-						name = up
-					}
-					resp, err := c.client.Get("http://" + p.addr(podcontract.HTTPSocket) + "/inc?" + url.Values{"name": {name}}.Encode())
-					if err != nil {
-						mu.Lock()
-						bad = append(bad, err.Error())
-						mu.Unlock()
-						continue
-					}
-					b, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					mu.Lock()
-					switch {
-					case resp.StatusCode == 200 && name == down:
-						okDown++
-					case resp.StatusCode == 200:
-						okUp++
-					case name == down && (strings.Contains(string(b), want) || strings.Contains(string(b), cut)):
-						failDown++
-					default:
-						bad = append(bad, fmt.Sprintf("%s: %d %s", name, resp.StatusCode, b))
-					}
-					mu.Unlock()
-				}
-			}(g)
-		}
+		stop := c.traffic([]string{down, up}, func(name string, code int, body string, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				bad = append(bad, err.Error())
+			case code == 200 && name == down:
+				okDown++
+			case code == 200:
+				okUp++
+			case name == down && (strings.Contains(body, want) || strings.Contains(body, cut)):
+				failDown++
+			default:
+				bad = append(bad, fmt.Sprintf("%s: %d %s", name, code, body))
+			}
+		})
 		counts := func() (int, int, int) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -532,8 +507,7 @@ func TestDurableObjectsAcrossShards(t *testing.T) {
 			_, f, u := counts()
 			return f >= 8 && u >= upAtKill+8
 		})
-		close(stop)
-		wg.Wait()
+		stop()
 		okD, failD, _ := counts()
 		if len(bad) > 0 {
 			t.Errorf("%d unexpected answers, first: %s", len(bad), bad[0])
@@ -588,28 +562,14 @@ func drainedShard(t *testing.T, c *doCluster) {
 	fmt.Sscan(c.mustGet(t, c.replicas[0], "/value", url.Values{"name": {name}}), &v0)
 	var ok, failed atomic.Int64
 	var bad atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for g := 0; g < 4; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for k := g; ; k++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				code, body := c.get(t, c.replicas[k%len(c.replicas)], "/inc", url.Values{"name": {name}})
-				if code != 200 {
-					failed.Add(1)
-					bad.Store(fmt.Sprintf("%d %s", code, body))
-					continue
-				}
-				ok.Add(1)
-			}
-		}(g)
-	}
+	stop := c.traffic([]string{name}, func(_ string, code int, body string, err error) {
+		if err != nil || code != 200 {
+			failed.Add(1)
+			bad.Store(fmt.Sprintf("%d %s %v", code, body, err))
+			return
+		}
+		ok.Add(1)
+	})
 	waitFor(t, "traffic", func() bool { return ok.Load() >= 20 })
 	resp, err := c.client.Get("http://" + c.target.ShardAddresses[s] + render.GatewayDrainPath)
 	if err != nil {
@@ -621,8 +581,7 @@ func drainedShard(t *testing.T, c *doCluster) {
 	c.shards[s].start()
 	atRestart := ok.Load()
 	waitFor(t, "calls served after the restart", func() bool { return ok.Load() >= atRestart+20 })
-	close(stop)
-	wg.Wait()
+	stop()
 	if n := failed.Load(); n != 0 {
 		t.Errorf("%d calls failed while the shard was replaced, last: %v", n, bad.Load())
 	}
@@ -632,4 +591,36 @@ func drainedShard(t *testing.T, c *doCluster) {
 		t.Errorf("value %d, want %d + %d acknowledged", v, v0, ok.Load())
 	}
 	t.Logf("drain: %s; %d calls, all acknowledged once (value %d)", strings.TrimSpace(string(b)), ok.Load(), v)
+}
+
+// traffic has 4 clients call GET /inc for names in turn, round-robin over the
+// replicas, each answer handed to record, until the returned stop is called (it
+// returns when every client has stopped).
+func (c *doCluster) traffic(names []string, record func(name string, code int, body string, err error)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for k := g; ; k++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				name := names[k%len(names)]
+				p := c.replicas[k%len(c.replicas)]
+				resp, err := c.client.Get("http://" + p.addr(podcontract.HTTPSocket) + "/inc?" + url.Values{"name": {name}}.Encode())
+				if err != nil {
+					record(name, 0, "", err)
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				record(name, resp.StatusCode, string(b), nil)
+			}
+		}(g)
+	}
+	return func() { close(done); wg.Wait() }
 }
