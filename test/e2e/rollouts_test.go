@@ -26,7 +26,7 @@ import (
 
 // rollerModule is the Worker of TestRolloutsWithoutFailedCalls at code version code:
 // GET /do?k= calls a Durable Object method, GET /wf?id= creates a Workflow instance,
-// reads its status and sends it its event, GET /f7?id= starts an instance that runs a
+// reads its status and sends it its event, GET /sleeper?id= starts an instance that runs a
 // step named after the code version, sleeps, then finishes.
 func rollerModule(code string) string {
 	return `import { DurableObject, WorkflowEntrypoint } from "cloudflare:workers";
@@ -40,9 +40,9 @@ export class Counter extends DurableObject {
 }
 export class Flow extends WorkflowEntrypoint {
   async run(event, step) {
-    if (event.payload?.f7) {
+    if (event.payload?.sleeper) {
       const v = await step.do(CODE + " step", { retries: { limit: 0, delay: 0 } },
-        async () => this.env.COUNTER.getByName("f7").increment(1));
+        async () => this.env.COUNTER.getByName("sleeper").increment(1));
       await step.sleep("nap", "30 seconds");
       return { v, code: CODE };
     }
@@ -65,8 +65,8 @@ export default {
         await i.sendEvent({ type: "go", payload: id });
         return Response.json({ id, status: s.status });
       }
-      if (url.pathname === "/f7") {
-        const i = await env.WF.create({ id, params: { f7: true } });
+      if (url.pathname === "/sleeper") {
+        const i = await env.WF.create({ id, params: { sleeper: true } });
         return Response.json({ id: i.id });
       }
       return new Response("not found\n", { status: 404 });
@@ -195,7 +195,7 @@ func TestRolloutsWithoutFailedCalls(t *testing.T) {
 	start := time.Now()
 	go l.run()
 	time.Sleep(5 * time.Second)
-	if _, err := get(url + "/f7?id=f7"); err != nil {
+	if _, err := get(url + "/sleeper?id=sleeper"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -340,7 +340,7 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// checkRenamedStep: instance f7 ran its first step under v1, slept across the code
+// checkRenamedStep: instance sleeper ran its first step under v1, slept across the code
 // change and completed under v2, whose renamed step ran once, its first attempt ok.
 func checkRenamedStep(t *testing.T, wf *fleetv1alpha1.Workflow) {
 	t.Helper()
@@ -348,9 +348,9 @@ func checkRenamedStep(t *testing.T, wf *fleetv1alpha1.Workflow) {
 	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: sampleNS, Name: render.EngineSetName(wf.Name) + "-0"}, pod); err != nil {
 		t.Fatal(err)
 	}
-	base := fmt.Sprintf("http://%s:%d/workflows/%s/instances/f7", pod.Status.PodIP, podcontract.SidecarPort, wf.Name)
+	base := fmt.Sprintf("http://%s:%d/workflows/%s/instances/sleeper", pod.Status.PodIP, podcontract.SidecarPort, wf.Name)
 	var in api.Instance
-	eventually(t, 2*time.Minute, "f7 complete", func() error {
+	eventually(t, 2*time.Minute, "sleeper complete", func() error {
 		body, err := get(base)
 		if err != nil {
 			return err
@@ -376,7 +376,7 @@ func checkRenamedStep(t *testing.T, wf *fleetv1alpha1.Workflow) {
 		byName[s.Name] = s
 	}
 	v1, v2 := byName["v1 step"], byName["v2 step"]
-	t.Logf("f7 output %s; v1 step attempts %d, v2 step attempts %d (%+v)", in.Output, len(v1.Attempts), len(v2.Attempts), v2.Attempts)
+	t.Logf("sleeper output %s; v1 step attempts %d, v2 step attempts %d (%+v)", in.Output, len(v1.Attempts), len(v2.Attempts), v2.Attempts)
 	if !v1.Done || !v2.Done || len(v2.Attempts) != 1 || v2.Attempts[0].Error != nil || v2.Error != nil {
 		t.Errorf("steps %s: want v1 step and v2 step done, v2 step with one successful attempt", body)
 	}
