@@ -107,7 +107,8 @@ type DurableObjectNamespaceStatus struct {
 	// +optional
 	ReadyShards int32 `json:"readyShards,omitempty"`
 	// uniqueKey is the workerd uniqueKey of the namespace: object ids derive from it and
-	// it names the storage directory. Fixed for the life of the object.
+	// it names the storage directory. "<namespace>-<name>", so a namespace re-created
+	// under the same name finds retained data; once set it is never changed.
 	// +optional
 	UniqueKey string `json:"uniqueKey,omitempty"`
 	// lastFailure is the last classified failure of a shard container.

@@ -41,8 +41,8 @@ the injected shim workers under /etc/workerd, for each Worker's pods, each
 DurableObjectNamespace's shard pods and each Workflow's engine pods. Bindings between
 objects of the given files resolve to their in-cluster names (e.g.
 <worker>.<namespace>.svc.<cluster-domain>:<port>); a reference to an object not in the
-files is an error. A DurableObjectNamespace in a file has no uid yet, so its uniqueKey
-is "<namespace>-<name>-local" here (the cluster's differs).
+files is an error. A DurableObjectNamespace's uniqueKey is "<namespace>-<name>", as in
+the cluster.
 
 Without -o the files are printed to stdout, one "--- <path>" section each. With -o dir
 they are written under dir/<namespace>/<pods>/ (<worker>, <namespace>-do or

@@ -174,8 +174,8 @@ type Addresses struct {
 // A source.configMap Worker gets the ConfigMap of that name in its namespace from m;
 // bindings to Workers, DurableObjectNamespaces and Workflows of m resolve to their
 // in-cluster addresses. A reference to an object not in m is an error naming the
-// field. A DurableObjectNamespace without metadata.uid or status.uniqueKey (as in a
-// file) gets the uniqueKey "<namespace>-<name>-local".
+// field. A DurableObjectNamespace gets the uniqueKey the cluster gives it,
+// "<namespace>-<name>" (render.UniqueKey), unless its status names one.
 func RenderManifests(m *Manifests, opts render.Options) ([]Rendered, error) {
 	return RenderManifestsWith(m, opts, Addresses{})
 }
@@ -283,13 +283,8 @@ func inputFor(m *Manifests, w *v1alpha1.Worker, opts render.Options, a Addresses
 	return in, nil
 }
 
-// doTarget is render.TargetFor(d) with a local uniqueKey when d has none (a file has
-// no uid) and the shard addresses of a.Shard when set.
+// doTarget is render.TargetFor(d) with the shard addresses of a.Shard when set.
 func doTarget(d *v1alpha1.DurableObjectNamespace, opts render.Options, a Addresses) (render.DurableObjectTarget, error) {
-	if d.UID == "" && d.Status.UniqueKey == "" {
-		d = d.DeepCopy()
-		d.Status.UniqueKey = namespaceOf(d.Namespace) + "-" + d.Name + "-local"
-	}
 	t, err := render.TargetFor(d, opts)
 	if err != nil {
 		return t, err

@@ -64,6 +64,9 @@ type DurableObjectTarget struct {
 	// spec.channels.enabled, else "": the shard pods give the hosted class's Worker a
 	// `wrapped` binding of that name to the channels client (docs/channels.md).
 	ChannelsBinding string
+	// OwnerWaitMs is how long a call waits for its shard's owner while it is away
+	// (router.js, CONFIG.ownerWaitMs); 0 is the router's default, 60 s. Tests shorten it.
+	OwnerWaitMs int64
 }
 
 // DefaultChannelsBinding is the env name of the channels client when
@@ -75,21 +78,24 @@ const ChannelsModule = "workerd-operator:channels"
 
 const channelsFile = "channels.js"
 
+// GatewayDrainPath is the gateway's drain endpoint, a shard pod's preStop hook: the
+// gateway refuses new sessions and answers once no call is in flight (shim gateway.js).
+const GatewayDrainPath = "/_workerd-operator/drain"
+
 // ShardSetName is the name of the StatefulSet and of the headless Service of a
 // DurableObjectNamespace: "<name>-do". Shard i is pod "<name>-do-<i>".
 func ShardSetName(name string) string { return name + "-do" }
 
-// UniqueKey is status.uniqueKey when set, else "<namespace>-<name>-<first 8 chars of
-// metadata.uid>": fixed for the life of the object, the same in every pod.
+// UniqueKey is status.uniqueKey when set, else "<namespace>-<name>": the same in every
+// pod and for every object of that name, so a namespace deleted with reclaimPolicy
+// Retain and created again under its name gets the same object ids and storage
+// directory, and finds its data. status.uniqueKey keeps the key of a namespace that
+// already has one (older ones hold "<namespace>-<name>-<uid prefix>").
 func UniqueKey(d *v1alpha1.DurableObjectNamespace) string {
 	if d.Status.UniqueKey != "" {
 		return d.Status.UniqueKey
 	}
-	uid := string(d.UID)
-	if len(uid) > 8 {
-		uid = uid[:8]
-	}
-	return fmt.Sprintf("%s-%s-%s", namespaceOr(d.Namespace), d.Name, uid)
+	return namespaceOr(d.Namespace) + "-" + d.Name
 }
 
 // Shards is spec.shards, default 1.
@@ -102,14 +108,11 @@ func Shards(d *v1alpha1.DurableObjectNamespace) int32 {
 
 // TargetFor builds the DurableObjectTarget of d with in-cluster gateway addresses
 // "<name>-do-<i>.<name>-do.<namespace>.svc.<domain>:9093" (docs/pod-contract.md).
-// Errors name the field: spec.shards outside 1..64, or no uid and no status.uniqueKey.
+// Errors name the field: spec.shards outside 1..64.
 func TargetFor(d *v1alpha1.DurableObjectNamespace, opts Options) (DurableObjectTarget, error) {
 	n := Shards(d)
 	if n < 1 || n > MaxShards {
 		return DurableObjectTarget{}, fmt.Errorf("DurableObjectNamespace %s: spec.shards: %d is outside 1 to %d (api DurableObjectNamespace.spec.shards)", d.Name, n, MaxShards)
-	}
-	if d.Status.UniqueKey == "" && d.UID == "" {
-		return DurableObjectTarget{}, fmt.Errorf("DurableObjectNamespace %s: status.uniqueKey: not set and metadata.uid is empty (the uniqueKey derives from the uid)", d.Name)
 	}
 	domain, ns := clusterDomain(opts), namespaceOr(d.Namespace)
 	t := DurableObjectTarget{
@@ -193,12 +196,16 @@ func shardService(name string, i int) string {
 }
 
 func configJSON(t DurableObjectTarget, hosted bool) string {
-	b, _ := json.Marshal(map[string]any{
+	c := map[string]any{
 		"namespace":  t.Namespace + "/" + t.Name,
 		"shards":     t.Shards,
 		"hosted":     hosted,
 		"shardNames": t.ShardNames,
-	})
+	}
+	if t.OwnerWaitMs > 0 {
+		c["ownerWaitMs"] = t.OwnerWaitMs
+	}
+	b, _ := json.Marshal(c)
 	return string(b)
 }
 

@@ -13,15 +13,64 @@
 //   k, this pod is shard s; refusing to serve it") an object this shard does not own,
 //   so a misrouted call never creates a second copy. Results must be structured-clone
 //   data (router-common.js).
+// RPC: open({id, name?}) -> a Session for that object (same checks as invoke), with
+//   session.invoke(method, args) and session.fetch(request). open() does nothing to
+//   the object, so a router may retry a failed open() freely; a call made on an open
+//   session travels on the connection open() answered on. While the pod drains,
+//   open() refuses with an Error whose .stopping is true (nothing was done).
 // HTTP: any request carrying x-workerd-operator-do-id (and optionally
 //   x-workerd-operator-do-name) goes to that object's fetch() without those headers;
 //   a request without the id header is 400, a misrouted one 421, both with a text body.
+// Drain: GET /_workerd-operator/drain (the shard pod's preStop hook) makes open() refuse
+//   new sessions and answers once no call is in flight on this pod (at most DRAIN_MS);
+//   the refusal lasts until the pod stops, or DRAIN_MS after the last drain request.
 
-import { WorkerEntrypoint } from "cloudflare:workers";
+import { WorkerEntrypoint, RpcTarget } from "cloudflare:workers";
 import { shardFor, assertCrossable } from "./router-common.js";
 
 const ID_HEADER = "x-workerd-operator-do-id";
 const NAME_HEADER = "x-workerd-operator-do-name";
+const DRAIN_PATH = "/_workerd-operator/drain";
+const DRAIN_MS = 60000;
+// Calls that completed within QUIET_MS of the end of a drain may have been sessions
+// opened just before it; the drain waits that long with nothing in flight.
+const QUIET_MS = 250;
+
+// One isolate serves the gateway: these count for the whole pod.
+let inflight = 0;
+let stoppingUntil = 0;
+
+function stopping() { return Date.now() < stoppingUntil; }
+
+async function tracked(f) {
+  inflight++;
+  try {
+    return await f();
+  } finally {
+    inflight--;
+  }
+}
+
+async function drain() {
+  stoppingUntil = Date.now() + DRAIN_MS;
+  const deadline = Date.now() + DRAIN_MS - 1000;
+  let quietSince = inflight === 0 ? Date.now() : 0;
+  while (Date.now() < deadline) {
+    if (inflight > 0) quietSince = 0;
+    else if (!quietSince) quietSince = Date.now();
+    else if (Date.now() - quietSince >= QUIET_MS) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return new Response(`drained: ${inflight} calls in flight\n`);
+}
+
+// Session is one object's RPC surface for one caller, handed out by open().
+class Session extends RpcTarget {
+  #gw; #id;
+  constructor(gw, id) { super(); this.#gw = gw; this.#id = id; }
+  invoke(method, args) { return tracked(() => this.#gw.call(this.#id, method, args)); }
+  fetch(request) { return tracked(() => this.#gw.env.NS.get(this.#id).fetch(request)); }
+}
 
 export default class Gateway extends WorkerEntrypoint {
   self() {
@@ -51,18 +100,35 @@ export default class Gateway extends WorkerEntrypoint {
     return id;
   }
 
-  async invoke(ref, method, args) {
+  open(ref) {
+    if (stopping()) {
+      const e = new Error(`Durable Object namespace ${this.env.CONFIG.namespace}: shard pod ${this.env.POD_NAME} is stopping (being replaced); nothing was done, retry on its successor`);
+      e.stopping = true;
+      throw e;
+    }
+    return new Session(this, this.resolve(ref));
+  }
+
+  invoke(ref, method, args) {
+    return tracked(() => this.call(this.resolve(ref), method, args));
+  }
+
+  async call(id, method, args) {
     if (typeof method !== "string" || method === "") {
       throw new TypeError(`Durable Object namespace ${this.env.CONFIG.namespace}: gateway: method must be a non-empty string`);
     }
     if (!Array.isArray(args)) args = [];
-    const stub = this.env.NS.get(this.resolve(ref));
-    const out = await stub[method](...args);
+    const out = await this.env.NS.get(id)[method](...args);
     assertCrossable(out, `the result of ${method}()`);
     return out;
   }
 
   async fetch(request) {
+    if (new URL(request.url).pathname === DRAIN_PATH && !request.headers.has(ID_HEADER)) return drain();
+    return tracked(() => this.serveHTTP(request));
+  }
+
+  async serveHTTP(request) {
     const id = request.headers.get(ID_HEADER);
     if (!id) {
       return new Response(`gateway: missing ${ID_HEADER} header\n`, { status: 400 });

@@ -17,19 +17,29 @@
 // The binding: idFromName / idFromString / newUniqueId come from NS. get(id) and
 // getByName(name) return a stub for shard s = shardFor(id.toString(), N): stub.fetch()
 // and stub.<method>(...args) run in this process (NS.get(id)) when s is this pod's shard,
-// else they go to SHARD_<s>'s gateway (gateway.js), which calls its local NS. There is
-// no fallback: a shard that is down or not ready makes its objects' calls fail with an
-// Error naming the shard, and no other shard serves them (one owner per object).
-// Arguments and results must be structured-clone data (router-common.js), in-process too.
-// Transient failures are retried with failure.js callWithRetry (retryable classes only,
-// never "overloaded"; 3 attempts, fresh stub each time); fetch() with a body is not retried.
+// else they go to SHARD_<s>'s gateway (gateway.js), which calls its local NS. No other
+// shard serves them (one owner per object). Arguments and results must be
+// structured-clone data (router-common.js), in-process too.
 //
-// Remote fetch(): the request goes to the gateway with headers
-// x-workerd-operator-do-id: <id hex> and, when known, x-workerd-operator-do-name:
-// <encodeURIComponent(name)>; the gateway removes them before the object sees the request.
+// Remote calls: open({id, name}) on the gateway returns a session, then
+// session.invoke(method, args) or session.fetch(request) runs on the object. Retry rule
+// (docs/durable-objects.md "Rollouts"): a call is retried only when it provably did not
+// reach the object. open() does nothing to the object, so while it fails because the
+// owner is away (connection refused or lost, name not resolving, gateway draining) it
+// is retried with backoff for up to OWNER_WAIT_MS (60 s, CONFIG.ownerWaitMs), then an
+// Error "shard s (<pod>) is unavailable ..." with retryable = true. A connection lost
+// after open() answered may have reached the object: thrown at once, retryable = false.
+// Errors the owner's runtime raises with a retryable class (failure.js: superseded
+// isolate, storage reset, ...) are retried as in-process calls are: callWithRetry's rule
+// (3 attempts, never "overloaded"); fetch() with a body is not replayed. A gateway from
+// before open() (not yet rolled during an operator upgrade) is called the old way:
+// invoke(ref, method, args), fetch() with the x-workerd-operator-do-id/-name headers.
 
 import { shardFor, assertCrossable } from "workerd-operator:router-common";
-import { callWithRetry, classifyCall } from "workerd-operator:failure";
+import { backoff, callWithRetry, classifyCall, isRetryable } from "workerd-operator:failure";
+
+// How long a call waits for an owner that is away (being replaced, starting).
+export const OWNER_WAIT_MS = 60000;
 
 export const ID_HEADER = "x-workerd-operator-do-id";
 export const NAME_HEADER = "x-workerd-operator-do-name";
@@ -42,6 +52,8 @@ class Router {
     this.cfg = c;
     this.label = `Durable Object namespace ${c.namespace}`;
     this.shards = c.shards;
+    // How long a call waits for its shard's owner while it is away (CONFIG.ownerWaitMs).
+    this.waitMs = Number.isFinite(c.ownerWaitMs) ? c.ownerWaitMs : OWNER_WAIT_MS;
     this.self = -1;
     if (c.hosted && typeof env.POD_NAME === "string") {
       const m = /-(\d+)$/.exec(env.POD_NAME);
@@ -76,20 +88,77 @@ class Router {
     return (this.cfg.shardNames && this.cfg.shardNames[s]) || `shard ${s}`;
   }
 
-  unavailable(s, err) {
+  // unavailable: shard s's owner did not take the call within the wait: it is being
+  // replaced, or down. Nothing reached the object; retrying later is safe.
+  unavailable(s, err, waitedMs) {
     const e = new Error(
-      `${this.label}: shard ${s} (${this.shardName(s)}) is unavailable: ${err && err.message ? err.message : err}. ` +
-      "Its objects are served by that shard only; retry when it is ready again");
+      `${this.label}: shard ${s} (${this.shardName(s)}) is unavailable: ${message(err)}` +
+      (waitedMs > 0 ? ` (waited ${Math.round(waitedMs / 1000)} s for it; its pod is being replaced or is not ready)` : "") +
+      ". Its objects are served by that shard only and the call did not reach the object: retry when it is ready again");
     e.cause = err;
-    e.retryable = false;
+    e.retryable = true;
+    e.failureClass = classifyCall(err);
     return e;
   }
 
-  // A transport failure to a remote gateway, as opposed to an error the object threw.
-  isTransport(err) {
-    if (!err || err.remote) return false;
-    const m = String(err.message || err).toLowerCase();
-    return classifyCall(err) === "connection_lost" || /connect|dns|network|refused|disconnected|broken pipe|peer/.test(m);
+  // lost: the connection to shard s broke after the call was sent: the object may or
+  // may not have run it, so it is not retried (retryable = false).
+  lost(s, err) {
+    const e = new Error(
+      `${this.label}: the connection to shard ${s} (${this.shardName(s)}) was lost while the call was in flight: ${message(err)}. ` +
+      "The object may or may not have run it, so it was not retried; retry yourself only if the method is idempotent");
+    e.cause = err;
+    e.retryable = false;
+    e.failureClass = classifyCall(err);
+    return e;
+  }
+
+  // ownerAway: a failed open() means the owner is away (being replaced, starting, or
+  // down), not that the call is wrong: transport failures (nothing came back from a
+  // gateway: connection refused or lost, name not resolving), a draining gateway, or a
+  // retryable class raised by the gateway's runtime. open() does nothing to the object,
+  // so all of these may be retried.
+  ownerAway(err) {
+    if (!err || !err.remote) return true;
+    if (err.stopping === true || /is stopping \(being replaced\)/.test(message(err))) return true;
+    return isRetryable(classifyCall(err));
+  }
+
+  // session opens a session for ref on shard s's gateway, waiting up to waitMs (backoff
+  // 100 ms doubling to 2 s) while its owner is away; then the unavailable Error.
+  async session(s, gw, ref) {
+    const start = Date.now();
+    for (let n = 1; ; n++) {
+      try {
+        return await gw.open(ref);
+      } catch (err) {
+        if (err && err.remote && /does not implement the method "open"/.test(message(err))) return legacySession(gw, ref);
+        if (!this.ownerAway(err)) throw err;
+        const ms = backoff(n, 100, 2000);
+        if (Date.now() - start + ms > this.waitMs) throw this.unavailable(s, err, Date.now() - start);
+        await new Promise((resolve) => setTimeout(resolve, ms));
+      }
+    }
+  }
+
+  // remote runs use(session) on shard s's owner. A transport failure after open()
+  // answered is thrown as lost (never retried); an error raised by the owner's runtime
+  // with a retryable class is retried on a fresh session, at most `attempts` calls, as
+  // callWithRetry does in-process.
+  async remote(s, id, name, use, attempts) {
+    const gw = this.env[`SHARD_${s}`];
+    if (!gw) throw this.unavailable(s, new Error("no gateway binding rendered for it"), 0);
+    const ref = { id: id.toString(), name };
+    for (let n = 1; ; n++) {
+      const session = await this.session(s, gw, ref);
+      try {
+        return await use(session);
+      } catch (err) {
+        if (!err || !err.remote) throw this.lost(s, err);
+        if (n >= attempts || !isRetryable(classifyCall(err))) throw err;
+      }
+      await new Promise((resolve) => setTimeout(resolve, backoff(n, 100, 10000)));
+    }
   }
 
   localStub(id) {
@@ -102,14 +171,13 @@ class Router {
     if (s === this.self) {
       out = await callWithRetry(() => this.localStub(id)[method](...args));
     } else {
-      const gw = this.env[`SHARD_${s}`];
-      if (!gw) throw this.unavailable(s, new Error("no gateway binding rendered for it"));
-      try {
-        out = await callWithRetry(() => gw.invoke({ id: id.toString(), name }, method, args));
-      } catch (err) {
-        if (this.isTransport(err)) throw this.unavailable(s, err);
-        throw err;
-      }
+      out = await this.remote(s, id, name, async (session) => {
+        try {
+          return await session.invoke(method, args);
+        } finally {
+          if (typeof session[Symbol.dispose] === "function") session[Symbol.dispose]();
+        }
+      }, 3);
     }
     assertCrossable(out, `the result of ${method}()`);
     return out;
@@ -121,20 +189,28 @@ class Router {
       if (req.body === null) return callWithRetry(() => this.localStub(id).fetch(req.clone()));
       return this.localStub(id).fetch(req);
     }
-    const gw = this.env[`SHARD_${s}`];
-    if (!gw) throw this.unavailable(s, new Error("no gateway binding rendered for it"));
-    const headers = new Headers(req.headers);
-    headers.set(ID_HEADER, id.toString());
-    if (name !== undefined) headers.set(NAME_HEADER, encodeURIComponent(name));
-    const out = new Request(req, { headers });
-    try {
-      if (out.body === null) return await callWithRetry(() => gw.fetch(out.clone()));
-      return await gw.fetch(out);
-    } catch (err) {
-      if (this.isTransport(err)) throw this.unavailable(s, err);
-      throw err;
-    }
+    // A body can be sent once: such a request is not retried after open() answered.
+    const replay = req.body === null;
+    return this.remote(s, id, name, (session) => session.fetch(replay ? req.clone() : req), replay ? 3 : 1);
   }
+}
+
+// legacySession speaks to a gateway from before open() (a shard pod not yet rolled
+// while the operator is upgraded): invoke(ref, ...) and fetch() with the id headers.
+function legacySession(gw, ref) {
+  return {
+    invoke: (method, args) => gw.invoke(ref, method, args),
+    fetch: (req) => {
+      const headers = new Headers(req.headers);
+      headers.set(ID_HEADER, ref.id);
+      if (ref.name !== undefined) headers.set(NAME_HEADER, encodeURIComponent(ref.name));
+      return gw.fetch(new Request(req, { headers }));
+    },
+  };
+}
+
+function message(err) {
+  return err && err.message ? err.message : String(err);
 }
 
 function makeStub(r, id, name) {

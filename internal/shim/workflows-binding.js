@@ -4,17 +4,87 @@
 // createBatch, get; an instance has id, status(), pause(), resume(), terminate(),
 // restart(), sendEvent({type, payload}). Engine errors are thrown as Error with the
 // engine's message (docs/workflows.md).
+//
+// An engine being replaced (its pod stopping, its successor starting): a call is sent
+// again only when the engine provably did not act on it — a read (GET) after any
+// transport failure; any call whose connection could not be made (the GET /healthz
+// probe that precedes every call that changes state failed: refused, lost, name not
+// resolving, or 503 from a stopping sidecar; or the call itself failed to resolve the
+// engine's name, notConnected); any call the engine answered 503 with
+// X-Workerd-Operator-Not-Processed. It waits with backoff (100 ms doubling to 2 s) for
+// up to WAIT_MS (60 s), then throws WorkflowError code "engine.unavailable" with
+// retryable = true. A state-changing call whose connection broke after it was sent may
+// or may not have been processed: WorkflowError "engine.connection_lost", retryable =
+// false, not sent again.
+const WAIT_MS = 60000;
+const NOT_PROCESSED = "x-workerd-operator-not-processed";
 
 class WorkflowError extends Error {
   constructor(code, message) { super(message); this.name = "WorkflowError"; this.code = code; }
 }
 
+// Away is an attempt that did not reach the engine; call() waits and sends again.
+class Away extends Error {}
+
+async function reachable(sidecar) {
+  let res;
+  try {
+    res = await sidecar.fetch("http://sidecar/healthz");
+  } catch (e) {
+    throw new Away(`the engine could not be reached: ${e?.message ?? e}`);
+  }
+  await res.arrayBuffer();
+  if (res.status !== 200) throw new Away(`the engine's sidecar answered ${res.status} (stopping)`);
+}
+
+// notConnected: fetch() failed before the request was sent. In the pinned workerd a
+// plain-HTTP fetch to an external service fails with "internal error; reference = ..."
+// when the connection cannot be made because the name does not resolve (the engine
+// pod is not ready: it has no DNS record); a failure on a made connection is
+// "Network connection lost." (docs/workflows.md "Code changes and rollouts").
+function notConnected(e) {
+  return /^internal error; reference = /.test(String(e?.message ?? ""));
+}
+
+async function attempt(sidecar, method, path, body) {
+  if (method !== "GET") await reachable(sidecar);
+  let res;
+  try {
+    res = await sidecar.fetch("http://sidecar/workflows/" + path, {
+      method,
+      headers: body === undefined ? {} : { "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (e) {
+    if (method === "GET" || notConnected(e)) throw new Away(`the engine could not be reached: ${e?.message ?? e}`);
+    const err = new WorkflowError("engine.connection_lost", `workflows: the connection to the engine broke while ${method} ${path} was in flight (${e?.message ?? e}); it may or may not have been processed, so it was not sent again`);
+    err.retryable = false;
+    throw err;
+  }
+  if (res.status === 503 && res.headers.has(NOT_PROCESSED)) {
+    await res.arrayBuffer();
+    throw new Away("the engine is stopping (its pod is being replaced)");
+  }
+  return res;
+}
+
 async function call(sidecar, method, path, body) {
-  const res = await sidecar.fetch("http://sidecar/workflows/" + path, {
-    method,
-    headers: body === undefined ? {} : { "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  const start = Date.now();
+  let res;
+  for (let n = 1; !res; n++) {
+    try {
+      res = await attempt(sidecar, method, path, body);
+    } catch (e) {
+      if (!(e instanceof Away)) throw e;
+      const ms = Math.min(100 * 2 ** (n - 1), 2000); // failure.js backoff(n, 100, 2000)
+      if (Date.now() - start + ms > WAIT_MS) {
+        const err = new WorkflowError("engine.unavailable", `workflows: ${e.message}; waited ${Math.round((Date.now() - start) / 1000)} s for it (its pod is being replaced or is not ready). The request was not processed: retry later`);
+        err.retryable = true;
+        throw err;
+      }
+      await new Promise((resolve) => setTimeout(resolve, ms));
+    }
+  }
   const text = await res.text();
   let data;
   try { data = JSON.parse(text); } catch { data = undefined; }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,7 +56,14 @@ type Server struct {
 	// tlsListener and tlsHTTP are the cross-pod listener (ListenTLS, tls.go).
 	tlsListener net.Listener
 	tlsHTTP     *http.Server
+	stopping    atomic.Bool
 }
+
+// LameDuck is how long Shutdown keeps the listener open after it began, answering
+// /healthz with 503 and closing every connection after its response, so that clients
+// holding pooled connections learn of the stop from an answer, not from a closed
+// connection (APIs check Stopping to refuse new work meanwhile).
+const LameDuck = 500 * time.Millisecond
 
 // New makes a Server (not yet listening): it creates DataDir and the channel registry
 // (which records its boot id there).
@@ -80,13 +88,29 @@ func New(o Options) (*Server, error) {
 	s := &Server{opts: o, mux: http.NewServeMux(), channels: cm, registry: reg}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if s.Stopping() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("stopping\n"))
+			return
+		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	s.Handle(channels.PathPrefix, channels.Handler(cm))
-	s.http = newHTTPServer(s.mux, cmp.Or(o.BodyTimeout, DefaultBodyTimeout))
+	s.http = newHTTPServer(http.HandlerFunc(s.serve), cmp.Or(o.BodyTimeout, DefaultBodyTimeout))
 	return s, nil
 }
+
+// serve is the mux; once Shutdown began, every response closes its connection.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if s.Stopping() {
+		w.Header().Set("Connection", "close")
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Stopping is true once Shutdown began.
+func (s *Server) Stopping() bool { return s.stopping.Load() }
 
 // Handle mounts h under prefix (e.g. "/workflows/"; a trailing slash is added when
 // missing, and h sees the full path). It must be called before Serve/ListenAndServe.
@@ -98,7 +122,8 @@ func (s *Server) Handle(prefix string, h http.Handler) {
 }
 
 // OnShutdown registers f to run during Shutdown, after the channel registry has answered
-// its pending waits and before the HTTP server stops (e.g. to flush a store).
+// its pending waits and the HTTP server has finished its in-flight requests (e.g. to
+// close a store those requests use).
 func (s *Server) OnShutdown(f func(context.Context) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -157,17 +182,23 @@ func (s *Server) Serve() error {
 }
 
 // Shutdown stops gracefully: the channel registry answers pending waits with
-// REGISTRY_RESTARTED, the OnShutdown hooks run, then the HTTP server drains until ctx ends.
+// REGISTRY_RESTARTED, Stopping turns true for LameDuck (less when ctx ends sooner), the
+// HTTP server stops accepting and finishes in-flight requests until ctx ends, then the
+// OnShutdown hooks run.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.channels.Close()
+	s.stopping.Store(true)
+	select {
+	case <-time.After(LameDuck):
+	case <-ctx.Done():
+	}
+	errs := []error{s.http.Shutdown(ctx)}
 	s.mu.Lock()
 	closers := append([]func(context.Context) error(nil), s.closers...)
 	s.mu.Unlock()
-	var errs []error
 	for _, f := range closers {
 		errs = append(errs, f(ctx))
 	}
-	errs = append(errs, s.http.Shutdown(ctx))
 	return errors.Join(errs...)
 }
 

@@ -35,7 +35,8 @@ func donsLabels(d *fleetv1alpha1.DurableObjectNamespace) map[string]string {
 // DurableObjectNamespace d whose class lives in Worker w, from the shard pods' rendered
 // config (render.Render with Input.Host = d.Name). The pod template is the Worker
 // pod's (same containers, security context, probes, scheduling fields) with the shard
-// additions: ShardArgs, POD_NAME, the gateway port and the PVC. Pure: no API calls.
+// additions: ShardArgs, POD_NAME, the gateway port, the PVC and a preStop hook that
+// drains the gateway (render.GatewayDrainPath). Pure: no API calls.
 func BuildDONSChildren(d *fleetv1alpha1.DurableObjectNamespace, w *fleetv1alpha1.Worker, out *render.Output, inputsHash string, opts Options) ShardSet {
 	cm, sts, svc := buildShardSet(w, out, inputsHash, opts, shardSetParams{
 		name: render.ShardSetName(d.Name), namespace: d.Namespace,
@@ -49,6 +50,11 @@ func BuildDONSChildren(d *fleetv1alpha1.DurableObjectNamespace, w *fleetv1alpha1
 		workerdPorts:  []corev1.ContainerPort{{Name: podcontract.GatewaySocket, ContainerPort: podcontract.GatewayPort, Protocol: corev1.ProtocolTCP}},
 		workerdMounts: []corev1.VolumeMount{{Name: shardDataVolume, MountPath: render.DOStorageDir, SubPath: shardDOSubPath}},
 		sidecarArgs:   channelLimitArgs(d.Spec.Channels),
+		// The gateway stops opening sessions and answers once no call is in flight
+		// (shim gateway.js); callers wait for the successor meanwhile.
+		preStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: render.GatewayDrainPath, Port: intstr.FromString(podcontract.GatewaySocket), Scheme: corev1.URISchemeHTTP,
+		}},
 	})
 	return ShardSet{ConfigMap: cm, StatefulSet: sts, Service: svc}
 }

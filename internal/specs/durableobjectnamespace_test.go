@@ -4,9 +4,15 @@ import (
 	"reflect"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
 // spec.channels.max* become the shard sidecar's --channel-max-* flags (docs/channels.md
@@ -30,5 +36,54 @@ func TestChannelLimitArgs(t *testing.T) {
 				t.Fatalf("channelLimitArgs = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// Shard pods drain their gateway before they stop and have the short shard grace
+// period; Worker pods keep the preStop sleep and the Worker's drain.
+func TestShardPodsDrainBeforeStopping(t *testing.T) {
+	w := fixtureWorker()
+	d := &fleetv1alpha1.DurableObjectNamespace{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rooms", UID: "uid-2"},
+		Spec:       fleetv1alpha1.DurableObjectNamespaceSpec{WorkerRef: fleetv1alpha1.LocalObjectReference{Name: "w"}, ClassName: "Room"},
+	}
+	opts := DefaultOptions()
+	set := BuildDONSChildren(d, w, &render.Output{Version: "v"}, "inputs", opts)
+	pod := set.StatefulSet.Spec.Template.Spec
+	if g := *pod.TerminationGracePeriodSeconds; g != opts.PreStopSeconds+opts.ShardDrainSeconds {
+		t.Errorf("shard grace %d, want %d", g, opts.PreStopSeconds+opts.ShardDrainSeconds)
+	}
+	hook := pod.Containers[0].Lifecycle.PreStop
+	if hook.HTTPGet == nil || hook.HTTPGet.Path != render.GatewayDrainPath || hook.HTTPGet.Port.StrVal != podcontract.GatewaySocket {
+		t.Errorf("shard preStop %+v, want GET %s on port %s", hook, render.GatewayDrainPath, podcontract.GatewaySocket)
+	}
+	wp := build(t, w).Deployment.Spec.Template.Spec
+	if g := *wp.TerminationGracePeriodSeconds; g != opts.PreStopSeconds+opts.DrainSeconds || wp.Containers[0].Lifecycle.PreStop.Sleep == nil {
+		t.Errorf("worker grace %d preStop %+v", g, wp.Containers[0].Lifecycle.PreStop)
+	}
+}
+
+// Claim names derive from the object's name only: an object re-created under its name
+// (new uid) gets the claims data-<set>-<i> of the one before (Retain keeps them).
+func TestClaimNamesStableAcrossRecreation(t *testing.T) {
+	w := fixtureWorker()
+	out := &render.Output{Version: "v"}
+	var sets []string
+	for _, uid := range []string{"uid-a", "uid-b"} {
+		d := &fleetv1alpha1.DurableObjectNamespace{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rooms", UID: types.UID(uid)},
+			Spec: fleetv1alpha1.DurableObjectNamespaceSpec{WorkerRef: fleetv1alpha1.LocalObjectReference{Name: "w"}, ClassName: "Room"}}
+		wf := &fleetv1alpha1.Workflow{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orders", UID: types.UID(uid)},
+			Spec: fleetv1alpha1.WorkflowSpec{WorkerRef: fleetv1alpha1.LocalObjectReference{Name: "w"}, ClassName: "Orders"}}
+		ds := BuildDONSChildren(d, w, out, "inputs", DefaultOptions()).StatefulSet
+		ws, err := BuildWorkflowChildren(wf, w, out, api.FileConfig{}, "inputs", DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []*appsv1.StatefulSet{ds, ws.StatefulSet} {
+			sets = append(sets, s.Spec.VolumeClaimTemplates[0].Name+"-"+s.Name+"-0")
+		}
+	}
+	if want := []string{"data-rooms-do-0", "data-orders-wf-0"}; !reflect.DeepEqual(sets[:2], want) || !reflect.DeepEqual(sets[2:], want) {
+		t.Fatalf("claims %v, want %v for both uids", sets, want)
 	}
 }

@@ -31,6 +31,12 @@ type Options struct {
 	// manager's clients of the pods (docs/security-internal-plane.md). The manager
 	// always sets it; the builders do not use it.
 	Issuer *internalca.Issuer
+	// ShardDrainSeconds is how long a Durable Object shard or Workflow engine pod may
+	// finish in-flight calls once it is deleted; its grace period is PreStopSeconds +
+	// ShardDrainSeconds. It is short because the pod is the only owner of its objects:
+	// its successor starts only after it is gone, and callers wait for that (at most
+	// 60 s, docs/durable-objects.md "Rollouts"). Default 10.
+	ShardDrainSeconds int64
 }
 
 // DefaultOptions are the defaults of the manager's flags.
@@ -42,6 +48,7 @@ func DefaultOptions() Options {
 		ClusterDomain:          render.DefaultClusterDomain,
 		PreStopSeconds:         5,
 		DrainSeconds:           30,
+		ShardDrainSeconds:      10,
 	}
 }
 

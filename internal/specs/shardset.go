@@ -36,6 +36,8 @@ type shardSetParams struct {
 	workerdArgs   []string
 	workerdPorts  []corev1.ContainerPort
 	workerdMounts []corev1.VolumeMount
+	// preStop replaces the workerd container's preStop hook when set.
+	preStop *corev1.LifecycleHandler
 	// sidecarArgs are added to the sidecar's args; sidecarConfig mounts the rendered
 	// ConfigMap into the sidecar too (read-only, at podcontract.ConfigDir).
 	sidecarArgs   []string
@@ -123,6 +125,9 @@ func shardPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash st
 		vols = append(vols, v)
 	}
 	pod.Volumes = vols
+	// One owner per object: the successor starts once this pod is gone, so it does not
+	// wait out the Worker's drain (ShardDrainSeconds).
+	pod.TerminationGracePeriodSeconds = ptr.To(opts.PreStopSeconds + opts.ShardDrainSeconds)
 	for i := range pod.InitContainers {
 		if c := &pod.InitContainers[i]; c.Name == podcontract.SidecarContainer {
 			shardSidecar(c, p)
@@ -138,6 +143,9 @@ func shardPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash st
 		}
 		c.Ports = append(c.Ports, p.workerdPorts...)
 		c.VolumeMounts = append(c.VolumeMounts, p.workerdMounts...)
+		if p.preStop != nil {
+			c.Lifecycle = &corev1.Lifecycle{PreStop: p.preStop}
+		}
 	}
 	return tmpl
 }

@@ -33,6 +33,7 @@ type Engine struct {
 	wfs          map[string]*wfState
 	timers       map[string]*time.Timer
 	attemptStart map[string]int64
+	infraReruns  map[string]int            // attempt key -> re-runs after infrastructure failures
 	pending      map[string]api.StepConfig // new step.do calls not committed yet
 	pendingCount map[string]int            // per instance
 	closed       bool
@@ -93,7 +94,7 @@ func New(o Options) (*Engine, error) {
 		client:       &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}},
 		wfs:          map[string]*wfState{},
 		timers:       map[string]*time.Timer{},
-		attemptStart: map[string]int64{},
+		attemptStart: map[string]int64{}, infraReruns: map[string]int{},
 		pending:      map[string]api.StepConfig{},
 		pendingCount: map[string]int{},
 		settled:      make(chan struct{}),

@@ -453,6 +453,10 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 	start, inflight := e.attemptStart[ak]
 	others := e.attemptsInFlight(r.Workflow, r.ID, ak)
 	stopping := e.stopping
+	if e.infraRerun(r, ak) {
+		e.mu.Unlock()
+		return abortAnswer, nil
+	}
 	e.mu.Unlock()
 	var ans *StepAnswer
 	var after []afterCommit
@@ -531,7 +535,7 @@ func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 		c.start = now
 	}
 	ak := attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt)
-	c.then(func() { delete(e.attemptStart, ak) })
+	c.then(func() { delete(e.attemptStart, ak); delete(e.infraReruns, ak) })
 	a := api.Attempt{N: r.Attempt, Start: c.start, End: now}
 	errInfo, nonRetryable := r.Error, false
 	if r.OK {

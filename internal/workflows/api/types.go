@@ -12,6 +12,11 @@ import (
 // PathPrefix is where the engine's API is mounted on the sidecar.
 const PathPrefix = "/workflows/"
 
+// NotProcessedHeader marks an answer (503, code "engine.stopping") to a request the
+// engine refused without acting on it, because its sidecar is stopping: a client may
+// send it again, to the engine's successor.
+const NotProcessedHeader = "X-Workerd-Operator-Not-Processed"
+
 // Instance statuses, as Cloudflare's InstanceStatus.
 const (
 	StatusQueued          = "queued"

@@ -103,6 +103,18 @@ export class Sleepy extends WorkflowEntrypoint {
   }
 }
 
+// A step whose first two runs fail as a call does while the pod behind it is replaced
+// ("Network connection lost."); with no retries left it still completes.
+export class Infra extends WorkflowEntrypoint {
+  async run(event, step) {
+    return await step.do("through a rollout", { retries: { limit: 0, delay: 0 } }, async (ctx) => {
+      const n = await bump(this.env, event.instanceId + ":runs");
+      if (n <= 2) throw new Error("Network connection lost.");
+      return { runs: n, attempt: ctx.attempt };
+    });
+  }
+}
+
 // Benchmark: M steps, each returning the time it ran.
 export class Bench extends WorkflowEntrypoint {
   async run(event, step) {
