@@ -94,11 +94,11 @@ func TestWorkflowEngine(t *testing.T) {
 	if wd == nil || sc == nil {
 		t.Fatalf("containers %+v / %+v", pod.Containers, pod.InitContainers)
 	}
-	if args := strings.Join(wd.Args, " "); !strings.Contains(args, "--socket-addr=workflows=$(POD_IP):9094") {
-		t.Errorf("workerd args %q lack the workflows socket", args)
+	if args := strings.Join(wd.Args, " "); !strings.Contains(args, "--socket-addr=workflows=127.0.0.1:9094") {
+		t.Errorf("workerd args %q lack the workflows socket on the loopback", args)
 	}
 	args := strings.Join(sc.Args, " ")
-	for _, want := range []string{"--workflows-config=/etc/workerd/workflows.json", "--workflows-runner-url=http://$(POD_IP):9094"} {
+	for _, want := range []string{"--workflows-config=/etc/workerd/workflows.json", "--workflows-runner-url=http://127.0.0.1:9094"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("sidecar args %q lack %q", args, want)
 		}
