@@ -139,6 +139,7 @@ func newManagerCommand() *cobra.Command {
 	fl.StringVar(&f.opts.OperatorImage, "operator-image", envOr("OPERATOR_IMAGE", f.opts.OperatorImage), "image of this operator, run as the pods' sidecar")
 	fl.StringVar(&f.opts.ClusterDomain, "cluster-domain", f.opts.ClusterDomain, "cluster DNS domain of in-cluster addresses")
 	fl.Int64Var(&f.opts.PreStopSeconds, "prestop-seconds", f.opts.PreStopSeconds, "preStop sleep of workerd containers, in seconds")
+	fl.BoolVar(&f.opts.NetworkPolicies, "network-policies", f.opts.NetworkPolicies, "give the pods of every Worker, DurableObjectNamespace and Workflow a NetworkPolicy admitting only their callers (docs/security-internal-plane.md); false deletes the ones the operator made")
 	fl.Int64Var(&f.opts.DrainSeconds, "drain-seconds", f.opts.DrainSeconds, "time workerd may drain in-flight requests after SIGTERM, in seconds")
 	f.policy.register(fl)
 	fl.Int64Var(&f.opts.ShardDrainSeconds, "shard-drain-seconds", f.opts.ShardDrainSeconds, "time a Durable Object shard or Workflow engine pod may finish in-flight calls once deleted (its successor starts after it is gone), in seconds")
@@ -193,6 +194,7 @@ func runManager(f *managerFlags) error {
 	if f.opts.Issuer, err = internalIssuer(mgr); err != nil {
 		return err
 	}
+	f.opts.ManagerNamespace = os.Getenv("POD_NAMESPACE")
 	if err := controller.SetupAll(mgr, f.opts, cronschedule.DispatcherOptions{
 		DispatchRecord: cronRecord(f.leaderElectNS, setupLog),
 		ClaimAhead:     f.cronClaimAhead,

@@ -29,6 +29,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/chart"
 	"github.com/workerd-operator/workerd-operator/internal/installer"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -159,7 +160,7 @@ var optionSets = []struct {
 				}
 			}
 			wantArgs(t, objs, "--leader-elect", "--webhook-cert-secret=$(WEBHOOK_CERT_SECRET)",
-				"--workerd-image="+installer.DefaultWorkerdImage, "--default-limit-profile=paid")
+				"--workerd-image="+installer.DefaultWorkerdImage, "--default-limit-profile=paid", "--network-policies=true")
 			for _, k := range []string{"ServiceMonitor", "PodDisruptionBudget", "NetworkPolicy", "Certificate", "Issuer", "ConfigMap"} {
 				if n := len(kinds(objs, k)); n != 0 {
 					t.Errorf("%d %s rendered by default, want none", n, k)
@@ -281,11 +282,11 @@ var optionSets = []struct {
 	{
 		name: "NetworkPolicies",
 		values: `networkPolicy:
-  enabled: true
-  apiServerCIDRs: [172.18.0.2/32, 10.0.0.0/24]
-  metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]
-  workerNamespaces: [apps]
-  workerHTTPPorts: [8080, 8081]`,
+  workerd: false
+  manager:
+    enabled: true
+    apiServerCIDRs: [172.18.0.2/32, 10.0.0.0/24]
+    metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]`,
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			mgr := mustFind(t, objs, "NetworkPolicy", release+"-manager")
 			in := nested(t, mgr, "spec", "ingress").([]any)
@@ -299,33 +300,12 @@ var optionSets = []struct {
 			if got := fmt.Sprint(wh["ports"]); !strings.Contains(got, "port:9443") {
 				t.Errorf("webhook rule ports %v", got)
 			}
-			w := mustFind(t, objs, "NetworkPolicy", release+"-workers")
-			if w.GetNamespace() != "apps" {
-				t.Errorf("worker policy in %q", w.GetNamespace())
+			// The workerd pods' policies are the manager's (internal/specs), one per
+			// Worker, DurableObjectNamespace and Workflow; the chart only switches them.
+			if n := len(kinds(objs, "NetworkPolicy")); n != 1 {
+				t.Errorf("%d NetworkPolicies rendered, want the manager's only", n)
 			}
-			rules := fmt.Sprint(nested(t, w, "spec", "ingress"))
-			for _, want := range []string{"port:8080", "port:8081", "port:9093", "port:9095", "port:9091", "port:9092"} {
-				if !strings.Contains(rules, want) {
-					t.Errorf("worker policy lacks %s: %s", want, rules)
-				}
-			}
-			if strings.Contains(rules, "port:9090") {
-				t.Errorf("worker policy opens the health socket 9090: %s", rules)
-			}
-			// Each internal port is opened by one rule only, to the right peers: the
-			// gateway and rpc sockets to workerd pods, trigger and sidecar to the manager.
-			peers := map[string]string{"9093": "managed-by:workerd-operator", "9095": "managed-by:workerd-operator",
-				"9091": "app.kubernetes.io/name:workerd-operator", "9092": "app.kubernetes.io/name:workerd-operator"}
-			for _, r := range nested(t, w, "spec", "ingress").([]any) {
-				rule := r.(map[string]any)
-				from := fmt.Sprint(rule["from"])
-				for _, p := range rule["ports"].([]any) {
-					port := fmt.Sprint(p.(map[string]any)["port"])
-					if want, internal := peers[port]; internal && (rule["from"] == nil || !strings.Contains(from, want)) {
-						t.Errorf("port %s is opened to %s, want only peers matching %s", port, from, want)
-					}
-				}
-			}
+			wantArgs(t, objs, "--network-policies=false")
 		},
 	},
 	{
@@ -590,7 +570,7 @@ func TestTemplateFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ values, want string }{
-		{`networkPolicy: {enabled: true}`, "networkPolicy.apiServerCIDRs: at least one CIDR is required"},
+		{`networkPolicy: {manager: {enabled: true}}`, "networkPolicy.manager.apiServerCIDRs: at least one CIDR is required"},
 		{`{replicaCount: 2, leaderElection: {enabled: false}}`, "replicaCount > 1 needs leaderElection.enabled"},
 		{`serviceAccount: {create: false}`, "serviceAccount.name is required"},
 	} {
@@ -817,6 +797,35 @@ func TestNoLookupNoHooks(t *testing.T) {
 		for _, banned := range []string{"lookup", "helm.sh/hook"} {
 			if bytes.Contains(f.Data, []byte(banned)) {
 				t.Errorf("%s uses %q", f.Name, banned)
+			}
+		}
+	}
+}
+
+// TestManagerPodLabels: the manager pods of the chart and of config/manager (the install
+// bundle) carry podcontract.ManagerPodLabels, by which the workerd pods'
+// NetworkPolicies admit the manager to the trigger and sidecar ports.
+func TestManagerPodLabels(t *testing.T) {
+	d := mustFind(t, render(t, nil), "Deployment", release+"-controller-manager")
+	fromChart := nested(t, d, "spec", "template", "metadata", "labels").(map[string]any)
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "config", "manager", "manager.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromConfig map[string]any
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if u.GetKind() == "Deployment" {
+			fromConfig = nested(t, u, "spec", "template", "metadata", "labels").(map[string]any)
+		}
+	}
+	for where, got := range map[string]map[string]any{"chart": fromChart, "config/manager": fromConfig} {
+		for k, v := range podcontract.ManagerPodLabels() {
+			if got[k] != v {
+				t.Errorf("%s: manager pod label %s=%v, want %s", where, k, got[k], v)
 			}
 		}
 	}

@@ -95,7 +95,7 @@ func TestWorkflowEngine(t *testing.T) {
 		t.Fatalf("containers %+v / %+v", pod.Containers, pod.InitContainers)
 	}
 	if args := strings.Join(wd.Args, " "); !strings.Contains(args, "--socket-addr=workflows=127.0.0.1:9094") {
-		t.Errorf("workerd args %q lack the workflows socket", args)
+		t.Errorf("workerd args %q lack the workflows socket on the loopback", args)
 	}
 	args := strings.Join(sc.Args, " ")
 	for _, want := range []string{"--workflows-config=/etc/workerd/workflows.json", "--workflows-runner-url=http://127.0.0.1:9094"} {

@@ -151,6 +151,23 @@ const (
 	FieldOwner = "workerd-operator"
 )
 
+// The manager's pods carry LabelName: ManagerAppName and LabelAppComponent:
+// ManagerComponent (config/manager and the chart; a Deployment's selector cannot
+// change). The workerd pods' NetworkPolicies admit the manager by these labels and by
+// LabelNamespaceName of its namespace.
+const (
+	LabelAppComponent = "app.kubernetes.io/component"
+	ManagerAppName    = "workerd-operator"
+	ManagerComponent  = "manager"
+	// LabelNamespaceName is the label the API server sets on every Namespace: its name.
+	LabelNamespaceName = "kubernetes.io/metadata.name"
+)
+
+// ManagerPodLabels are the labels every manager pod carries.
+func ManagerPodLabels() map[string]string {
+	return map[string]string{LabelName: ManagerAppName, LabelAppComponent: ManagerComponent}
+}
+
 // The internal plane (docs/security-internal-plane.md). Paths that stay inside a pod
 // (workerd ↔ its sidecar, the sidecar → the runner) listen on LoopbackHost; cross-pod
 // sockets (rpc, gateway, trigger, the sidecar's engine API) are mutual TLS with

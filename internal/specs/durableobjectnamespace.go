@@ -31,14 +31,14 @@ func donsLabels(d *fleetv1alpha1.DurableObjectNamespace) map[string]string {
 	return commonLabels(podcontract.ComponentDOShard, podcontract.LabelDONS, d.Name)
 }
 
-// BuildDONSChildren builds the ConfigMap, StatefulSet and headless Service of a
+// BuildDONSChildren builds the ConfigMap, StatefulSet, headless Service and NetworkPolicy of a
 // DurableObjectNamespace d whose class lives in Worker w, from the shard pods' rendered
 // config (render.Render with Input.Host = d.Name). The pod template is the Worker
 // pod's (same containers, security context, probes, scheduling fields) with the shard
 // additions: ShardArgs, POD_NAME, the gateway port, the PVC and a preStop hook that
 // drains the gateway (render.GatewayDrainPath). Pure: no API calls.
 func BuildDONSChildren(d *fleetv1alpha1.DurableObjectNamespace, w *fleetv1alpha1.Worker, out *render.Output, inputsHash string, opts Options) ShardSet {
-	cm, sts, svc := buildShardSet(w, out, inputsHash, opts, shardSetParams{
+	return buildShardSet(w, out, inputsHash, opts, shardSetParams{
 		name: render.ShardSetName(d.Name), namespace: d.Namespace,
 		labels: donsLabels(d), selector: DONSSelector(d), owner: donsOwnerRef(d),
 		replicas: render.Shards(d), storage: d.Spec.Storage,
@@ -56,7 +56,6 @@ func BuildDONSChildren(d *fleetv1alpha1.DurableObjectNamespace, w *fleetv1alpha1
 			Path: render.GatewayDrainPath, Port: intstr.FromString(podcontract.GatewaySocket), Scheme: corev1.URISchemeHTTP,
 		}},
 	})
-	return ShardSet{ConfigMap: cm, StatefulSet: sts, Service: svc}
 }
 
 // channelLimitArgs are the sidecar flags lowering the channel limits of a shard

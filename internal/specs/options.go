@@ -27,6 +27,14 @@ type Options struct {
 	// (it waits without a timeout of its own). Default 30, the
 	// length of Cloudflare's waitUntil budget after a response.
 	DrainSeconds int64
+	// NetworkPolicies: the reconcilers apply the NetworkPolicy of every Worker,
+	// DurableObjectNamespace and Workflow (docs/security-internal-plane.md); off, they
+	// delete the ones they made. Default on.
+	NetworkPolicies bool
+	// ManagerNamespace is the manager's namespace: the NetworkPolicies admit the
+	// manager pods (podcontract.ManagerPodLabels) of this namespace to the trigger and
+	// sidecar ports. Empty: they admit no pod as the manager.
+	ManagerNamespace string
 	// Issuer keeps the namespaces' internal TLS Secrets the pods mount and makes the
 	// manager's clients of the pods (docs/security-internal-plane.md). The manager
 	// always sets it; the builders do not use it.
@@ -49,6 +57,7 @@ func DefaultOptions() Options {
 		PreStopSeconds:         5,
 		DrainSeconds:           30,
 		ShardDrainSeconds:      10,
+		NetworkPolicies:        true,
 	}
 }
 

@@ -3,6 +3,7 @@ package specs
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -13,11 +14,13 @@ import (
 )
 
 // ShardSet are the objects a DurableObjectNamespace or a Workflow owns: the pods'
-// rendered ConfigMap, a StatefulSet and its headless Service.
+// rendered ConfigMap, a StatefulSet, its headless Service and the pods' NetworkPolicy
+// (applied when Options.NetworkPolicies is on).
 type ShardSet struct {
-	ConfigMap   *corev1.ConfigMap
-	StatefulSet *appsv1.StatefulSet
-	Service     *corev1.Service
+	ConfigMap     *corev1.ConfigMap
+	StatefulSet   *appsv1.StatefulSet
+	Service       *corev1.Service
+	NetworkPolicy *networkingv1.NetworkPolicy
 }
 
 // shardSetParams describe a StatefulSet of stateful pods running a Worker's code:
@@ -47,11 +50,11 @@ type shardSetParams struct {
 	extraFiles []render.File
 }
 
-// buildShardSet builds the ConfigMap, StatefulSet and headless Service of p from the
+// buildShardSet builds the ConfigMap, StatefulSet, headless Service and NetworkPolicy of p from the
 // Worker pod template of w (same containers, security context, probes, scheduling
 // fields): the Worker labels become p's, the sidecar's store moves from an emptyDir to
 // the pod's PVC ("data", subPath "sidecar"), and p's additions are applied. Pure.
-func buildShardSet(w *fleetv1alpha1.Worker, out *render.Output, inputsHash string, opts Options, p shardSetParams) (*corev1.ConfigMap, *appsv1.StatefulSet, *corev1.Service) {
+func buildShardSet(w *fleetv1alpha1.Worker, out *render.Output, inputsHash string, opts Options, p shardSetParams) ShardSet {
 	own := []metav1.OwnerReference{p.owner}
 	if len(p.extraFiles) > 0 {
 		o := *out
@@ -98,7 +101,9 @@ func buildShardSet(w *fleetv1alpha1.Worker, out *render.Output, inputsHash strin
 			Ports:                    []corev1.ServicePort{p.port},
 		},
 	}
-	return cm, sts, svc
+	np := buildNetworkPolicy(metav1.ObjectMeta{Name: p.name, Namespace: p.namespace, Labels: p.labels, OwnerReferences: own},
+		p.selector, &sts.Spec.Template.Spec, opts)
+	return ShardSet{ConfigMap: cm, StatefulSet: sts, Service: svc, NetworkPolicy: np}
 }
 
 // shardPodTemplate is the Worker pod template of w with p's labels, the config volume

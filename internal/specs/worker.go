@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -25,6 +26,9 @@ type WorkerChildren struct {
 	// RPCService is "<name>-rpc": ClusterIP only, the rpc socket (podcontract.RPCPort)
 	// where other Workers' service bindings connect; never exposed like Service may be.
 	RPCService *corev1.Service
+	// NetworkPolicy admits callers to the Worker's pods (buildNetworkPolicy); the
+	// reconciler applies it when Options.NetworkPolicies is on.
+	NetworkPolicy *networkingv1.NetworkPolicy
 }
 
 // configMapName is content-addressed: a new version is a new ConfigMap, so pods of
@@ -46,14 +50,18 @@ func WorkerURL(w *fleetv1alpha1.Worker, clusterDomain string) string {
 }
 
 // BuildWorkerChildren builds the ConfigMap, Deployment and Service of a Worker from
-// its rendered config. inputsHash covers the referenced Secrets and ConfigMaps (so a
+// its rendered config, and the NetworkPolicy of its pods. inputsHash covers the referenced Secrets and ConfigMaps (so a
 // change of their data rolls the pods). Pure: no API calls.
 func BuildWorkerChildren(w *fleetv1alpha1.Worker, out *render.Output, inputsHash string, opts Options) WorkerChildren {
+	dep := buildWorkerDeployment(w, out, inputsHash, opts)
 	return WorkerChildren{
 		ConfigMap:  buildWorkerConfigMap(w, out),
-		Deployment: buildWorkerDeployment(w, out, inputsHash, opts),
+		Deployment: dep,
 		Service:    buildWorkerService(w),
 		RPCService: buildWorkerRPCService(w),
+		NetworkPolicy: buildNetworkPolicy(metav1.ObjectMeta{
+			Name: w.Name, Namespace: w.Namespace, Labels: workerLabels(w), OwnerReferences: []metav1.OwnerReference{ownerRef(w)},
+		}, WorkerSelector(w.Name), &dep.Spec.Template.Spec, opts),
 	}
 }
 

@@ -81,10 +81,10 @@ func EngineConfig(wf *fleetv1alpha1.Workflow) (api.FileConfig, error) {
 // BuildWorkflowChildren builds the engine of Workflow wf, whose class lives in Worker w:
 // a ConfigMap (the engine pods' rendered config, from render.Render with
 // Input.WorkflowHosts = [wf], plus EngineConfigFile), a one-pod StatefulSet with a PVC
-// holding the instance store (the sidecar's data dir) and a headless Service on the
-// sidecar port (the engine API of docs/workflows.md). The pod is the Worker pod with the
-// `workflows` socket (WorkflowEngineArgs) and the sidecar started with
-// --workflows-config. Pure: no API calls.
+// holding the instance store (the sidecar's data dir), a headless Service on the
+// sidecar port (the engine API of docs/workflows.md) and the pod's NetworkPolicy. The
+// pod is the Worker pod with the `workflows` socket (WorkflowEngineArgs) and the
+// sidecar started with --workflows-config. Pure: no API calls.
 func BuildWorkflowChildren(wf *fleetv1alpha1.Workflow, w *fleetv1alpha1.Worker, out *render.Output, engine api.FileConfig, inputsHash string, opts Options) (ShardSet, error) {
 	raw, err := json.MarshalIndent(engine, "", "  ")
 	if err != nil {
@@ -94,7 +94,7 @@ func BuildWorkflowChildren(wf *fleetv1alpha1.Workflow, w *fleetv1alpha1.Worker, 
 	if e := wf.Spec.Engine; e != nil {
 		storage = e.Storage
 	}
-	cm, sts, svc := buildShardSet(w, out, inputsHash, opts, shardSetParams{
+	return buildShardSet(w, out, inputsHash, opts, shardSetParams{
 		name: render.EngineSetName(wf.Name), namespace: wf.Namespace,
 		labels: workflowLabels(wf), selector: WorkflowSelector(wf.Name), owner: workflowOwnerRef(wf),
 		replicas: 1, storage: storage,
@@ -109,6 +109,5 @@ func BuildWorkflowChildren(wf *fleetv1alpha1.Workflow, w *fleetv1alpha1.Worker, 
 		},
 		sidecarConfig: true,
 		extraFiles:    []render.File{{Key: EngineConfigFile, Path: EngineConfigFile, Data: append(raw, '\n')}},
-	})
-	return ShardSet{ConfigMap: cm, StatefulSet: sts, Service: svc}, nil
+	}), nil
 }

@@ -16,7 +16,7 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
-{{/* The manager pods' selector: the same as dist/install.yaml (a Deployment's selector is immutable). */}}
+{{/* The manager pods' selector: the same as dist/install.yaml (a Deployment's selector is immutable) and podcontract.ManagerPodLabels, by which the workerd pods' NetworkPolicies admit the manager. */}}
 {{- define "workerd-operator.selectorLabels" -}}
 app.kubernetes.io/name: workerd-operator
 app.kubernetes.io/component: manager

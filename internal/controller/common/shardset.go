@@ -12,17 +12,21 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/specs"
 )
 
-// ApplyShardSet applies the ConfigMap, Service and StatefulSet of owner (a
+// ApplyShardSet applies the NetworkPolicy (SyncNetworkPolicy: deleted when
+// networkPolicies is off), ConfigMap, Service and StatefulSet of owner (a
 // DurableObjectNamespace or a Workflow), records an Applied event when the pods'
 // version changes, deletes owner's ConfigMaps of older versions (those matching
 // selector) and returns the live StatefulSet.
-func ApplyShardSet(ctx context.Context, c client.Client, ev Events, owner client.Object, selector map[string]string, set specs.ShardSet) (*appsv1.StatefulSet, error) {
+func ApplyShardSet(ctx context.Context, c client.Client, ev Events, owner client.Object, selector map[string]string, set specs.ShardSet, networkPolicies bool) (*appsv1.StatefulSet, error) {
 	key := client.ObjectKeyFromObject(set.StatefulSet)
 	sts := &appsv1.StatefulSet{}
 	if err := c.Get(ctx, key, sts); client.IgnoreNotFound(err) != nil {
 		return nil, err
 	}
 	before := sts.Spec.Template.Annotations[podcontract.AnnotationVersion]
+	if err := SyncNetworkPolicy(ctx, c, owner, set.NetworkPolicy, networkPolicies); err != nil {
+		return nil, err
+	}
 	if err := ApplyAll(ctx, c, set.ConfigMap, set.Service, set.StatefulSet); err != nil {
 		return nil, err
 	}

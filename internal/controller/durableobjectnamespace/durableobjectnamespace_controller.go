@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -73,7 +74,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, d *fleetv1alpha1.Dur
 		return nil, err
 	}
 	set := specs.BuildDONSChildren(d, w, out, inputsHash, r.Options)
-	return common.ApplyShardSet(ctx, r.Client, r.Events, d, specs.DONSSelector(d), set)
+	return common.ApplyShardSet(ctx, r.Client, r.Events, d, specs.DONSSelector(d), set, r.Options.NetworkPolicies)
 }
 
 // computeStatus is the one place the status is computed: uniqueKey (fixed once
@@ -122,6 +123,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&fleetv1alpha1.DurableObjectNamespace{}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(common.PodOwner(podcontract.LabelDONS, podcontract.ComponentDOShard)))
 	return common.WatchWorkerReaders[fleetv1alpha1.DurableObjectNamespaceList](b, r.Client).

@@ -1,5 +1,5 @@
 // Package worker reconciles a Worker into a ConfigMap of its rendered config, a
-// Deployment and two Services (http, rpc).
+// Deployment, two Services (http, rpc) and its pods' NetworkPolicy.
 package worker
 
 import (
@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -38,6 +39,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile fetches the Worker, renders it with everything it references, applies the
@@ -63,8 +65,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.backoff.Result(ctx, req.NamespacedName, err)
 }
 
-// reconcileChildren renders the Worker and applies its ConfigMap, Deployment and
-// Services. It returns the live Deployment and the rendered version.
+// reconcileChildren renders the Worker and applies its NetworkPolicy (or deletes it
+// when Options.NetworkPolicies is off), ConfigMap, Deployment and Services. It returns the live Deployment and the rendered version.
 func (r *Reconciler) reconcileChildren(ctx context.Context, w *fleetv1alpha1.Worker) (*appsv1.Deployment, string, error) {
 	out, inputsHash, err := common.RenderWorker(ctx, r.Client, r.Options, w, nil, nil)
 	if err != nil {
@@ -76,6 +78,9 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, w *fleetv1alpha1.Wor
 		return nil, out.Version, err
 	}
 	before := dep.Spec.Template.Annotations[podcontract.AnnotationVersion]
+	if err := common.SyncNetworkPolicy(ctx, r.Client, w, children.NetworkPolicy, r.Options.NetworkPolicies); err != nil {
+		return nil, out.Version, err
+	}
 	if err := common.ApplyAll(ctx, r.Client, children.ConfigMap, children.Service, children.RPCService, children.Deployment); err != nil {
 		return nil, out.Version, err
 	}
@@ -130,6 +135,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&fleetv1alpha1.Worker{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesMetadata(secretMeta, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerSecrets))).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerConfigMap))).

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -87,7 +88,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, wf *fleetv1alpha1.Wo
 	if err != nil {
 		return nil, err
 	}
-	return common.ApplyShardSet(ctx, r.Client, r.Events, wf, specs.WorkflowSelector(wf.Name), set)
+	return common.ApplyShardSet(ctx, r.Client, r.Events, wf, specs.WorkflowSelector(wf.Name), set, r.Options.NetworkPolicies)
 }
 
 // build checks the engine spec, reads the Worker and everything it references, and
@@ -202,6 +203,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&fleetv1alpha1.Workflow{}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(common.PodOwner(podcontract.LabelWorkflow, podcontract.ComponentWorkflowEngine)))
 	return common.WatchWorkerReaders[fleetv1alpha1.WorkflowList](b, r.Client).

@@ -1,0 +1,102 @@
+package specs
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+)
+
+// Who a port of a workerd pod admits (docs/security-internal-plane.md "NetworkPolicies").
+type portPeers int
+
+const (
+	// peersAnyone: the http port (clients) and health (kubelet probes).
+	peersAnyone portPeers = iota
+	// peersNamespace: the operator's workerd pods of the pod's own namespace.
+	peersNamespace
+	// peersManager: the manager pods.
+	peersManager
+	// peersNamespaceAndManager: both.
+	peersNamespaceAndManager
+)
+
+// portPeersByName says who each named container port of a workerd pod admits. A port
+// missing here gets no rule, so it admits nobody (TestNetworkPolicyCoversEveryPort).
+var portPeersByName = map[string]portPeers{
+	podcontract.HTTPPortName:    peersAnyone,
+	podcontract.HealthPortName:  peersAnyone,
+	podcontract.RPCPortName:     peersNamespace,
+	podcontract.GatewayPortName: peersNamespace,
+	podcontract.TriggerPortName: peersManager,
+	// Workers and shards create Workflow instances on the engine's sidecar; the manager
+	// reads instance counts and starts cron targets there.
+	podcontract.SidecarPortName: peersNamespaceAndManager,
+}
+
+// WorkerdPodLabels are the labels every workerd pod the operator runs carries.
+func WorkerdPodLabels() map[string]string {
+	return map[string]string{podcontract.LabelName: podcontract.AppName, podcontract.LabelManagedBy: podcontract.ManagedBy}
+}
+
+// buildNetworkPolicy is the ingress policy of the pods selected by selector, whose spec
+// is pod: each container port admits the peers portPeersByName names. The http port is
+// named (it follows spec.service.port, and pods of an older ReplicaSet may still listen
+// on the previous one); the pod contract's fixed ports are numbers. Egress is not
+// restricted.
+func buildNetworkPolicy(meta metav1.ObjectMeta, selector map[string]string, pod *corev1.PodSpec, opts Options) *networkingv1.NetworkPolicy {
+	ports := map[portPeers][]networkingv1.NetworkPolicyPort{}
+	for _, c := range append(append([]corev1.Container(nil), pod.InitContainers...), pod.Containers...) {
+		for _, p := range c.Ports {
+			peers, ok := portPeersByName[p.Name]
+			if !ok {
+				continue
+			}
+			port := intstr.FromInt32(p.ContainerPort)
+			if p.Name == podcontract.HTTPPortName {
+				port = intstr.FromString(p.Name)
+			}
+			ports[peers] = append(ports[peers], networkingv1.NetworkPolicyPort{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port})
+		}
+	}
+	namespace := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: WorkerdPodLabels()}}
+	var rules []networkingv1.NetworkPolicyIngressRule
+	add := func(from []networkingv1.NetworkPolicyPeer, ps ...[]networkingv1.NetworkPolicyPort) {
+		var all []networkingv1.NetworkPolicyPort
+		for _, p := range ps {
+			all = append(all, p...)
+		}
+		if len(all) > 0 {
+			rules = append(rules, networkingv1.NetworkPolicyIngressRule{From: from, Ports: all})
+		}
+	}
+	add(nil, ports[peersAnyone])
+	add([]networkingv1.NetworkPolicyPeer{namespace}, ports[peersNamespace], ports[peersNamespaceAndManager])
+	if m := managerPeer(opts); m != nil {
+		add([]networkingv1.NetworkPolicyPeer{*m}, ports[peersManager], ports[peersNamespaceAndManager])
+	}
+	return &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: meta,
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: selector},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress:     rules,
+		},
+	}
+}
+
+// managerPeer selects the manager pods in the manager's namespace; nil when the
+// namespace is unknown (then no pod is admitted as the manager).
+func managerPeer(opts Options) *networkingv1.NetworkPolicyPeer {
+	if opts.ManagerNamespace == "" {
+		return nil
+	}
+	return &networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{podcontract.LabelNamespaceName: opts.ManagerNamespace}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: podcontract.ManagerPodLabels()},
+	}
+}

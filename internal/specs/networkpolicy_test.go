@@ -1,0 +1,173 @@
+package specs
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
+)
+
+const (
+	npNamespace      = "ns" // fixtureWorker's
+	npOtherNamespace = "other"
+	npManagerNS      = "workerd-operator-system"
+	npHTTPPort       = 8081
+)
+
+// fleetPolicies builds a Worker (http port npHTTPPort), a DurableObjectNamespace and a
+// Workflow of it in namespace ns, and returns their NetworkPolicies and their pods.
+func fleetPolicies(t *testing.T, ns string, opts Options) ([]networkingv1.NetworkPolicy, map[string]testenv.PolicyPod) {
+	t.Helper()
+	w := fixtureWorker(func(w *fleetv1alpha1.Worker) {
+		w.Namespace = ns
+		w.Spec.Service = &fleetv1alpha1.WorkerServiceSpec{Port: ptr.To[int32](npHTTPPort)}
+	})
+	out, err := render.Render(render.Input{Worker: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := BuildWorkerChildren(w, out, "inputs", opts)
+	d := &fleetv1alpha1.DurableObjectNamespace{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rooms", UID: "uid-2"},
+		Spec: fleetv1alpha1.DurableObjectNamespaceSpec{WorkerRef: fleetv1alpha1.LocalObjectReference{Name: w.Name}}}
+	ds := BuildDONSChildren(d, w, out, "inputs", opts)
+	wf := &fleetv1alpha1.Workflow{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders", UID: "uid-3"},
+		Spec: fleetv1alpha1.WorkflowSpec{WorkerRef: fleetv1alpha1.LocalObjectReference{Name: w.Name}}}
+	es, err := BuildWorkflowChildren(wf, w, out, api.FileConfig{}, "inputs", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := func(tmpl corev1.PodTemplateSpec, ip string) testenv.PolicyPod {
+		return testenv.PolicyPod{Namespace: ns, Labels: tmpl.Labels, IP: ip, Spec: &tmpl.Spec}
+	}
+	return []networkingv1.NetworkPolicy{*wc.NetworkPolicy, *ds.NetworkPolicy, *es.NetworkPolicy}, map[string]testenv.PolicyPod{
+		"worker": pod(wc.Deployment.Spec.Template, "10.0.0.1"),
+		"shard":  pod(ds.StatefulSet.Spec.Template, "10.0.0.2"),
+		"engine": pod(es.StatefulSet.Spec.Template, "10.0.0.3"),
+	}
+}
+
+func managerOptions() Options {
+	opts := DefaultOptions()
+	opts.ManagerNamespace = npManagerNS
+	return opts
+}
+
+// TestNetworkPolicyAdmitsWorkflowCreate: with the policies the operator builds, a
+// Worker pod's and a shard pod's env.WF.create() reach the engine's sidecar (9092),
+// and a workerd pod of another namespace does not.
+func TestNetworkPolicyAdmitsWorkflowCreate(t *testing.T) {
+	policies, pods := fleetPolicies(t, npNamespace, managerOptions())
+	_, others := fleetPolicies(t, npOtherNamespace, managerOptions())
+	np := testenv.NetworkPolicies{Policies: policies}
+	for _, c := range []struct {
+		caller string
+		from   testenv.PolicyPod
+		want   bool
+	}{
+		{"a Worker pod", pods["worker"], true},
+		{"a shard pod", pods["shard"], true},
+		{"a Worker pod of another namespace", others["worker"], false},
+	} {
+		got, err := np.Allowed(c.from, pods["engine"], podcontract.SidecarPort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("%s → engine :%d allowed %v, want %v", c.caller, podcontract.SidecarPort, got, c.want)
+		}
+	}
+}
+
+// TestNetworkPolicyMatrix: every port of a Worker pod, a shard pod and an engine pod,
+// from every kind of caller. http and health admit anyone; rpc and gateway the workerd
+// pods of the namespace; trigger the manager; the sidecar both; nothing else is open.
+func TestNetworkPolicyMatrix(t *testing.T) {
+	policies, pods := fleetPolicies(t, npNamespace, managerOptions())
+	_, others := fleetPolicies(t, npOtherNamespace, managerOptions())
+	callers := map[string]testenv.PolicyPod{
+		"worker": pods["worker"], "shard": pods["shard"], "engine": pods["engine"],
+		"other-ns worker":          others["worker"],
+		"manager":                  {Namespace: npManagerNS, Labels: podcontract.ManagerPodLabels(), IP: "10.0.9.1"},
+		"manager labels elsewhere": {Namespace: npOtherNamespace, Labels: podcontract.ManagerPodLabels(), IP: "10.0.9.2"},
+		"plain pod, same ns":       {Namespace: npNamespace, Labels: map[string]string{"app": "curl"}, IP: "10.0.9.3"},
+	}
+	inNS := map[string]bool{"worker": true, "shard": true, "engine": true}
+	want := func(caller, target string, port int32) bool {
+		switch port {
+		case npHTTPPort, podcontract.HealthPort:
+			return true
+		case podcontract.RPCPort:
+			return inNS[caller]
+		case podcontract.GatewayPort:
+			return inNS[caller] && target == "shard"
+		case podcontract.TriggerPort:
+			return caller == "manager"
+		case podcontract.SidecarPort:
+			return inNS[caller] || caller == "manager"
+		}
+		return false
+	}
+	np := testenv.NetworkPolicies{Policies: policies}
+	for _, target := range []string{"worker", "shard", "engine"} {
+		for caller, from := range callers {
+			for _, port := range []int32{npHTTPPort, podcontract.DefaultHTTPPort, podcontract.HealthPort, podcontract.TriggerPort,
+				podcontract.SidecarPort, podcontract.GatewayPort, podcontract.RunnerPort, podcontract.RPCPort} {
+				got, err := np.Allowed(from, pods[target], port)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want(caller, target, port) {
+					t.Errorf("%s → %s :%d allowed %v, want %v", caller, target, port, got, !got)
+				}
+			}
+		}
+	}
+}
+
+// TestNetworkPolicyWithoutManagerNamespace: with no manager namespace, no pod is
+// admitted as the manager; the rest is unchanged.
+func TestNetworkPolicyWithoutManagerNamespace(t *testing.T) {
+	policies, pods := fleetPolicies(t, npNamespace, DefaultOptions())
+	np := testenv.NetworkPolicies{Policies: policies}
+	mgr := testenv.PolicyPod{Namespace: npManagerNS, Labels: podcontract.ManagerPodLabels()}
+	for _, c := range []struct {
+		from testenv.PolicyPod
+		port int32
+		want bool
+	}{
+		{mgr, podcontract.TriggerPort, false},
+		{mgr, podcontract.SidecarPort, false},
+		{pods["worker"], podcontract.SidecarPort, true},
+	} {
+		if got, err := np.Allowed(c.from, pods["engine"], c.port); err != nil || got != c.want {
+			t.Errorf("%s → engine :%d allowed %v (%v), want %v", c.from.Namespace, c.port, got, err, c.want)
+		}
+	}
+}
+
+// TestNetworkPolicyCoversEveryPort: every container port of the pods says who it
+// admits (portPeersByName), so a port added to the pod contract is not silently closed.
+func TestNetworkPolicyCoversEveryPort(t *testing.T) {
+	_, pods := fleetPolicies(t, npNamespace, managerOptions())
+	for name, p := range pods {
+		for _, c := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+			for _, cp := range c.Ports {
+				if _, ok := portPeersByName[cp.Name]; !ok {
+					t.Errorf("%s pod: container %s port %s (%d) is not in portPeersByName", name, c.Name, cp.Name, cp.ContainerPort)
+				}
+			}
+		}
+		if got := fmt.Sprint(p.Labels[podcontract.LabelManagedBy]); got != podcontract.ManagedBy {
+			t.Errorf("%s pod labels %v lack %s", name, p.Labels, podcontract.LabelManagedBy)
+		}
+	}
+}
