@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
 // TestChatEventsThroughChannel: listeners on the chat sample's /events stream (server-sent
@@ -237,15 +239,27 @@ func TestCronStartsWorkflow(t *testing.T) {
 	if !strings.Contains(fired.Message, id) {
 		t.Errorf("history message %q does not name instance %s", fired.Message, id)
 	}
-	// Read the instance from the engine API on the engine pod (loopback pod IP).
+	// Read the instance from the engine API on the engine pod's cross-pod listener, with
+	// the namespace's client certificate as a Worker of the namespace would.
 	pod := &corev1.Pod{}
 	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: sampleNS, Name: "orders-wf-0"}, pod); err != nil {
 		t.Fatal(err)
 	}
-	body, err := get(fmt.Sprintf("http://%s:9092/workflows/orders/instances/%s", pod.Status.PodIP, id))
+	cert := secretCert(t, sampleNS, podcontract.InternalTLSSecret)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		InsecureSkipVerify: true, //nolint:gosec // the test reads its own pod; only the caller is checked
+		Certificates:       []tls.Certificate{*cert},
+	}}}
+	resp, err := hc.Get(fmt.Sprintf("https://%s:9092/workflows/orders/instances/%s", pod.Status.PodIP, id))
 	if err != nil {
 		t.Fatal(err)
 	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("engine: %s %q %v", resp.Status, raw, err)
+	}
+	body := string(raw)
 	var in struct {
 		Params      struct{ Items []string } `json:"params"`
 		Schedule    string                   `json:"schedule"`
