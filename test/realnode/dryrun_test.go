@@ -53,7 +53,9 @@ func TestRenderedPodTemplatesPassRestricted(t *testing.T) {
 	if _, err := cluster.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cluster.client.CoreV1().Namespaces().Delete(context.Background(), dryRunNS, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cluster.client.CoreV1().Namespaces().Delete(context.Background(), dryRunNS, metav1.DeleteOptions{})
+	})
 	pods := operatorPodTemplates(t)
 	kinds := map[string]int{}
 	for _, p := range pods {
