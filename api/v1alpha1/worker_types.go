@@ -175,9 +175,13 @@ type ModuleTypeOverride struct {
 	Type ModuleType `json:"type"`
 }
 
-// ImageSource takes modules from an OCI image: every file under path is a module
-// (types by extension as for configMap), mounted as an image volume where the cluster
-// supports them, else copied by an init container.
+// ImageSource takes the Worker's code from an OCI image: one file, main, under path,
+// loaded as a single ES module (the rendered config embeds only main; other files of the
+// image are not modules). Bundle the Worker and everything it imports into one ES module
+// first, e.g. `esbuild src/index.ts --bundle --format=esm --outfile=bundle/index.js` or
+// `wrangler deploy --dry-run --outdir bundle`. The image is mounted read-only as an
+// image volume (the pod's volumes[].image, with path as its subPath), so the cluster must
+// support image volumes (the ImageVolume feature).
 type ImageSource struct {
 	// image reference, e.g. "registry.example.com/team/worker:1.2.3".
 	// +kubebuilder:validation:MinLength=1
@@ -185,13 +189,14 @@ type ImageSource struct {
 	// +required
 	Image string `json:"image"`
 
-	// path of the bundle directory inside the image. Default "/".
+	// path of the directory inside the image that holds main. Default "/".
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^/`
 	// +optional
 	Path string `json:"path,omitempty"`
 
-	// main is the entry module's file name, relative to path.
+	// main is the bundle's file name, relative to path: a single ES module holding the
+	// whole Worker.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +required

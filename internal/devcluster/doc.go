@@ -25,6 +25,11 @@
 // image reference (prefix, `*` suffix wildcard) to a local binary. A pod whose image has no
 // mapping fails with reason ErrImageNeverPull and a message naming the image and the file.
 //
+// An image volume (`volumes[].image`, the modules of a Worker with `source.image`) is a
+// directory: the mapping's `volumes` entries map an image reference to a directory, or to
+// an OCI image layout (tar or directory) unpacked once into <cache>/image-volumes; mounts
+// of it (with their subPath) are rewritten like every other volume.
+//
 // # Addresses and names
 //
 // Every pod gets its own address in 127.1.0.0/16 (PodIP). A second cluster running on

@@ -297,8 +297,11 @@ func (r *podRun) containerMounts(cr *ctrRun) []pathMap {
 		}
 		if m.SubPath != "" {
 			host = filepath.Join(host, m.SubPath)
-			// As the kubelet does, a subPath that does not exist yet is created.
-			_ = os.MkdirAll(host, 0o755)
+			// As the kubelet does, a subPath that does not exist yet is created (not in
+			// an image volume, which is read-only).
+			if !r.imageVolume(m.Name) {
+				_ = os.MkdirAll(host, 0o755)
+			}
 		}
 		out = append(out, pathMap{from: filepath.Clean(m.MountPath), to: host})
 	}
@@ -310,6 +313,16 @@ func (r *podRun) containerMounts(cr *ctrRun) []pathMap {
 	out = append(out, pathMap{from: tm, to: filepath.Join(r.dir, "logs", cr.spec.Name, "termination-log")})
 	sort.Slice(out, func(i, j int) bool { return len(out[i].from) > len(out[j].from) })
 	return out
+}
+
+// imageVolume reports whether the pod's volume name is an image volume.
+func (r *podRun) imageVolume(name string) bool {
+	for _, v := range r.pod.Spec.Volumes {
+		if v.Name == name {
+			return v.Image != nil
+		}
+	}
+	return false
 }
 
 // nestMounts makes a mount nested in another mount of the same container (the modules
@@ -414,8 +427,16 @@ func (r *podRun) prepareVolumes(ctx context.Context) error {
 			}
 		case v.HostPath != nil:
 			dir = v.HostPath.Path
+		case v.Image != nil:
+			// The image's filesystem, from the image mapping's volumes (unpacked once
+			// into the cache); shared by every pod using the image, never written here.
+			d, err := r.p.c.cfg.Images.Directory(v.Image.Reference)
+			if err != nil {
+				return fmt.Errorf("volume %q: %w", v.Name, err)
+			}
+			dir = d
 		default:
-			return fmt.Errorf("volume %q: type not supported by the local cluster (supported: emptyDir, configMap, secret, downwardAPI, projected, persistentVolumeClaim, hostPath)", v.Name)
+			return fmt.Errorf("volume %q: type not supported by the local cluster (supported: emptyDir, configMap, secret, downwardAPI, projected, persistentVolumeClaim, hostPath, image)", v.Name)
 		}
 		vols[v.Name] = dir
 	}

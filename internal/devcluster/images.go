@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,9 +18,12 @@ type ImageMapping struct {
 	// Source is the file the mapping was read from (for error messages).
 	Source string        `json:"-"`
 	Images []ImageBinary `json:"images"`
+	// Volumes stand for the images pods mount as image volumes (see ImageDirectory).
+	Volumes []ImageDirectory `json:"volumes,omitempty"`
 
 	mu       sync.Mutex
 	resolved map[string]string
+	dirs     map[string]string
 }
 
 // ImageBinary is one entry: Image is a reference without tag/digest (exact match) or a
@@ -48,6 +50,11 @@ func LoadImageMapping(file string) (*ImageMapping, error) {
 			return nil, fmt.Errorf("devcluster: image mapping %s: images[%d] needs both image and binary", file, i)
 		}
 	}
+	for i, e := range m.Volumes {
+		if e.Image == "" || (e.Directory == "") == (e.Archive == "") {
+			return nil, fmt.Errorf("devcluster: image mapping %s: volumes[%d] needs image and exactly one of directory and archive", file, i)
+		}
+	}
 	return m, nil
 }
 
@@ -71,13 +78,7 @@ func (m *ImageMapping) Binary(image string) (string, error) {
 		return p, nil
 	}
 	for _, e := range m.Images {
-		match := false
-		if strings.Contains(e.Image, "*") {
-			match, _ = path.Match(e.Image, image)
-		} else {
-			match = stripTag(image) == e.Image
-		}
-		if !match {
+		if !matchImage(e.Image, image) {
 			continue
 		}
 		p, err := resolveBinary(e.Binary)

@@ -56,7 +56,14 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 
-	cluster, err = devcluster.Start(ctx, devcluster.Config{Dir: dir, Log: os.Stderr})
+	// Beside the run directory, which the cluster empties at start.
+	defer os.RemoveAll(dir + "-images")
+	images, err := suiteImages(dir + "-images")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: images:", err)
+		return 1
+	}
+	cluster, err = devcluster.Start(ctx, devcluster.Config{Dir: dir, Images: images, Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: local cluster:", err)
 		return 1
