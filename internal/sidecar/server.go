@@ -122,7 +122,7 @@ func (s *Server) Handle(prefix string, h http.Handler) {
 }
 
 // OnShutdown registers f to run during Shutdown, after the channel registry has answered
-// its pending waits and the HTTP server has finished its in-flight requests (e.g. to
+// its pending waits and both HTTP servers have finished their in-flight requests (e.g. to
 // close a store those requests use).
 func (s *Server) OnShutdown(f func(context.Context) error) {
 	s.mu.Lock()
@@ -182,9 +182,9 @@ func (s *Server) Serve() error {
 }
 
 // Shutdown stops gracefully: the channel registry answers pending waits with
-// REGISTRY_RESTARTED, Stopping turns true for LameDuck (less when ctx ends sooner), the
-// HTTP server stops accepting and finishes in-flight requests until ctx ends, then the
-// OnShutdown hooks run.
+// REGISTRY_RESTARTED, Stopping turns true for LameDuck (less when ctx ends sooner), both
+// HTTP servers (pod-internal and cross-pod) stop accepting and finish their in-flight
+// requests until ctx ends, then the OnShutdown hooks run.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.channels.Close()
 	s.stopping.Store(true)
@@ -192,7 +192,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-time.After(LameDuck):
 	case <-ctx.Done():
 	}
-	errs := []error{s.http.Shutdown(ctx)}
+	// Both listeners finish their requests in flight before any hook runs: a hook
+	// closes what those requests use (the Workflows engine's store).
+	tlsErr := make(chan error, 1)
+	go func() { tlsErr <- s.shutdownTLS(ctx) }()
+	errs := []error{s.http.Shutdown(ctx), <-tlsErr}
 	s.mu.Lock()
 	closers := append([]func(context.Context) error(nil), s.closers...)
 	s.mu.Unlock()

@@ -1,12 +1,15 @@
 package sidecar_test
 
 import (
+	"context"
 	"crypto/tls"
 	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
@@ -142,5 +145,62 @@ func TestCrossPodEventNeedsNamespaceCertificate(t *testing.T) {
 	}
 	if code, err := do(client(t, plane, nil, nil), "GET", "https://"+srv.TLSAddr()+"/healthz", ""); err != nil || code != 200 {
 		t.Errorf("GET /healthz without a certificate: %d %v", code, err)
+	}
+}
+
+// A request in flight on the cross-pod listener when Shutdown begins finishes before
+// the OnShutdown hooks run (they close what requests use: the Workflows engine's store),
+// whatever the order of OnShutdown and ListenTLS.
+func TestShutdownFinishesCrossPodRequestsBeforeHooks(t *testing.T) {
+	plane, err := internalca.NewPlane("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "tls")
+	if err := internalca.WriteFiles(dir, plane.Namespaces["orders"]); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sidecar.New(sidecar.Options{Addr: testenv.FreeLoopbackAddr(t), DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handlerDone, doneAtHook atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	srv.Handle("/workflows", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		handlerDone.Store(true)
+		_, _ = io.WriteString(w, "created")
+	}))
+	srv.OnShutdown(func(context.Context) error { doneAtHook.Store(handlerDone.Load()); return nil })
+	cfg, err := internalca.ServerConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.ListenTLS(testenv.FreeLoopbackAddr(t), cfg); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve() }()
+	go func() { _ = srv.ServeTLS() }()
+	t.Cleanup(func() { _ = srv.Close() })
+	ns := plane.Namespaces["orders"]
+	hc := client(t, plane, ns[podcontract.InternalTLSCert], ns[podcontract.InternalTLSKey])
+	got := make(chan int, 1)
+	go func() {
+		code, _ := do(hc, "POST", "https://"+srv.TLSAddr()+"/workflows/orders/instances", "{}")
+		got <- code
+	}()
+	<-entered
+	go func() { time.Sleep(sidecar.LameDuck + 300*time.Millisecond); close(release) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !doneAtHook.Load() {
+		t.Errorf("an OnShutdown hook ran while a cross-pod request was still in flight")
+	}
+	if code := <-got; code != http.StatusOK {
+		t.Errorf("the request in flight got %d, want 200", code)
 	}
 }
