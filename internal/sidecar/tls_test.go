@@ -21,19 +21,32 @@ import (
 // listener; the /workflows/ handler records the paths that reach it.
 func tlsSidecar(t *testing.T, plane *internalca.Plane) (srv *sidecar.Server, reached *[]string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "tls")
-	if err := internalca.WriteFiles(dir, plane.Namespaces["orders"]); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := sidecar.New(sidecar.Options{Addr: testenv.FreeLoopbackAddr(t), DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv = newSidecar(t)
 	reached = &[]string{}
 	srv.Handle("/workflows", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		*reached = append(*reached, r.URL.Path)
 		_, _ = io.WriteString(w, "cached")
 	}))
+	serveBoth(t, plane, srv)
+	return srv, reached
+}
+
+func newSidecar(t *testing.T) *sidecar.Server {
+	t.Helper()
+	srv, err := sidecar.New(sidecar.Options{Addr: testenv.FreeLoopbackAddr(t), DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// serveBoth serves srv on a loopback and a cross-pod listener of namespace "orders".
+func serveBoth(t *testing.T, plane *internalca.Plane, srv *sidecar.Server) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tls")
+	if err := internalca.WriteFiles(dir, plane.Namespaces["orders"]); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := internalca.ServerConfig(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +60,6 @@ func tlsSidecar(t *testing.T, plane *internalca.Plane) (srv *sidecar.Server, rea
 	go func() { _ = srv.Serve() }()
 	go func() { _ = srv.ServeTLS() }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return srv, reached
 }
 
 // client is an HTTPS client presenting cert/key (none when nil) and trusting the
@@ -156,14 +168,7 @@ func TestShutdownFinishesCrossPodRequestsBeforeHooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "tls")
-	if err := internalca.WriteFiles(dir, plane.Namespaces["orders"]); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := sidecar.New(sidecar.Options{Addr: testenv.FreeLoopbackAddr(t), DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := newSidecar(t)
 	var handlerDone, doneAtHook atomic.Bool
 	entered, release := make(chan struct{}), make(chan struct{})
 	srv.Handle("/workflows", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -173,16 +178,7 @@ func TestShutdownFinishesCrossPodRequestsBeforeHooks(t *testing.T) {
 		_, _ = io.WriteString(w, "created")
 	}))
 	srv.OnShutdown(func(context.Context) error { doneAtHook.Store(handlerDone.Load()); return nil })
-	cfg, err := internalca.ServerConfig(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.ListenTLS(testenv.FreeLoopbackAddr(t), cfg); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve() }()
-	go func() { _ = srv.ServeTLS() }()
-	t.Cleanup(func() { _ = srv.Close() })
+	serveBoth(t, plane, srv)
 	ns := plane.Namespaces["orders"]
 	hc := client(t, plane, ns[podcontract.InternalTLSCert], ns[podcontract.InternalTLSKey])
 	got := make(chan int, 1)
