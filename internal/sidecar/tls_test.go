@@ -3,6 +3,7 @@ package sidecar_test
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -198,5 +199,28 @@ func TestShutdownFinishesCrossPodRequestsBeforeHooks(t *testing.T) {
 	}
 	if code := <-got; code != http.StatusOK {
 		t.Errorf("the request in flight got %d, want 200", code)
+	}
+}
+
+// OnDrain hooks run while the pod-internal listener still serves (the Workflows runner
+// reports its attempts in flight there), and before the OnShutdown hooks.
+func TestShutdownDrainHooksRunWhileServing(t *testing.T) {
+	plane, err := internalca.NewPlane("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, reached := tlsSidecar(t, plane)
+	var order []string
+	srv.OnShutdown(func(context.Context) error { order = append(order, "shutdown"); return nil })
+	srv.OnDrain(func(context.Context) error {
+		code, err := do(http.DefaultClient, "POST", "http://"+srv.Addr()+"/workflows/_run/attempt", "{}")
+		order = append(order, fmt.Sprintf("drain: %d %v", code, err))
+		return nil
+	})
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"drain: 200 <nil>", "shutdown"}; fmt.Sprint(order) != fmt.Sprint(want) || len(*reached) != 1 {
+		t.Errorf("hooks %q (handler reached %d times), want %q and the handler reached once", order, len(*reached), want)
 	}
 }
