@@ -62,6 +62,8 @@ type extras struct {
 	extensions []extension
 	// files are more rendered files (shims).
 	files []File
+	// healthBindings are more bindings of the health shim worker (a shard pod's GATEWAY).
+	healthBindings []string
 	// env is more env of the workerd container.
 	env []corev1.EnvVar
 	// opts are the rendering's Options.

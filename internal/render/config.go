@@ -20,7 +20,7 @@ func writeConfig(w *v1alpha1.Worker, modules []module, flags []string, x *extras
 	c.open("services = [")
 	writeUserWorker(c, w, modules, flags, x)
 	c.splice(&x.services)
-	writeShimServices(c, WorkerServiceName(w.Name))
+	writeShimServices(c, WorkerServiceName(w.Name), x.healthBindings)
 	c.close("],")
 	c.open("sockets = [")
 	writeSockets(c, WorkerServiceName(w.Name), x.opts)
@@ -63,13 +63,14 @@ func writeUserWorker(c *capnp, w *v1alpha1.Worker, modules []module, flags []str
 }
 
 // writeShimServices writes the sidecar's external service and the health and trigger
-// shim workers (internal/shim); the trigger shim calls the user's Worker svcName.
-func writeShimServices(c *capnp, svcName string) {
+// shim workers (internal/shim); the trigger shim calls the user's Worker svcName, the
+// health shim has healthBindings besides SIDECAR.
+func writeShimServices(c *capnp, svcName string, healthBindings []string) {
 	c.item(named(podcontract.SidecarService), "external = (http = ())")
 	c.openWorker(podcontract.HealthService)
 	c.field("modules", list(shimModule(shim.HealthModule)))
 	c.field("compatibilityDate", Quote(ShimCompatibilityDate))
-	c.field("bindings", list(tuple(named("SIDECAR"), kv("service", Quote(podcontract.SidecarService)))))
+	c.field("bindings", list(append([]string{tuple(named("SIDECAR"), kv("service", Quote(podcontract.SidecarService)))}, healthBindings...)...))
 	c.closeWorker()
 	c.openWorker(podcontract.TriggerService)
 	c.field("modules", list(shimModule(shim.TriggerModule)))

@@ -80,6 +80,9 @@ const channelsFile = "channels.js"
 
 // GatewayDrainPath is the gateway's drain endpoint, a shard pod's preStop hook: the
 // gateway refuses new sessions and answers once no call is in flight (shim gateway.js).
+// The hook calls it on the health socket, which forwards this path (and no other) to
+// the gateway worker (shim health.js): the gateway socket requires a client
+// certificate under internal TLS, which the kubelet does not present.
 const GatewayDrainPath = "/_workerd-operator/drain"
 
 // ShardSetName is the name of the StatefulSet and of the headless Service of a
@@ -331,6 +334,9 @@ func (d *doKind) writeHost(x *extras) {
 		tuple(named("POD_NAME"), kv("fromEnvironment", Quote(PodNameEnv)))))
 	c.closeWorker()
 	x.sockets.item(named(podcontract.GatewaySocket), serverSocket(d.in.Options, rpcOptions(), podcontract.InternalTLSCA), kv("service", Quote(GatewayService)))
+	// The preStop hook drains through the health socket (plain HTTP: the kubelet has no
+	// client certificate); health.js forwards GatewayDrainPath only.
+	x.healthBindings = append(x.healthBindings, tuple(named("GATEWAY"), kv("service", Quote(GatewayService))))
 	x.env = append(x.env, corev1.EnvVar{Name: PodNameEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
 }
 

@@ -89,7 +89,7 @@ func TestRenderDurableObjectConfig(t *testing.T) {
 			`(name = "workerd-operator:do-ids:counters", worker = (`,
 			`durableObjectNamespaces = [(className = "Counter", uniqueKey = "` + tg.UniqueKey + `")]`,
 			`(name = "workerd-operator:do-shard:counters:1", external = (address = "counters-do-1.counters-do.default.svc.cluster.local:9093", http = (capnpConnectHost = "capnp.workerd-operator.internal")))`,
-		}, notWant: []string{`localDisk`, `name = "gateway"`, `POD_NAME`},
+		}, notWant: []string{`localDisk`, `name = "gateway"`, `POD_NAME`, `(name = "GATEWAY"`},
 			files: []string{"shim/router.js", "shim/router-common.js", "shim/failure.js"}},
 		{name: "shard pod", host: d.Name, want: []string{
 			`durableObjectNamespaces = [(className = "Counter", uniqueKey = "` + tg.UniqueKey + `", enableSql = true, preventEviction = false)]`,
@@ -98,6 +98,8 @@ func TestRenderDurableObjectConfig(t *testing.T) {
 			`(name = "gateway", http = (capnpConnectHost = "capnp.workerd-operator.internal"), service = "workerd-operator:gateway")`,
 			`(name = "POD_NAME", fromEnvironment = "POD_NAME")`,
 			`(name = "NS", durableObjectNamespace = (className = "Counter", serviceName = "counter"))`,
+			// the health worker forwards the preStop drain to the gateway
+			`(name = "SIDECAR", service = "sidecar"), (name = "GATEWAY", service = "workerd-operator:gateway")`,
 		}, notWant: []string{`do-ids`},
 			files: []string{"shim/gateway.js", "shim/router.js"}},
 	}

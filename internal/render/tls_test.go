@@ -11,6 +11,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 )
 
 // httpsClient presents cert/key (none when nil) and trusts namespace "default"'s CA.
@@ -88,5 +89,30 @@ func TestInternalTLSSockets(t *testing.T) {
 	}
 	if code, err := status(httpsClient(t, ca, ns[podcontract.InternalTLSCert], ns[podcontract.InternalTLSKey]), "GET", "https://"+replica.addr(podcontract.RPCSocket)+"/value?name=tls", ""); err != nil || code != 200 {
 		t.Errorf("rpc with the namespace's certificate: %d %v", code, err)
+	}
+	checkHealthDrain(t, c)
+}
+
+// checkHealthDrain: a shard pod's preStop drain works over plain HTTP on the health
+// socket (forwarded to the gateway), a Worker pod's health socket has none. Call it
+// last: the drained shard refuses sessions for 60 s.
+func checkHealthDrain(t *testing.T, c *doCluster) {
+	t.Helper()
+	for _, tc := range []struct {
+		name, addr, want string
+		code             int
+	}{
+		{"Worker pod", c.replicas[0].addr(podcontract.HealthSocket), "not found", 404},
+		{"shard pod", c.shards[0].addr(podcontract.HealthSocket), "drained: 0 calls in flight", 200},
+	} {
+		res, err := http.Get("http://" + tc.addr + render.GatewayDrainPath)
+		if err != nil {
+			t.Fatalf("%s: drain on the health socket: %v", tc.name, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.code || !strings.Contains(string(b), tc.want) {
+			t.Errorf("%s: drain on the health socket: %d %q, want %d %q", tc.name, res.StatusCode, b, tc.code, tc.want)
+		}
 	}
 }

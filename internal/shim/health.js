@@ -2,7 +2,14 @@
 //   GET /healthz -> 200 "ok"     liveness: answered inside the workerd process
 //   GET /readyz  -> 200 "ready"  readiness: also asks the sidecar's GET /healthz;
 //                   503 "not ready: sidecar ..." when the sidecar is down or unhealthy
-// env.SIDECAR is the `external` service "sidecar" ($(POD_IP):9092 by flag).
+//   GET /_workerd-operator/drain -> on a Durable Object shard pod (env.GATEWAY bound), the
+//                   gateway worker's drain (gateway.js), the pod's preStop hook: the
+//                   kubelet cannot present the client certificate the gateway socket
+//                   requires under internal TLS. 404 on other pods.
+// env.SIDECAR is the `external` service "sidecar" ($(POD_IP):9092 by flag); env.GATEWAY
+// the gateway worker of a shard pod (in-process).
+const DRAIN_PATH = "/_workerd-operator/drain";
+
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);
@@ -25,8 +32,13 @@ export default {
         }
         return new Response("ready\n");
       }
+      case DRAIN_PATH:
+        if (request.method !== "GET" || url.search !== "" || !env.GATEWAY) break;
+        // A fresh request: nothing of the caller's (headers, body) reaches the gateway.
+        return env.GATEWAY.fetch("http://gateway" + DRAIN_PATH);
       default:
-        return new Response("not found\n", { status: 404 });
+        break;
     }
+    return new Response("not found\n", { status: 404 });
   },
 };

@@ -121,6 +121,7 @@ func TestHealthReadiness(t *testing.T) {
 		{"ready when sidecar healthy", http.StatusOK, "/readyz", 200, "ready\n"},
 		{"not ready when sidecar unhealthy", http.StatusServiceUnavailable, "/readyz", 503, "not ready: sidecar /healthz answered 503: store closed\n"},
 		{"liveness ignores sidecar", http.StatusServiceUnavailable, "/healthz", 200, "ok\n"},
+		{"no drain without a gateway", http.StatusOK, "/_workerd-operator/drain", 404, "not found\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -52,6 +52,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	listener net.Listener
+	drainers []func(context.Context) error
 	closers  []func(context.Context) error
 	// tlsListener and tlsHTTP are the cross-pod listener (ListenTLS, tls.go).
 	tlsListener net.Listener
@@ -59,7 +60,7 @@ type Server struct {
 	stopping    atomic.Bool
 }
 
-// LameDuck is how long Shutdown keeps the listener open after it began, answering
+// LameDuck is the least time Shutdown keeps the listeners open after it began, answering
 // /healthz with 503 and closing every connection after its response, so that clients
 // holding pooled connections learn of the stop from an answer, not from a closed
 // connection (APIs check Stopping to refuse new work meanwhile).
@@ -122,12 +123,22 @@ func (s *Server) Handle(prefix string, h http.Handler) {
 }
 
 // OnShutdown registers f to run during Shutdown, after the channel registry has answered
-// its pending waits and the HTTP server has finished its in-flight requests (e.g. to
+// its pending waits and both HTTP servers have finished their in-flight requests (e.g. to
 // close a store those requests use).
 func (s *Server) OnShutdown(f func(context.Context) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closers = append(s.closers, f)
+}
+
+// OnDrain registers f to run during Shutdown after the lame-duck period, while both
+// listeners still serve (Stopping is true, so APIs refuse new work) and before they stop
+// accepting: for work that needs the pod's own clients to reach the server until it is
+// done (the Workflows runner reporting the attempts in flight).
+func (s *Server) OnDrain(f func(context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drainers = append(s.drainers, f)
 }
 
 // Channels is the durable-channel registry.
@@ -183,8 +194,8 @@ func (s *Server) Serve() error {
 
 // Shutdown stops gracefully: the channel registry answers pending waits with
 // REGISTRY_RESTARTED, Stopping turns true for LameDuck (less when ctx ends sooner), the
-// HTTP server stops accepting and finishes in-flight requests until ctx ends, then the
-// OnShutdown hooks run.
+// OnDrain hooks run, both HTTP servers (pod-internal and cross-pod) stop accepting and
+// finish their in-flight requests until ctx ends, then the OnShutdown hooks run.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.channels.Close()
 	s.stopping.Store(true)
@@ -192,10 +203,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-time.After(LameDuck):
 	case <-ctx.Done():
 	}
-	errs := []error{s.http.Shutdown(ctx)}
 	s.mu.Lock()
+	drainers := append([]func(context.Context) error(nil), s.drainers...)
 	closers := append([]func(context.Context) error(nil), s.closers...)
 	s.mu.Unlock()
+	var errs []error
+	for _, f := range drainers {
+		errs = append(errs, f(ctx))
+	}
+	// Both listeners finish their requests in flight before any OnShutdown hook runs:
+	// a hook closes what those requests use (the Workflows engine's store).
+	tlsErr := make(chan error, 1)
+	go func() { tlsErr <- s.shutdownTLS(ctx) }()
+	errs = append(errs, s.http.Shutdown(ctx), <-tlsErr)
 	for _, f := range closers {
 		errs = append(errs, f(ctx))
 	}

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -42,7 +43,6 @@ func (s *Server) ListenTLS(addr string, cfg *tls.Config) error {
 	}
 	s.mu.Lock()
 	s.tlsListener, s.tlsHTTP = tls.NewListener(l, cfg), srv
-	s.closers = append(s.closers, srv.Shutdown)
 	s.mu.Unlock()
 	return nil
 }
@@ -69,6 +69,17 @@ func (s *Server) ServeTLS() error {
 		return err
 	}
 	return nil
+}
+
+// shutdownTLS stops the cross-pod listener gracefully (nil without ListenTLS).
+func (s *Server) shutdownTLS(ctx context.Context) error {
+	s.mu.Lock()
+	srv := s.tlsHTTP
+	s.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	return srv.Shutdown(ctx)
 }
 
 // closeTLS stops the cross-pod listener at once (Close).

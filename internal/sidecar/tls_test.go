@@ -1,12 +1,16 @@
 package sidecar_test
 
 import (
+	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
@@ -18,19 +22,32 @@ import (
 // listener; the /workflows/ handler records the paths that reach it.
 func tlsSidecar(t *testing.T, plane *internalca.Plane) (srv *sidecar.Server, reached *[]string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "tls")
-	if err := internalca.WriteFiles(dir, plane.Namespaces["orders"]); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := sidecar.New(sidecar.Options{Addr: testenv.FreeLoopbackAddr(t), DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv = newSidecar(t)
 	reached = &[]string{}
 	srv.Handle("/workflows", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		*reached = append(*reached, r.URL.Path)
 		_, _ = io.WriteString(w, "cached")
 	}))
+	serveBoth(t, plane, srv)
+	return srv, reached
+}
+
+func newSidecar(t *testing.T) *sidecar.Server {
+	t.Helper()
+	srv, err := sidecar.New(sidecar.Options{Addr: testenv.FreeLoopbackAddr(t), DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// serveBoth serves srv on a loopback and a cross-pod listener of namespace "orders".
+func serveBoth(t *testing.T, plane *internalca.Plane, srv *sidecar.Server) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tls")
+	if err := internalca.WriteFiles(dir, plane.Namespaces["orders"]); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := internalca.ServerConfig(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +61,6 @@ func tlsSidecar(t *testing.T, plane *internalca.Plane) (srv *sidecar.Server, rea
 	go func() { _ = srv.Serve() }()
 	go func() { _ = srv.ServeTLS() }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return srv, reached
 }
 
 // client is an HTTPS client presenting cert/key (none when nil) and trusting the
@@ -142,5 +158,69 @@ func TestCrossPodEventNeedsNamespaceCertificate(t *testing.T) {
 	}
 	if code, err := do(client(t, plane, nil, nil), "GET", "https://"+srv.TLSAddr()+"/healthz", ""); err != nil || code != 200 {
 		t.Errorf("GET /healthz without a certificate: %d %v", code, err)
+	}
+}
+
+// A request in flight on the cross-pod listener when Shutdown begins finishes before
+// the OnShutdown hooks run (they close what requests use: the Workflows engine's store),
+// whatever the order of OnShutdown and ListenTLS.
+func TestShutdownFinishesCrossPodRequestsBeforeHooks(t *testing.T) {
+	plane, err := internalca.NewPlane("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newSidecar(t)
+	var handlerDone, doneAtHook atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	srv.Handle("/workflows", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		handlerDone.Store(true)
+		_, _ = io.WriteString(w, "created")
+	}))
+	srv.OnShutdown(func(context.Context) error { doneAtHook.Store(handlerDone.Load()); return nil })
+	serveBoth(t, plane, srv)
+	ns := plane.Namespaces["orders"]
+	hc := client(t, plane, ns[podcontract.InternalTLSCert], ns[podcontract.InternalTLSKey])
+	got := make(chan int, 1)
+	go func() {
+		code, _ := do(hc, "POST", "https://"+srv.TLSAddr()+"/workflows/orders/instances", "{}")
+		got <- code
+	}()
+	<-entered
+	go func() { time.Sleep(sidecar.LameDuck + 300*time.Millisecond); close(release) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !doneAtHook.Load() {
+		t.Errorf("an OnShutdown hook ran while a cross-pod request was still in flight")
+	}
+	if code := <-got; code != http.StatusOK {
+		t.Errorf("the request in flight got %d, want 200", code)
+	}
+}
+
+// OnDrain hooks run while the pod-internal listener still serves (the Workflows runner
+// reports its attempts in flight there), and before the OnShutdown hooks.
+func TestShutdownDrainHooksRunWhileServing(t *testing.T) {
+	plane, err := internalca.NewPlane("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, reached := tlsSidecar(t, plane)
+	var order []string
+	srv.OnShutdown(func(context.Context) error { order = append(order, "shutdown"); return nil })
+	srv.OnDrain(func(context.Context) error {
+		code, err := do(http.DefaultClient, "POST", "http://"+srv.Addr()+"/workflows/_run/attempt", "{}")
+		order = append(order, fmt.Sprintf("drain: %d %v", code, err))
+		return nil
+	})
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"drain: 200 <nil>", "shutdown"}; fmt.Sprint(order) != fmt.Sprint(want) || len(*reached) != 1 {
+		t.Errorf("hooks %q (handler reached %d times), want %q and the handler reached once", order, len(*reached), want)
 	}
 }

@@ -36,7 +36,7 @@ func donsLabels(d *fleetv1alpha1.DurableObjectNamespace) map[string]string {
 // config (render.Render with Input.Host = d.Name). The pod template is the Worker
 // pod's (same containers, security context, probes, scheduling fields) with the shard
 // additions: ShardArgs, POD_NAME, the gateway port, the PVC and a preStop hook that
-// drains the gateway (render.GatewayDrainPath). Pure: no API calls.
+// drains the gateway (render.GatewayDrainPath on the health socket). Pure: no API calls.
 func BuildDONSChildren(d *fleetv1alpha1.DurableObjectNamespace, w *fleetv1alpha1.Worker, out *render.Output, inputsHash string, opts Options) ShardSet {
 	return buildShardSet(w, out, inputsHash, opts, shardSetParams{
 		name: render.ShardSetName(d.Name), namespace: d.Namespace,
@@ -51,9 +51,11 @@ func BuildDONSChildren(d *fleetv1alpha1.DurableObjectNamespace, w *fleetv1alpha1
 		workerdMounts: []corev1.VolumeMount{{Name: shardDataVolume, MountPath: render.DOStorageDir, SubPath: shardDOSubPath}},
 		sidecarArgs:   channelLimitArgs(d.Spec.Channels),
 		// The gateway stops opening sessions and answers once no call is in flight
-		// (shim gateway.js); callers wait for the successor meanwhile.
+		// (shim gateway.js); callers wait for the successor meanwhile. The hook goes
+		// through the health socket, which forwards the drain path to the gateway: the
+		// kubelet has no client certificate for the gateway socket.
 		preStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{
-			Path: render.GatewayDrainPath, Port: intstr.FromString(podcontract.GatewaySocket), Scheme: corev1.URISchemeHTTP,
+			Path: render.GatewayDrainPath, Port: intstr.FromString(podcontract.HealthPortName), Scheme: corev1.URISchemeHTTP,
 		}},
 	})
 }

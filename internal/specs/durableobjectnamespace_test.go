@@ -54,8 +54,8 @@ func TestShardPodsDrainBeforeStopping(t *testing.T) {
 		t.Errorf("shard grace %d, want %d", g, opts.PreStopSeconds+opts.ShardDrainSeconds)
 	}
 	hook := pod.Containers[0].Lifecycle.PreStop
-	if hook.HTTPGet == nil || hook.HTTPGet.Path != render.GatewayDrainPath || hook.HTTPGet.Port.StrVal != podcontract.GatewaySocket {
-		t.Errorf("shard preStop %+v, want GET %s on port %s", hook, render.GatewayDrainPath, podcontract.GatewaySocket)
+	if hook.HTTPGet == nil || hook.HTTPGet.Path != render.GatewayDrainPath || hook.HTTPGet.Port.StrVal != podcontract.HealthPortName {
+		t.Errorf("shard preStop %+v, want GET %s on port %s", hook, render.GatewayDrainPath, podcontract.HealthPortName)
 	}
 	wp := build(t, w).Deployment.Spec.Template.Spec
 	if g := *wp.TerminationGracePeriodSeconds; g != opts.PreStopSeconds+opts.DrainSeconds || wp.Containers[0].Lifecycle.PreStop.Sleep == nil {

@@ -9,8 +9,9 @@ import (
 )
 
 // Attach makes an Engine (DataDir defaults to the server's) and mounts its API at
-// PathPrefix on s; when s shuts down the engine waits for its attempts in flight (until
-// the shutdown's context ends) and closes. While s is stopping, requests that would
+// PathPrefix on s; when s shuts down the engine waits for its attempts in flight while
+// the listeners still serve the runner (s.OnDrain, until the shutdown's context ends),
+// then closes once they have finished their requests (s.OnShutdown). While s is stopping, requests that would
 // change state are refused with 503 "engine.stopping" and api.NotProcessedHeader (the
 // runner protocol under /workflows/_run/ and reads are still served). Call it before
 // s.Serve.
@@ -31,6 +32,7 @@ func Attach(s *sidecar.Server, o Options) (*Engine, error) {
 		}
 		h.ServeHTTP(w, r)
 	}))
+	s.OnDrain(e.Quiesce)
 	s.OnShutdown(e.Shutdown)
 	return e, nil
 }

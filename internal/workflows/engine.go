@@ -253,12 +253,19 @@ func (e *Engine) SweepRetention() (int, error) {
 	return n, err
 }
 
-// Shutdown stops the engine gracefully: no run is dispatched and no step or attempt
-// starts any more, the attempts in flight are waited for until ctx ends (each result is
-// committed as it settles), then the engine closes. Runs cut short replay when the
-// engine comes back; their committed steps are not run again.
+// Shutdown stops the engine gracefully: Quiesce, then Close. Runs cut short replay
+// when the engine comes back; their committed steps are not run again.
 func (e *Engine) Shutdown(ctx context.Context) error {
+	_ = e.Quiesce(ctx)
+	return e.Close()
+}
+
+// Quiesce stops dispatching runs and starting steps or attempts, then waits until no
+// attempt is in flight (each result is committed as it settles) or ctx ends (its error).
+// The runner must still reach the engine meanwhile: it reports attempts over the API.
+func (e *Engine) Quiesce(ctx context.Context) error {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.stopping = true
 	for len(e.attemptStart) > 0 {
 		ch := e.settled
@@ -266,13 +273,13 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			e.mu.Lock()
 			e.logf("workflows: shutdown: %d attempts still in flight: %v", len(e.attemptStart), ctx.Err())
-			return e.Close()
+			return ctx.Err()
 		}
 		e.mu.Lock()
 	}
-	e.mu.Unlock()
-	return e.Close()
+	return nil
 }
 
 // notifySettled wakes whoever waits for attempts in flight to settle. Called with mu held.

@@ -156,8 +156,11 @@ func dumpLogs(dir string) {
 var httpClient = &http.Client{Timeout: 5 * time.Second}
 
 // get returns the body of a GET, or an error for a transport failure or a non-200.
-func get(url string) (string, error) {
-	resp, err := httpClient.Get(url)
+func get(url string) (string, error) { return getWith(httpClient, url) }
+
+// getWith is get with client hc.
+func getWith(hc *http.Client, url string) (string, error) {
+	resp, err := hc.Get(url)
 	if err != nil {
 		return "", err
 	}

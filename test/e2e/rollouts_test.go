@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
@@ -348,10 +349,11 @@ func checkRenamedStep(t *testing.T, wf *fleetv1alpha1.Workflow) {
 	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: sampleNS, Name: render.EngineSetName(wf.Name) + "-0"}, pod); err != nil {
 		t.Fatal(err)
 	}
-	base := fmt.Sprintf("http://%s:%d/workflows/%s/instances/sleeper", pod.Status.PodIP, podcontract.SidecarPort, wf.Name)
+	base := fmt.Sprintf("https://%s:%d/workflows/%s/instances/sleeper", pod.Status.PodIP, podcontract.SidecarPort, wf.Name)
+	hc := namespaceClient(t, sampleNS)
 	var in api.Instance
 	eventually(t, 2*time.Minute, "sleeper complete", func() error {
-		body, err := get(base)
+		body, err := getWith(hc, base)
 		if err != nil {
 			return err
 		}
@@ -363,7 +365,7 @@ func checkRenamedStep(t *testing.T, wf *fleetv1alpha1.Workflow) {
 		}
 		return nil
 	})
-	body, err := get(base + "/steps")
+	body, err := getWith(hc, base+"/steps")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,4 +382,20 @@ func checkRenamedStep(t *testing.T, wf *fleetv1alpha1.Workflow) {
 	if !v1.Done || !v2.Done || len(v2.Attempts) != 1 || v2.Attempts[0].Error != nil || v2.Error != nil {
 		t.Errorf("steps %s: want v1 step and v2 step done, v2 step with one successful attempt", body)
 	}
+}
+
+// namespaceClient is an HTTPS client presenting namespace ns's own certificate (Secret
+// podcontract.InternalTLSSecret), as the namespace's pods do on the cross-pod ports.
+func namespaceClient(t *testing.T, ns string) *http.Client {
+	t.Helper()
+	sec := &corev1.Secret{}
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: podcontract.InternalTLSSecret}, sec); err != nil {
+		t.Fatal(err)
+	}
+	d := sec.Data
+	cfg, err := internalca.ClientConfig(d[podcontract.InternalTLSCert], d[podcontract.InternalTLSKey], d[podcontract.InternalTLSCA], ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 }
