@@ -12,6 +12,8 @@
 # requires k8s.io/kubernetes and replaces every staging module with its published
 # v0.x tag. etcd's server module likewise has no main package of its own.
 set -euo pipefail
+# shellcheck source=hack/lib/k8s-wrapper.sh
+source "$(dirname "$0")/lib/k8s-wrapper.sh"
 
 K8S_VERSION="${K8S_VERSION:-1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
@@ -37,45 +39,7 @@ export CGO_ENABLED=0
 ldflags="-s -w"
 
 build_k8s() {
-  local work="$CACHE/build/k8s-$K8S_VERSION"
-  mkdir -p "$work"
-  if [ ! -f "$work/go.sum" ]; then
-    local modfile
-    modfile="$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-    {
-      echo "module workerd-operator.io/k8s-binaries"
-      echo
-      echo "go 1.26"
-      echo
-      echo "require k8s.io/kubernetes v$K8S_VERSION"
-      echo
-      echo "replace ("
-      sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\t\1 => \1 '"$STAGING_VERSION"'#p' "$modfile"
-      echo ")"
-    } >"$work/go.mod"
-    cat >"$work/tools.go" <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
-    (cd "$work" && go mod tidy -e >/dev/null 2>&1 || true; cd "$work" && go mod download)
-  fi
-  local minor="${K8S_VERSION#1.}"; minor="${minor%%.*}"
-  local v="k8s.io/component-base/version"
-  local kl="$ldflags -X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
-  kl="$kl -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-  for b in "$@"; do
-    echo "control plane: building $b v$K8S_VERSION (first time only; kube-apiserver takes ~8 min on 2 cores)" >&2
-    (cd "$work" && go build -tags tools -trimpath -ldflags "$kl" -o "$OUT/$b.tmp" "k8s.io/kubernetes/cmd/$b")
-    mv "$OUT/$b.tmp" "$OUT/$b"
-  done
+  build_k8s_wrapped "$CACHE/build/k8s-$K8S_VERSION" workerd-operator.io/k8s-binaries "$OUT" "control plane" "kube-apiserver kube-controller-manager kube-scheduler kubectl" "$@"
 }
 
 build_etcd() {

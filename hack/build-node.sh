@@ -15,6 +15,8 @@
 # replaced by their published tags. containerd has a Go module of its own with main
 # packages and no replace directives, so a plain wrapper that requires it is enough.
 set -euo pipefail
+# shellcheck source=hack/lib/k8s-wrapper.sh
+source "$(dirname "$0")/lib/k8s-wrapper.sh"
 
 K8S_VERSION="${K8S_VERSION:-1.37.2}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-2.4.2}"
@@ -79,43 +81,7 @@ export CGO_ENABLED=0
 ldflags="-s -w"
 
 build_k8s() {
-  local work="$CACHE/build/k8s-node-$K8S_VERSION"
-  mkdir -p "$work"
-  if [ ! -f "$work/go.sum" ]; then
-    local modfile
-    modfile="$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-    {
-      echo "module workerd-operator.io/k8s-node-binaries"
-      echo
-      echo "go 1.26"
-      echo
-      echo "require k8s.io/kubernetes v$K8S_VERSION"
-      echo
-      echo "replace ("
-      sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\t\1 => \1 '"$STAGING_VERSION"'#p' "$modfile"
-      echo ")"
-    } >"$work/go.mod"
-    cat >"$work/tools.go" <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-proxy"
-	_ "k8s.io/kubernetes/cmd/kubelet"
-)
-GO
-    (cd "$work" && go mod tidy -e >/dev/null 2>&1 || true; cd "$work" && go mod download)
-  fi
-  local minor="${K8S_VERSION#1.}"; minor="${minor%%.*}"
-  local v="k8s.io/component-base/version"
-  local kl="$ldflags -X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
-  kl="$kl -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-  for b in "$@"; do
-    echo "node: building $b v$K8S_VERSION (first time only; kubelet takes ~4 min on 2 cores)" >&2
-    (cd "$work" && go build -tags tools -trimpath -ldflags "$kl" -o "$K8S_OUT/$b.tmp" "k8s.io/kubernetes/cmd/$b")
-    mv "$K8S_OUT/$b.tmp" "$K8S_OUT/$b"
-  done
+  build_k8s_wrapped "$CACHE/build/k8s-node-$K8S_VERSION" workerd-operator.io/k8s-node-binaries "$K8S_OUT" node "kube-proxy kubelet" "$@"
 }
 
 build_containerd() {
