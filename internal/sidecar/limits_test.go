@@ -2,6 +2,7 @@ package sidecar_test
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"net/http"
 	"testing"
@@ -36,14 +37,16 @@ func TestSlowBodyCut(t *testing.T) {
 	}
 	defer c.Close()
 	_, _ = c.Write([]byte("POST /channels/v1/objects/ns/o/subscribe HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"))
+	// The client's own deadline only keeps a failing test from hanging: the server must
+	// answer or close first.
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	start := time.Now()
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err == nil {
 		resp.Body.Close()
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Fatalf("a body that never came held the connection %s (answer %v, %v)", d, resp, err)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("a body that never came held the connection until the client gave up: %v", err)
 	}
 }
 
