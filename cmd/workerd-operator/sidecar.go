@@ -51,7 +51,7 @@ func newSidecarCommand() *cobra.Command {
 	f.StringVar(&o.workflowsConfig, "workflows-config", "", "run the Workflows engine with this config file (internal/workflows/api FileConfig); engine pods only")
 	f.StringVar(&o.runnerURL, "workflows-runner-url", "", "the workerd workflows socket the engine runs instances through (http://127.0.0.1:9094); overrides the config file's runnerURL")
 	f.StringVar(&o.listen, "listen", "", "listen address host:port of the pod-internal API, for workerd and the runner (127.0.0.1:9092 in a pod)")
-	f.StringVar(&o.listenTLS, "listen-tls", "", "listen address host:port of the cross-pod API, mutual TLS with --tls-dir ($(POD_IP):9092 in a pod): probes, metrics and, with a client certificate of the namespace or the manager, the Workflows engine API")
+	f.StringVar(&o.listenTLS, "listen-tls", "", "listen address host:port of the cross-pod API, mutual TLS with --tls-dir ($(POD_IP):9092 in a pod): probes and, with a client certificate of the namespace or the manager, metrics and the Workflows engine API")
 	f.StringVar(&o.tlsDir, "tls-dir", podcontract.InternalTLSDir, "directory of the internal TLS files (the namespace's certificate and CA, the manager's CA) for --listen-tls")
 	f.StringVar(&o.dataDir, "data-dir", podcontract.SidecarDataDir, "state directory (the shard's PVC or an emptyDir)")
 	f.StringVar(&o.profile, "limits-profile", string(limits.DefaultProfile), "limit profile the channel limits come from (free, paid, custom; internal/limits)")

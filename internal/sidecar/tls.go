@@ -22,9 +22,10 @@ const (
 )
 
 // ListenTLS binds addr (the pod IP and 9092 in a pod) for the cross-pod listener:
-// mutual TLS with cfg (internalca.ServerConfig). Over it, GET /healthz and GET /metrics
-// need no client certificate (probes and scrapers); the Workflows engine API needs one
-// verified against the namespace's or the manager's CA; the runner-only paths and the
+// mutual TLS with cfg (internalca.ServerConfig). Over it, GET /healthz needs no client
+// certificate (the kubelet's probes present none); GET /metrics and the Workflows engine
+// API need one verified against the namespace's or the manager's CA (a scraper presents
+// the namespace's, docs/security-internal-plane.md); the runner-only paths and the
 // durable channels (pod-internal) are refused. Everything else is served only on the
 // loopback listener (Options.Addr). ServeTLS serves it; Shutdown stops it.
 func (s *Server) ListenTLS(addr string, cfg *tls.Config) error {
@@ -96,11 +97,11 @@ func (s *Server) closeTLS() {
 func crossPod(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch p := r.URL.Path; {
-		case r.Method == http.MethodGet && (p == "/healthz" || p == "/metrics"):
+		case r.Method == http.MethodGet && p == "/healthz":
 		case strings.HasPrefix(p, runPrefix):
 			http.Error(w, "forbidden: the runner paths are served to the pod itself only", http.StatusForbidden)
 			return
-		case !strings.HasPrefix(p, workflowsPrefix):
+		case !strings.HasPrefix(p, workflowsPrefix) && !(r.Method == http.MethodGet && p == "/metrics"):
 			http.Error(w, "forbidden: served to the pod itself only", http.StatusForbidden)
 			return
 		case !internalca.Verified(r.TLS):

@@ -224,3 +224,27 @@ func TestShutdownDrainHooksRunWhileServing(t *testing.T) {
 		t.Errorf("hooks %q (handler reached %d times), want %q and the handler reached once", order, len(*reached), want)
 	}
 }
+
+// The sidecar's /metrics on the pod IP answers only a client certificate of the
+// namespace or the manager (as the manager's own /metrics answers only authenticated
+// callers); /healthz stays open for the kubelet's probes.
+func TestCrossPodMetricsNeedCertificate(t *testing.T) {
+	plane, err := internalca.NewPlane("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := tlsSidecar(t, plane)
+	url := "https://" + srv.TLSAddr() + "/metrics"
+	if code, err := do(client(t, plane, nil, nil), "GET", url, ""); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("GET /metrics without a certificate: %d %v, want 401", code, err)
+	}
+	ns := plane.Namespaces["orders"]
+	for _, c := range [][2][]byte{{ns[podcontract.InternalTLSCert], ns[podcontract.InternalTLSKey]}, {plane.ManagerCert, plane.ManagerKey}} {
+		if code, err := do(client(t, plane, c[0], c[1]), "GET", url, ""); err != nil || code != 200 {
+			t.Errorf("GET /metrics with a trusted certificate: %d %v, want 200", code, err)
+		}
+	}
+	if code, err := do(http.DefaultClient, "GET", "http://"+srv.Addr()+"/metrics", ""); err != nil || code != 200 {
+		t.Errorf("GET /metrics over the loopback listener: %d %v, want 200", code, err)
+	}
+}
