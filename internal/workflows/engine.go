@@ -42,9 +42,14 @@ type Engine struct {
 	stopping bool
 	// settled is closed (and replaced) whenever attempts in flight are forgotten.
 	settled chan struct{}
-	// runnerBackoff: no dispatch before this time (the runner was unreachable).
-	runnerBackoff time.Time
-	pumpTimer     *time.Timer
+	// dispatchBackoff: no dispatch before this time (the runner or the store failed);
+	// dispatchFailures counts those failures in a row (dispatchDelay).
+	dispatchBackoff  time.Time
+	dispatchFailures int
+	pumpTimer        *time.Timer
+	// commitFault, when set (tests), fails commits after their changes, as a full or
+	// failing disk does: the transaction is rolled back.
+	commitFault func() error
 }
 
 type wfState struct {
@@ -319,7 +324,23 @@ func (e *Engine) wf(name string) (*wfState, error) {
 	return w, nil
 }
 
-func (e *Engine) update(f func(tx *bolt.Tx) error) error { return e.db.Update(f) }
+// update commits f. Called with mu held.
+func (e *Engine) update(f func(tx *bolt.Tx) error) error {
+	return e.db.Update(withFault(e.commitFault, f))
+}
+
+// withFault is f, then fault when not nil (Engine.commitFault).
+func withFault(fault func() error, f func(tx *bolt.Tx) error) func(tx *bolt.Tx) error {
+	if fault == nil {
+		return f
+	}
+	return func(tx *bolt.Tx) error {
+		if err := f(tx); err != nil {
+			return err
+		}
+		return fault()
+	}
+}
 
 func (e *Engine) pushReady(w *wfState, id string, prio int, seq uint64) {
 	if w.inReady[id] {
@@ -379,7 +400,7 @@ func (e *Engine) pump(wfName string) {
 	if w == nil || e.closed || e.stopping {
 		return
 	}
-	if d := time.Until(e.runnerBackoff); d > 0 {
+	if d := time.Until(e.dispatchBackoff); d > 0 {
 		if e.pumpTimer == nil {
 			e.pumpTimer = time.AfterFunc(d, func() {
 				e.mu.Lock()
@@ -406,8 +427,12 @@ func (e *Engine) pump(wfName string) {
 			return err
 		})
 		if err != nil {
-			e.logf("workflows: dispatch %s/%s: %v", wfName, it.id, err)
-			continue
+			// The instance stays ready; every dispatch waits for the store to recover.
+			e.logf("workflows: dispatch %s/%s: %v (dispatching again)", wfName, it.id, err)
+			e.pushReady(w, it.id, it.prio, it.seq)
+			e.holdDispatch(true)
+			e.pump(wfName)
+			return
 		}
 		if job == nil {
 			continue
@@ -483,34 +508,86 @@ func (e *Engine) dispatch(job *runJob) {
 	res, err := e.callRunner(job)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.settleRun(job, res, err)
+}
+
+// settleRun commits a run's outcome and frees its slot. When the commit fails the
+// instance keeps its slot and the same outcome is committed again after dispatchDelay:
+// running the user's code again would repeat its side effects while the disk is full.
+// Called with mu held.
+func (e *Engine) settleRun(job *runJob, res *runResult, runErr error) {
+	if e.closed {
+		return // the next process replays the run
+	}
+	retry := false
+	uerr := e.update(func(tx *bolt.Tx) error {
+		var ferr error
+		retry, ferr = e.finishRunTx(tx, job, res, runErr)
+		return ferr
+	})
+	if uerr != nil {
+		e.holdDispatch(true)
+		d := time.Until(e.dispatchBackoff)
+		e.logf("workflows: commit run %s/%s: %v (committing its outcome again in %s)", job.Workflow, job.ID, uerr, d)
+		time.AfterFunc(d, func() {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.settleRun(job, res, runErr)
+		})
+		return
+	}
 	w := e.wfs[job.Workflow]
 	delete(w.inflight, job.ID)
 	e.dropAttempts(job.Workflow, job.ID)
 	e.dropAllPending(job.Workflow, job.ID)
 	e.notifySettled()
-	if e.closed {
-		return
-	}
-	retry := false
-	uerr := e.update(func(tx *bolt.Tx) error {
-		var ferr error
-		retry, ferr = e.finishRunTx(tx, job, res, err)
-		return ferr
-	})
-	if uerr != nil {
-		e.logf("workflows: commit run %s/%s: %v", job.Workflow, job.ID, uerr)
-		retry = true
-	}
 	if w.pendingWake[job.ID] {
 		delete(w.pendingWake, job.ID)
 		retry = false
 		e.wakeLocked(w, job.Workflow, job.ID)
 	}
 	if retry {
-		e.runnerBackoff = time.Now().Add(e.o.DispatchRetry)
+		e.holdDispatch(runErr != nil)
 		e.wakeLocked(w, job.Workflow, job.ID)
+	} else if runErr == nil {
+		e.dispatchFailures = 0
 	}
 	e.pump(job.Workflow)
+}
+
+// maxDispatchDelay bounds the pause between dispatches while the runner or the store
+// keeps failing.
+const maxDispatchDelay = 30 * time.Second
+
+// dispatchDelay is the pause before the next dispatch after failures failures in a row:
+// Options.DispatchRetry, doubled per failure up to maxDispatchDelay. The runner and the
+// store send no event when they recover, so the engine tries again, ever less often.
+func dispatchDelay(base time.Duration, failures int) time.Duration {
+	d := base
+	for range min(failures, 16) {
+		d *= 2
+	}
+	return min(d, maxDispatchDelay)
+}
+
+// countStoreFailure counts a failed commit of a step (err is not an answer to the
+// caller, api.APIError): the runner aborts the run and its re-dispatch waits longer.
+// Called with mu held.
+func (e *Engine) countStoreFailure(err error) {
+	var ae *api.APIError
+	if !errors.As(err, &ae) {
+		e.dispatchFailures++
+	}
+}
+
+// holdDispatch delays every dispatch by dispatchDelay; failed counts one more failure.
+// Called with mu held.
+func (e *Engine) holdDispatch(failed bool) {
+	n := e.dispatchFailures
+	if failed {
+		e.dispatchFailures++
+	}
+	e.dispatchBackoff = time.Now().Add(dispatchDelay(e.o.DispatchRetry, n))
 }
 
 // callRunner POSTs job to the runner's /run and reads its outcome.

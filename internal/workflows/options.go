@@ -31,8 +31,9 @@ type Options struct {
 	// RetentionSweep is how often finished instances past their retention are deleted
 	// (1 minute when 0).
 	RetentionSweep time.Duration
-	// DispatchRetry is the pause before a run that could not reach workerd is dispatched
-	// again (200 ms when 0).
+	// DispatchRetry is the pause before a run is dispatched again after its run could not
+	// reach workerd or the store failed to commit (200 ms when 0); it doubles with each
+	// failure in a row, up to 30 s.
 	DispatchRetry time.Duration
 	// Logf logs engine events (nothing when nil).
 	Logf func(format string, args ...any)

@@ -184,6 +184,7 @@ func (e *Engine) Step(r StepRequest) (*StepAnswer, error) {
 		return err
 	})
 	if err != nil {
+		e.countStoreFailure(err)
 		return nil, err
 	}
 	for _, f := range after {
@@ -452,7 +453,7 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 	pending, havePending := e.pending[pk]
 	start, inflight := e.attemptStart[ak]
 	others := e.attemptsInFlight(r.Workflow, r.ID, ak)
-	stopping := e.stopping
+	stopping, fault := e.stopping, e.commitFault
 	if e.infraRerun(r, ak) {
 		e.mu.Unlock()
 		return abortAnswer, nil
@@ -460,7 +461,7 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 	e.mu.Unlock()
 	var ans *StepAnswer
 	var after []afterCommit
-	err := e.db.Batch(func(tx *bolt.Tx) error {
+	err := e.db.Batch(withFault(fault, func(tx *bolt.Tx) error {
 		var err error
 		after = nil
 		c := &attemptCommit{r: r, start: start, inflight: inflight, others: others, stopping: stopping, after: &after}
@@ -469,8 +470,11 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 		}
 		ans, err = e.attemptTx(tx, c)
 		return err
-	})
+	}))
 	if err != nil {
+		e.mu.Lock()
+		e.countStoreFailure(err)
+		e.mu.Unlock()
 		return nil, err
 	}
 	e.mu.Lock()
