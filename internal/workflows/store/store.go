@@ -9,11 +9,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
-	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
 // Event is one event sent to an instance.
@@ -32,12 +37,32 @@ var (
 	bMeta      = []byte("meta")
 )
 
-// Open opens (creating) <dir>/workflows.db with its buckets.
-func Open(dir string) (*bolt.DB, error) {
+// Open opens (creating) <dir>/workflows.db with its buckets. A file bbolt cannot read
+// (garbage, truncated, a page overwritten) fails with ErrDamaged and is left as it is:
+// the engine does not start, rather than start empty over the instances it held.
+func Open(dir string) (db *bolt.DB, err error) {
 	p := filepath.Join(dir, "workflows.db")
-	db, err := bolt.Open(p, 0o600, &bolt.Options{Timeout: 10 * time.Second})
+	defer func() {
+		// bbolt panics on some damaged pages while it opens the file
+		if r := recover(); r != nil {
+			if db != nil {
+				_ = db.Close()
+			}
+			db, err = nil, damaged(p, fmt.Errorf("%v", r))
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	db, err = bolt.Open(p, 0o600, &bolt.Options{Timeout: 10 * time.Second})
 	if err != nil {
-		return nil, fmt.Errorf("workflows: open store %s: %w", p, err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) || errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, fmt.Errorf("workflows: open store %s: %w", p, err)
+		}
+		return nil, damaged(p, err)
+	}
+	if err := check(db, p); err != nil {
+		db.Close()
+		return nil, damaged(p, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bInstances, bSteps, bEvents, bMeta} {
@@ -53,6 +78,35 @@ func Open(dir string) (*bolt.DB, error) {
 	}
 	db.MaxBatchDelay = 2 * time.Millisecond // group commit window for concurrent step results
 	return db, nil
+}
+
+// ErrDamaged: workflows.db cannot be read; see docs/workflows.md "A damaged store".
+var ErrDamaged = errors.New("is damaged")
+
+func damaged(p string, cause error) error {
+	return fmt.Errorf("workflows: store %s %w (%v); the engine does not start over it. Move the file aside "+
+		"to start with no instances, or restore it from a backup: docs/workflows.md \"A damaged store\"", p, ErrDamaged, cause)
+}
+
+// check reads every page of db: the file must be as long as its pages say (a shorter
+// one faults on read), and bbolt's consistency check must pass.
+func check(db *bolt.DB, p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	return db.View(func(tx *bolt.Tx) error {
+		if fi.Size() < tx.Size() {
+			return fmt.Errorf("truncated: %d bytes, its pages need %d", fi.Size(), tx.Size())
+		}
+		var errs []error
+		for err := range tx.Check() {
+			if len(errs) < 3 {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	})
 }
 
 // Key is the key of instance id of workflow wf (also of its step and event buckets).
