@@ -125,9 +125,9 @@ func TestAttemptCommitFailureIsNotAcknowledged(t *testing.T) {
 	if ans, err := e.Attempt(rep); err == nil || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("attempt with a failing commit: %+v %v, want the commit's error", ans, err)
 	}
-	steps, err := e.Steps("w", "order-1")
-	if err != nil || len(steps) != 0 {
-		t.Fatalf("steps after a failed commit: %+v %v, want none", steps, err)
+	page, err := e.Steps("w", "order-1", "")
+	if err != nil || len(page.Steps) != 0 {
+		t.Fatalf("steps after a failed commit: %+v %v, want none", page, err)
 	}
 }
 

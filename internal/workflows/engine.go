@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -603,9 +604,17 @@ func (e *Engine) callRunner(job *runJob) (*runResult, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	// The answer carries the run's output, which is persisted like a step's result.
+	max := e.lim(limits.WorkflowStepResultBytes) + envelope
+	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
 	if err != nil {
 		return nil, err
+	}
+	if int64(len(b)) > max && resp.StatusCode == 200 {
+		// The same answer would come back on every dispatch: the run ends here.
+		return &runResult{Outcome: "errored", Error: &api.ErrorInfo{Name: "Error", Message: fmt.Sprintf(
+			"Workflow %q output is too large: the runner's answer is over %d bytes; the output may take %d (%s)",
+			job.Workflow, max, e.lim(limits.WorkflowStepResultBytes), e.cite(limits.WorkflowStepResultBytes))}}, nil
 	}
 	if resp.StatusCode != 200 {
 		return nil, fmt.Errorf("runner answered %d: %.300s", resp.StatusCode, b)
@@ -796,10 +805,17 @@ func (e *Engine) Get(wfName, id string) (*api.Instance, error) {
 	return in, nil
 }
 
-// Steps returns an instance's step records (attempt times included), in key order.
-func (e *Engine) Steps(wfName, id string) ([]api.Step, error) {
-	var out []api.Step
-	err := e.db.View(func(tx *bolt.Tx) error {
+// Steps returns a page of an instance's step records (attempt times included), in key
+// order, after cursor (the previous page's Cursor). A page ends before the step that
+// would take its answer over MaxResponseBytes (the first always fits: a step is at most
+// its result, its error and its config).
+func (e *Engine) Steps(wfName, id, cursor string) (*api.StepPage, error) {
+	after, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return nil, api.Errorf(400, "steps.invalid_cursor", "cursor %q is not one a steps page returned", cursor)
+	}
+	page := &api.StepPage{Steps: []api.Step{}}
+	err = e.db.View(func(tx *bolt.Tx) error {
 		if _, err := store.GetInstance(tx, wfName, id); err != nil {
 			return notFound(id)
 		}
@@ -807,16 +823,26 @@ func (e *Engine) Steps(wfName, id string) ([]api.Step, error) {
 		if b == nil {
 			return nil
 		}
-		return b.ForEach(func(_, v []byte) error {
+		c, size, last := b.Cursor(), 0, []byte(nil)
+		k, v := c.First()
+		if len(after) > 0 {
+			k, v = c.Seek(append(after, 0))
+		}
+		for ; k != nil; k, v = c.Next() {
+			if n := len(page.Steps); n > 0 && size+len(v)+1 > MaxResponseBytes-envelope {
+				page.Cursor = base64.RawURLEncoding.EncodeToString(last)
+				return nil
+			}
 			var s api.Step
 			if err := json.Unmarshal(v, &s); err != nil {
 				return err
 			}
-			out = append(out, s)
-			return nil
-		})
+			size += len(v) + 1
+			page.Steps, last = append(page.Steps, s), append(last[:0], k...)
+		}
+		return nil
 	})
-	return out, err
+	return page, err
 }
 
 // mutate loads an instance under the lock, lets f change it, and commits.

@@ -41,11 +41,7 @@ func (e *Engine) Handler() http.Handler {
 		reply(w, 200, wrap(e.Get(r.PathValue("wf"), r.PathValue("id"))))
 	})
 	m.HandleFunc("GET /workflows/{wf}/instances/{id}/steps", func(w http.ResponseWriter, r *http.Request) {
-		steps, err := e.Steps(r.PathValue("wf"), r.PathValue("id"))
-		if steps == nil {
-			steps = []api.Step{}
-		}
-		reply(w, 200, wrap(map[string]any{"steps": steps}, err))
+		reply(w, 200, wrap(e.Steps(r.PathValue("wf"), r.PathValue("id"), r.URL.Query().Get("cursor"))))
 	})
 	m.HandleFunc("DELETE /workflows/{wf}/instances/{id}", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, 200, wrap(map[string]any{"deleted": r.PathValue("id")}, e.Delete(r.PathValue("wf"), r.PathValue("id"))))

@@ -69,12 +69,21 @@ func (c *Client) Get(ctx context.Context, workflow, id string) (*Instance, error
 	return &in, c.call(ctx, http.MethodGet, workflow, "/instances/"+url.PathEscape(id), nil, &in)
 }
 
-// Steps returns an instance's steps.
+// Steps returns an instance's steps, following the pages' cursors.
 func (c *Client) Steps(ctx context.Context, workflow, id string) ([]Step, error) {
-	var out struct {
-		Steps []Step `json:"steps"`
+	var steps []Step
+	cursor := ""
+	for {
+		var page StepPage
+		path := "/instances/" + url.PathEscape(id) + "/steps?cursor=" + url.QueryEscape(cursor)
+		if err := c.call(ctx, http.MethodGet, workflow, path, nil, &page); err != nil {
+			return nil, err
+		}
+		if steps = append(steps, page.Steps...); page.Cursor == "" {
+			return steps, nil
+		}
+		cursor = page.Cursor
 	}
-	return out.Steps, c.call(ctx, http.MethodGet, workflow, "/instances/"+url.PathEscape(id)+"/steps", nil, &out)
 }
 
 // List returns one page of workflow's instances.

@@ -155,6 +155,13 @@ type BatchError struct {
 	Message string `json:"message"`
 }
 
+// StepPage is one page of an instance's steps.
+type StepPage struct {
+	Steps []Step `json:"steps"`
+	// Cursor continues the steps (absent on the last page).
+	Cursor string `json:"cursor,omitempty"`
+}
+
 // ListPage is one page of a listing.
 type ListPage struct {
 	Instances []*Instance `json:"instances"`
