@@ -59,6 +59,35 @@ type managerFlags struct {
 	development    bool
 	opts           specs.Options
 	policy         policyFlags
+	isolation      isolationFlags
+}
+
+// isolationFlags are the cluster admin's isolation settings for every workerd pod
+// (specs.Options, docs/security.md "Isolation").
+type isolationFlags struct {
+	runtimeClass  string
+	hostUsers     bool
+	emptyDirLimit string
+}
+
+func (i *isolationFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&i.runtimeClass, "workerd-runtime-class", "", "runtimeClassName of every workerd pod, e.g. a RuntimeClass of gVisor or Kata Containers; default: none (the node's runtime)")
+	fl.BoolVar(&i.hostUsers, "workerd-host-users", true, "false gives every workerd pod hostUsers: false, a user namespace of its own (Kubernetes >= 1.33 and a runtime that supports it)")
+	fl.StringVar(&i.emptyDirLimit, "workerd-emptydir-size-limit", "", "sizeLimit of each emptyDir of every workerd pod (/tmp and the sidecar's store), a quantity such as 256Mi; default: none")
+}
+
+// apply sets the isolation fields of o. Errors: a size limit that is not a quantity.
+func (i *isolationFlags) apply(o *specs.Options) error {
+	o.RuntimeClassName, o.HostUsers = i.runtimeClass, i.hostUsers
+	if i.emptyDirLimit == "" {
+		return nil
+	}
+	q, err := resource.ParseQuantity(i.emptyDirLimit)
+	if err != nil {
+		return fmt.Errorf("--workerd-emptydir-size-limit: %w", err)
+	}
+	o.EmptyDirSizeLimit = &q
+	return nil
 }
 
 // policyFlags are the cluster admin's policy for what Worker authors may put into pods
@@ -142,6 +171,7 @@ func newManagerCommand() *cobra.Command {
 	fl.BoolVar(&f.opts.NetworkPolicies, "network-policies", f.opts.NetworkPolicies, "give the pods of every Worker, DurableObjectNamespace and Workflow a NetworkPolicy admitting only their callers (docs/security-internal-plane.md); false deletes the ones the operator made")
 	fl.Int64Var(&f.opts.DrainSeconds, "drain-seconds", f.opts.DrainSeconds, "time workerd may drain in-flight requests after SIGTERM, in seconds")
 	f.policy.register(fl)
+	f.isolation.register(fl)
 	fl.Int64Var(&f.opts.ShardDrainSeconds, "shard-drain-seconds", f.opts.ShardDrainSeconds, "time a Durable Object shard or Workflow engine pod may finish in-flight calls once deleted (its successor starts after it is gone), in seconds")
 	return cmd
 }
@@ -190,6 +220,9 @@ func runManager(f *managerFlags) error {
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
+	}
+	if err := f.isolation.apply(&f.opts); err != nil {
+		return err
 	}
 	if f.opts.Issuer, err = internalIssuer(mgr); err != nil {
 		return err

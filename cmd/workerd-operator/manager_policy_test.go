@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/specs"
 )
 
 // TestPolicyFlags: the policy flags parse into webhook.Policy; without
@@ -29,5 +30,30 @@ func TestPolicyFlags(t *testing.T) {
 	}
 	if _, err := (&policyFlags{maxCPU: "lots"}).build("r"); err == nil {
 		t.Error("--max-workerd-cpu=lots accepted")
+	}
+}
+
+// TestIsolationFlags: the isolation flags reach specs.Options; by default none is set
+// (hostUsers stays the Kubernetes default).
+func TestIsolationFlags(t *testing.T) {
+	parse := func(args ...string) (specs.Options, error) {
+		var i isolationFlags
+		fl := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+		i.register(fl)
+		if err := fl.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		o := specs.DefaultOptions()
+		return o, i.apply(&o)
+	}
+	o, err := parse("--workerd-runtime-class=gvisor", "--workerd-host-users=false", "--workerd-emptydir-size-limit=256Mi")
+	if err != nil || o.RuntimeClassName != "gvisor" || o.HostUsers || o.EmptyDirSizeLimit == nil || o.EmptyDirSizeLimit.String() != "256Mi" {
+		t.Errorf("options %+v, %v", o, err)
+	}
+	if o, err := parse(); err != nil || o.RuntimeClassName != "" || !o.HostUsers || o.EmptyDirSizeLimit != nil {
+		t.Errorf("default options %+v, %v", o, err)
+	}
+	if _, err := parse("--workerd-emptydir-size-limit=lots"); err == nil {
+		t.Error("--workerd-emptydir-size-limit=lots accepted")
 	}
 }

@@ -331,6 +331,13 @@ var optionSets = []struct {
 		},
 	},
 	{
+		name:   "workerd pod isolation",
+		values: `workerd: {runtimeClassName: gvisor, hostUsers: false, emptyDirSizeLimit: 256Mi}`,
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			wantArgs(t, objs, "--workerd-runtime-class=gvisor", "--workerd-host-users=false", "--workerd-emptydir-size-limit=256Mi")
+		},
+	},
+	{
 		name:   "images and workerd version",
 		values: `{image: {repository: registry.example/wo, tag: v1.2.3, pullPolicy: Always}, workerd: {repository: registry.example/workerd, version: "1.20260101.0"}, imagePullSecrets: [{name: regcred}]}`,
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {

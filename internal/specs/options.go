@@ -3,6 +3,10 @@ package specs
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
@@ -45,6 +49,15 @@ type Options struct {
 	// its successor starts only after it is gone, and callers wait for that (at most
 	// 60 s, docs/durable-objects.md "Rollouts"). Default 10.
 	ShardDrainSeconds int64
+	// RuntimeClassName, when set, is every workerd pod's runtimeClassName: a sandboxed
+	// runtime such as gVisor or Kata Containers (docs/security.md "Isolation").
+	RuntimeClassName string
+	// HostUsers false gives every workerd pod hostUsers: false (a user namespace of its
+	// own; Kubernetes >= 1.33 and a runtime that supports it). Default true: unset.
+	HostUsers bool
+	// EmptyDirSizeLimit, when set, bounds each emptyDir of every workerd pod (/tmp and the
+	// sidecar's store of Worker pods): the kubelet evicts a pod that writes more.
+	EmptyDirSizeLimit *resource.Quantity
 }
 
 // DefaultOptions are the defaults of the manager's flags.
@@ -58,6 +71,25 @@ func DefaultOptions() Options {
 		DrainSeconds:           30,
 		ShardDrainSeconds:      10,
 		NetworkPolicies:        true,
+		HostUsers:              true,
+	}
+}
+
+// isolate applies the cluster admin's isolation settings to a workerd pod.
+func (o Options) isolate(pod *corev1.PodSpec) {
+	if o.RuntimeClassName != "" {
+		pod.RuntimeClassName = ptr.To(o.RuntimeClassName)
+	}
+	if !o.HostUsers {
+		pod.HostUsers = ptr.To(false)
+	}
+	if o.EmptyDirSizeLimit == nil {
+		return
+	}
+	for i := range pod.Volumes {
+		if d := pod.Volumes[i].EmptyDir; d != nil {
+			d.SizeLimit = ptr.To(o.EmptyDirSizeLimit.DeepCopy())
+		}
 	}
 }
 

@@ -317,6 +317,7 @@ func workerPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash s
 		pod.PriorityClassName = p.PriorityClassName
 		pod.ServiceAccountName = p.ServiceAccountName
 	}
+	opts.isolate(&pod)
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
 		Spec:       pod,
