@@ -58,6 +58,7 @@ type managerFlags struct {
 	customLimits   string
 	development    bool
 	opts           specs.Options
+	watch          []string
 	policy         policyFlags
 	isolation      isolationFlags
 }
@@ -172,6 +173,7 @@ func newManagerCommand() *cobra.Command {
 	fl.Int64Var(&f.opts.DrainSeconds, "drain-seconds", f.opts.DrainSeconds, "time workerd may drain in-flight requests after SIGTERM, in seconds")
 	f.policy.register(fl)
 	f.isolation.register(fl)
+	fl.StringSliceVar(&f.watch, "watch-namespaces", nil, "watch only these namespaces (and the manager's own), so that Roles there suffice (docs/security-policy.md); default: every namespace")
 	fl.Int64Var(&f.opts.ShardDrainSeconds, "shard-drain-seconds", f.opts.ShardDrainSeconds, "time a Durable Object shard or Workflow engine pod may finish in-flight calls once deleted (its successor starts after it is gone), in seconds")
 	return cmd
 }
@@ -203,6 +205,7 @@ func runManager(f *managerFlags) error {
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:  scheme.New(),
+		Cache:   controller.CacheOptions(f.watch, os.Getenv("POD_NAMESPACE")),
 		Metrics: managerMetricsOptions(f.metricsAddr),
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
 			Host:    f.webhookHost,

@@ -331,6 +331,40 @@ var optionSets = []struct {
 		},
 	},
 	{
+		name:   "namespaced mode",
+		values: `rbac: {watchNamespaces: [apps, workerd-operator-system]}`, // the release namespace once
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			wantArgs(t, objs, "--watch-namespaces=apps,workerd-operator-system")
+			if n := len(kinds(objs, "RoleBinding")); n != 2+2 { // + leader election, webhook certificate
+				t.Errorf("%d RoleBindings, want 4", n)
+			}
+			for _, ns := range []string{"apps", namespace} {
+				for _, kind := range []string{"Role", "RoleBinding"} {
+					found := false
+					for _, o := range kinds(objs, kind) {
+						found = found || (o.GetNamespace() == ns && strings.HasPrefix(o.GetName(), release+"-manager-role"))
+					}
+					if !found {
+						t.Errorf("no %s of the manager in namespace %s", kind, ns)
+					}
+				}
+			}
+			for _, o := range kinds(objs, "ClusterRole") {
+				if o.GetName() == release+"-manager-role" {
+					t.Errorf("the manager's rules are a ClusterRole in namespaced mode")
+				}
+			}
+			mustFind(t, objs, "ClusterRole", release+"-namespace-reader")
+			for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+				for _, wh := range kinds(objs, kind) {
+					if got := fmt.Sprint(wh.Object["webhooks"]); !strings.Contains(got, "operator:In values:[apps workerd-operator-system]") {
+						t.Errorf("%s namespaceSelector: %s", kind, got)
+					}
+				}
+			}
+		},
+	},
+	{
 		name:   "workerd pod isolation",
 		values: `workerd: {runtimeClassName: gvisor, hostUsers: false, emptyDirSizeLimit: 256Mi}`,
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/workerd-operator/workerd-operator/internal/controller/common"
 	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
@@ -46,4 +47,22 @@ func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.Dispatcher
 		cron.Issuer = opts.Issuer
 	}
 	return mgr.Add(cronschedule.NewDispatcher(mgr.GetClient(), cron))
+}
+
+// CacheOptions are the manager's cache options. With namespaces (manager flag
+// --watch-namespaces) the cache lists and watches objects of those namespaces and of
+// managerNamespace (where the manager keeps its own records) only, so that Roles there
+// suffice; Namespaces, which are cluster-scoped, are still read cluster-wide. Without:
+// every namespace.
+func CacheOptions(namespaces []string, managerNamespace string) cache.Options {
+	if len(namespaces) == 0 {
+		return cache.Options{}
+	}
+	set := map[string]cache.Config{}
+	for _, ns := range append(namespaces, managerNamespace) {
+		if ns != "" {
+			set[ns] = cache.Config{}
+		}
+	}
+	return cache.Options{DefaultNamespaces: set}
 }

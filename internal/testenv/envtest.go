@@ -3,8 +3,10 @@ package testenv
 import (
 	"fmt"
 	"path/filepath"
+	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/workerd-operator/workerd-operator/internal/scheme"
@@ -34,4 +36,19 @@ func NewEnvironment() (*envtest.Environment, error) {
 	// envtest's default /24 of Service IPs runs out before 1,000 Workers' Services.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
 	return env, nil
+}
+
+// Start starts a NewEnvironment for test t, stops it when t ends, and returns its config.
+func Start(t testing.TB) *rest.Config {
+	t.Helper()
+	env, err := NewEnvironment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	return cfg
 }
