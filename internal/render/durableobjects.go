@@ -1,6 +1,8 @@
 package render
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -51,6 +53,8 @@ type DurableObjectTarget struct {
 	// UniqueKey is the workerd uniqueKey (UniqueKey): ids and the storage directory
 	// derive from it; the same in every pod.
 	UniqueKey string
+	// DrainToken is what the shard pods' health socket requires to drain (DrainToken).
+	DrainToken string
 	// Shards is spec.shards (1..MaxShards).
 	Shards int32
 	// SQL is spec.sql (workerd enableSql); PreventEviction is spec.preventEviction.
@@ -84,6 +88,22 @@ const channelsFile = "channels.js"
 // the gateway worker (shim health.js): the gateway socket requires a client
 // certificate under internal TLS, which the kubelet does not present.
 const GatewayDrainPath = "/_workerd-operator/drain"
+
+// DrainTokenHeader carries a shard pod's drain token: the preStop hook sends it
+// (httpHeaders) and health.js forwards GatewayDrainPath only when it matches.
+const DrainTokenHeader = "X-Workerd-Operator-Drain-Token"
+
+// DrainToken is the drain token of d's shard pods: a hash of d's uid, which the API
+// server draws at random, so a pod of another namespace cannot know it; those who can
+// read the pod spec or the rendered config of d's namespace can. "" without a uid
+// (offline renders): the drain is refused.
+func DrainToken(d *v1alpha1.DurableObjectNamespace) string {
+	if d.UID == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte("workerd-operator drain\x00" + string(d.UID)))
+	return hex.EncodeToString(sum[:16])
+}
 
 // ShardSetName is the name of the StatefulSet and of the headless Service of a
 // DurableObjectNamespace: "<name>-do". Shard i is pod "<name>-do-<i>".
@@ -120,7 +140,7 @@ func TargetFor(d *v1alpha1.DurableObjectNamespace, opts Options) (DurableObjectT
 	domain, ns := clusterDomain(opts), namespaceOr(d.Namespace)
 	t := DurableObjectTarget{
 		Namespace: ns, Name: d.Name, Worker: d.Spec.WorkerRef.Name, ClassName: d.Spec.ClassName,
-		UniqueKey: UniqueKey(d), Shards: n, SQL: d.Spec.SQL, PreventEviction: d.Spec.PreventEviction,
+		UniqueKey: UniqueKey(d), DrainToken: DrainToken(d), Shards: n, SQL: d.Spec.SQL, PreventEviction: d.Spec.PreventEviction,
 	}
 	if c := d.Spec.Channels; c != nil && c.Enabled {
 		t.ChannelsBinding = c.Binding
@@ -335,8 +355,9 @@ func (d *doKind) writeHost(x *extras) {
 	c.closeWorker()
 	x.sockets.item(named(podcontract.GatewaySocket), serverSocket(d.in.Options, rpcOptions(), podcontract.InternalTLSCA), kv("service", Quote(GatewayService)))
 	// The preStop hook drains through the health socket (plain HTTP: the kubelet has no
-	// client certificate); health.js forwards GatewayDrainPath only.
-	x.healthBindings = append(x.healthBindings, tuple(named("GATEWAY"), kv("service", Quote(GatewayService))))
+	// client certificate); health.js forwards GatewayDrainPath only, with DRAIN_TOKEN.
+	x.healthBindings = append(x.healthBindings, tuple(named("GATEWAY"), kv("service", Quote(GatewayService))),
+		tuple(named("DRAIN_TOKEN"), kv("text", Quote(t.DrainToken))))
 	x.env = append(x.env, corev1.EnvVar{Name: PodNameEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
@@ -57,6 +58,7 @@ func TestInternalTLSSockets(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, d := doFixture(t)
+	d.UID = "5b0c1c4e-2f0a-4d43-9a51-6f1f0c2d7e10" // the API server sets it: the drain token derives from it
 	ns, other := plane.Namespaces["default"], plane.Namespaces["other"]
 	c := startDOClusterTLS(t, w, d, 1, ns)
 	if got := c.mustGet(t, c.replicas[0], "/inc", url.Values{"name": {"tls"}}); got != "1" {
@@ -90,22 +92,31 @@ func TestInternalTLSSockets(t *testing.T) {
 	if code, err := status(httpsClient(t, ca, ns[podcontract.InternalTLSCert], ns[podcontract.InternalTLSKey]), "GET", "https://"+replica.addr(podcontract.RPCSocket)+"/value?name=tls", ""); err != nil || code != 200 {
 		t.Errorf("rpc with the namespace's certificate: %d %v", code, err)
 	}
-	checkHealthDrain(t, c)
+	checkHealthDrain(t, c, d)
 }
 
 // checkHealthDrain: a shard pod's preStop drain works over plain HTTP on the health
-// socket (forwarded to the gateway), a Worker pod's health socket has none. Call it
-// last: the drained shard refuses sessions for 60 s.
-func checkHealthDrain(t *testing.T, c *doCluster) {
+// socket (forwarded to the gateway) with the pod's drain token only (the hook's header);
+// from anyone else, without it or with another, it is refused and drains nothing. A
+// Worker pod's health socket has no drain. Call it last: the drained shard refuses
+// sessions for 60 s.
+func checkHealthDrain(t *testing.T, c *doCluster, d *v1alpha1.DurableObjectNamespace) {
 	t.Helper()
+	token := render.DrainToken(d)
 	for _, tc := range []struct {
-		name, addr, want string
-		code             int
+		name, addr, token, want string
+		code                    int
 	}{
-		{"Worker pod", c.replicas[0].addr(podcontract.HealthSocket), "not found", 404},
-		{"shard pod", c.shards[0].addr(podcontract.HealthSocket), "drained: 0 calls in flight", 200},
+		{"Worker pod", c.replicas[0].addr(podcontract.HealthSocket), token, "not found", 404},
+		{"shard pod, no token", c.shards[0].addr(podcontract.HealthSocket), "", "forbidden", 403},
+		{"shard pod, another token", c.shards[0].addr(podcontract.HealthSocket), strings.Repeat("0", len(token)), "forbidden", 403},
+		{"shard pod, its token", c.shards[0].addr(podcontract.HealthSocket), token, "drained: 0 calls in flight", 200},
 	} {
-		res, err := http.Get("http://" + tc.addr + render.GatewayDrainPath)
+		req, _ := http.NewRequest("GET", "http://"+tc.addr+render.GatewayDrainPath, nil)
+		if tc.token != "" {
+			req.Header.Set(render.DrainTokenHeader, tc.token)
+		}
+		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatalf("%s: drain on the health socket: %v", tc.name, err)
 		}

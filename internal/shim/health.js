@@ -5,10 +5,20 @@
 //   GET /_workerd-operator/drain -> on a Durable Object shard pod (env.GATEWAY bound), the
 //                   gateway worker's drain (gateway.js), the pod's preStop hook: the
 //                   kubelet cannot present the client certificate the gateway socket
-//                   requires under internal TLS. 404 on other pods.
+//                   requires under internal TLS. Only with header DRAIN_TOKEN_HEADER
+//                   equal to env.DRAIN_TOKEN (the hook sends it), else 403. 404 on other pods.
 // env.SIDECAR is the `external` service "sidecar" ($(POD_IP):9092 by flag); env.GATEWAY
 // the gateway worker of a shard pod (in-process).
 const DRAIN_PATH = "/_workerd-operator/drain";
+const DRAIN_TOKEN_HEADER = "x-workerd-operator-drain-token";
+
+// sameToken compares in time independent of where the strings differ.
+function sameToken(got, want) {
+  if (!want || typeof got !== "string" || got.length !== want.length) return false;
+  let diff = 0;
+  for (let i = 0; i < want.length; i++) diff |= got.charCodeAt(i) ^ want.charCodeAt(i);
+  return diff === 0;
+}
 
 export default {
   async fetch(request, env) {
@@ -34,6 +44,9 @@ export default {
       }
       case DRAIN_PATH:
         if (request.method !== "GET" || url.search !== "" || !env.GATEWAY) break;
+        if (!sameToken(request.headers.get(DRAIN_TOKEN_HEADER), env.DRAIN_TOKEN)) {
+          return new Response("forbidden: the drain needs the pod's drain token\n", { status: 403 });
+        }
         // A fresh request: nothing of the caller's (headers, body) reaches the gateway.
         return env.GATEWAY.fetch("http://gateway" + DRAIN_PATH);
       default:

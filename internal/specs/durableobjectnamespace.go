@@ -53,9 +53,11 @@ func BuildDONSChildren(d *fleetv1alpha1.DurableObjectNamespace, w *fleetv1alpha1
 		// The gateway stops opening sessions and answers once no call is in flight
 		// (shim gateway.js); callers wait for the successor meanwhile. The hook goes
 		// through the health socket, which forwards the drain path to the gateway: the
-		// kubelet has no client certificate for the gateway socket.
+		// kubelet has no client certificate for the gateway socket, so the hook proves it
+		// comes from the pod's spec with the drain token instead.
 		preStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{
 			Path: render.GatewayDrainPath, Port: intstr.FromString(podcontract.HealthPortName), Scheme: corev1.URISchemeHTTP,
+			HTTPHeaders: []corev1.HTTPHeader{{Name: render.DrainTokenHeader, Value: render.DrainToken(d)}},
 		}},
 	})
 }

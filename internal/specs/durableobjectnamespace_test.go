@@ -57,6 +57,10 @@ func TestShardPodsDrainBeforeStopping(t *testing.T) {
 	if hook.HTTPGet == nil || hook.HTTPGet.Path != render.GatewayDrainPath || hook.HTTPGet.Port.StrVal != podcontract.HealthPortName {
 		t.Errorf("shard preStop %+v, want GET %s on port %s", hook, render.GatewayDrainPath, podcontract.HealthPortName)
 	}
+	// The health socket drains only with the shard's token (health.js): the hook sends it.
+	if h := hook.HTTPGet.HTTPHeaders; len(h) != 1 || h[0].Name != render.DrainTokenHeader || h[0].Value != render.DrainToken(d) || len(h[0].Value) != 32 {
+		t.Errorf("shard preStop headers %+v, want %s: the 32-character drain token of the namespace's uid", h, render.DrainTokenHeader)
+	}
 	wp := build(t, w).Deployment.Spec.Template.Spec
 	if g := *wp.TerminationGracePeriodSeconds; g != opts.PreStopSeconds+opts.DrainSeconds || wp.Containers[0].Lifecycle.PreStop.Sleep == nil {
 		t.Errorf("worker grace %d preStop %+v", g, wp.Containers[0].Lifecycle.PreStop)
