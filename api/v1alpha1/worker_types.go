@@ -288,9 +288,9 @@ type WorkerAssets struct {
 	// runWorkerFirst is wrangler's run_worker_first as route patterns: a request whose
 	// path matches one goes to the Worker before any asset; a pattern starting with "!"
 	// excludes paths (wrangler's `true` is ["/*"]). At most 100 patterns of at most
-	// 1000 characters.
+	// 100 characters (Wrangler's limits, docs/limits.md).
 	// +kubebuilder:validation:MaxItems=100
-	// +kubebuilder:validation:items:MaxLength=1000
+	// +kubebuilder:validation:items:MaxLength=100
 	// +kubebuilder:validation:items:Pattern=`^!?/`
 	// +listType=atomic
 	// +optional
