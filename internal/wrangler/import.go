@@ -66,9 +66,6 @@ func Import(o Options) (*Result, error) {
 	if len(res.Unsupported) > 0 && !o.AllowUnsupported {
 		return nil, &UnsupportedError{File: cfg.File, Issues: res.Unsupported}
 	}
-	if err := res.setAssetsImage(o.AssetsImage); err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.File, err)
-	}
 	var mods []v1alpha1.Module
 	if o.Bundle != "" {
 		mods, err = BundleModules(o.Bundle, res.main)
@@ -83,6 +80,9 @@ func Import(o Options) (*Result, error) {
 	res.Worker.Spec.Source.Inline = &v1alpha1.InlineSource{Modules: mods}
 	if len(res.Unsupported) > 0 {
 		res.Worker.Annotations = map[string]string{UnsupportedAnnotation: joinIssues(res.Unsupported)}
+	}
+	if err := res.setAssetsImage(o.AssetsImage); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	return res, nil
 }
