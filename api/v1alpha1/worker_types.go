@@ -33,6 +33,9 @@ const (
 // WorkerSpec is what a Worker runs: its code, compatibility, bindings and limits, and
 // how many workerd pods serve it.
 // +kubebuilder:validation:XValidation:rule="!has(self.runtime) || !has(self.runtime.image) || has(self.runtime.version)",message="spec.runtime.image needs spec.runtime.version: the operator must know which workerd an image holds"
+// +kubebuilder:validation:XValidation:rule="has(self.source) || has(self.assets)",message="spec.source is required unless spec.assets is set (an assets-only Worker)"
+// +kubebuilder:validation:XValidation:rule="has(self.source) || !has(self.bindings) || size(self.bindings) == 0",message="an assets-only Worker (no spec.source) has no code to give spec.bindings to"
+// +kubebuilder:validation:XValidation:rule="has(self.source) || !has(self.assets) || (!has(self.assets.binding) && !has(self.assets.runWorkerFirst))",message="spec.assets.binding and runWorkerFirst need a Worker script (spec.source); an assets-only Worker has none"
 type WorkerSpec struct {
 	// compatibilityDate is the workerd compatibility date, YYYY-MM-DD. It may not be
 	// later than the newest date the pinned workerd supports (checked at admission).
@@ -51,9 +54,11 @@ type WorkerSpec struct {
 	// +optional
 	CompatibilityFlags []string `json:"compatibilityFlags,omitempty"`
 
-	// source holds the Worker's code: exactly one of inline, configMap or image.
-	// +required
-	Source WorkerSource `json:"source"`
+	// source holds the Worker's code: exactly one of inline, configMap or image. It may
+	// be left out only with spec.assets: an assets-only Worker, which serves its files and
+	// answers 404 (or its not-found handling) for anything else.
+	// +optional
+	Source WorkerSource `json:"source,omitzero"`
 
 	// assets serves a directory of static files in front of the Worker, as Cloudflare
 	// serves a Worker's assets (wrangler's `assets`): see docs/assets.md.
@@ -91,7 +96,8 @@ type WorkerSpec struct {
 	Service *WorkerServiceSpec `json:"service,omitempty"`
 }
 
-// WorkerSource is where the Worker's modules come from. Exactly one field is set.
+// WorkerSource is where the Worker's modules come from. Exactly one field is set (none
+// only when the whole source is left out).
 // +kubebuilder:validation:XValidation:rule="[has(self.inline), has(self.configMap), has(self.image)].filter(x, x).size() == 1",message="exactly one of inline, configMap or image must be set"
 type WorkerSource struct {
 	// inline lists the modules in the Worker object itself; the first is the main module.

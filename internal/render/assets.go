@@ -46,9 +46,10 @@ func AssetsPath(a *v1alpha1.WorkerAssets) string {
 // the pod and the config's directory in local runs), in front of the user's Worker
 // svcName, the http socket pointed at it, and the assets binding to its AssetWorker
 // entrypoint. rpc, health and trigger keep reaching the Worker itself.
-func addAssets(w *v1alpha1.Worker, x *extras) error {
+func addAssets(in Input, x *extras) error {
+	w := in.Worker
 	a := w.Spec.Assets
-	x.httpService = WorkerServiceName(w.Name)
+	x.httpService, x.workerService = WorkerServiceName(w.Name), WorkerServiceName(w.Name)
 	if a == nil {
 		return nil
 	}
@@ -59,10 +60,18 @@ func addAssets(w *v1alpha1.Worker, x *extras) error {
 	if err != nil {
 		return fmt.Errorf("spec.assets: %v", err)
 	}
-	x.services.item(named(podcontract.AssetsService), kv("assets", tuple(
-		kv("path", Quote(podcontract.AssetsSubdir)),
-		kv("config", Quote(cfg)),
-		kv("userWorker", Quote(WorkerServiceName(w.Name))))))
+	fields := []string{kv("path", Quote(podcontract.AssetsSubdir)), kv("config", Quote(cfg))}
+	if AssetsOnly(w) {
+		more, err := assetsOnlyFields(in)
+		if err != nil {
+			return err
+		}
+		fields = append(fields, more...)
+		x.workerService = podcontract.AssetsService
+	} else {
+		fields = append(fields, kv("userWorker", Quote(WorkerServiceName(w.Name))))
+	}
+	x.services.item(named(podcontract.AssetsService), kv("assets", tuple(fields...)))
 	x.httpService = podcontract.AssetsService
 	if a.Binding == "" {
 		return nil
@@ -73,6 +82,37 @@ func addAssets(w *v1alpha1.Worker, x *extras) error {
 	x.bindings = append(x.bindings, bindingLine{a.Binding, kv("service", tuple(
 		named(podcontract.AssetsService), kv("entrypoint", Quote(podcontract.AssetWorkerEntrypoint))))})
 	return nil
+}
+
+// AssetsOnly reports whether w is an assets-only Worker: spec.assets without
+// spec.source.
+func AssetsOnly(w *v1alpha1.Worker) bool {
+	s := w.Spec.Source
+	return w.Spec.Assets != nil && s.Inline == nil && s.ConfigMap == nil && s.Image == nil
+}
+
+// assetsOnlyFields are the assets service's compatibility date and flags when no user
+// Worker selects them, after checking that nothing needs code: bindings, the assets
+// binding, run_worker_first, a hosted class or workflow.
+func assetsOnlyFields(in Input) ([]string, error) {
+	s := in.Worker.Spec
+	switch {
+	case len(s.Bindings) > 0:
+		return nil, fmt.Errorf("spec.bindings: an assets-only Worker (no spec.source) has no code to give bindings to")
+	case s.Assets.Binding != "" || len(s.Assets.RunWorkerFirst) > 0:
+		return nil, fmt.Errorf("spec.assets: binding and runWorkerFirst need a Worker script (spec.source); an assets-only Worker has none")
+	case in.Host != "" || len(in.WorkflowHosts) > 0:
+		return nil, fmt.Errorf("spec.source: an assets-only Worker has no code to host Durable Objects or Workflows")
+	}
+	flags, err := sortedFlags(s.CompatibilityFlags)
+	if err != nil {
+		return nil, err
+	}
+	fields := []string{kv("compatibilityDate", Quote(s.CompatibilityDate))}
+	if len(flags) > 0 {
+		fields = append(fields, kv("compatibilityFlags", list(quoteAll(flags)...)))
+	}
+	return fields, nil
 }
 
 // checkAssets checks what the renderer relies on (the CRD schema checks it too).

@@ -21,6 +21,7 @@ import (
 
 // Cloudflare's documentation pages each case cites.
 const (
+	docRouting      = "https://developers.cloudflare.com/workers/static-assets/routing/"
 	docHTMLHandling = "https://developers.cloudflare.com/workers/static-assets/routing/advanced/html-handling/"
 	docSPA          = "https://developers.cloudflare.com/workers/static-assets/routing/single-page-application/"
 	docSSG          = "https://developers.cloudflare.com/workers/static-assets/routing/static-site-generation/"
@@ -71,6 +72,7 @@ type assetReq struct {
 	header   map[string]string // more request headers
 	status   int
 	body     string            // exact body; "" checks none
+	noBody   bool              // the body is empty
 	location string            // Location of a redirect
 	lands    string            // where following the redirects ends (a 200 there)
 	mimeType string            // Content-Type's media type, parameters aside
@@ -82,6 +84,8 @@ type assetConfig struct {
 	name   string
 	assets v1alpha1.WorkerAssets
 	reqs   []assetReq
+	// assetsOnly leaves spec.source out: no Worker script.
+	assetsOnly bool
 }
 
 func redirect(doc, path string, status int, to string) assetReq {
@@ -205,6 +209,29 @@ func notFoundConfigs() []assetConfig {
 	}
 }
 
+// assetsOnlyConfigs: without a Worker script, not_found_handling answers every request
+// no file matches, navigation or not (routing page, "Default behavior" and
+// "not_found_handling").
+func assetsOnlyConfigs() []assetConfig {
+	d := docRouting
+	return []assetConfig{
+		{name: "assets only, none", assetsOnly: true, reqs: []assetReq{
+			// "a null-body 404-status response"
+			{doc: d, path: "/not-found", status: 404, noBody: true},
+			{doc: d, path: "/assets/missing.js", status: 404, noBody: true},
+			served(d, "/file", "<p>file</p>"),
+		}},
+		{name: "assets only, single-page-application", assetsOnly: true, assets: v1alpha1.WorkerAssets{NotFoundHandling: v1alpha1.NotFoundSPA}, reqs: []assetReq{
+			{doc: d, path: "/not-found", status: 200, body: "<h1>home</h1>"},
+			{doc: d, path: "/blog/doesnt/exist", navigate: true, status: 200, body: "<h1>home</h1>"},
+		}},
+		{name: "assets only, 404-page", assetsOnly: true, assets: v1alpha1.WorkerAssets{NotFoundHandling: v1alpha1.NotFound404Page}, reqs: []assetReq{
+			{doc: d, path: "/not-found", status: 404, body: "<p>root 404</p>"},
+			{doc: d, path: "/blog/doesnt/exist", status: 404, body: "<p>blog 404</p>"},
+		}},
+	}
+}
+
 // fileConfigs: _redirects and _headers, ETag and content types.
 func fileConfigs() []assetConfig {
 	r, h := docRedirects, docHeaders
@@ -284,9 +311,10 @@ func TestAssetsSemantics(t *testing.T) {
 	all = append(all, htmlHandlingConfigs()...)
 	all = append(all, notFoundConfigs()...)
 	all = append(all, fileConfigs()...)
+	all = append(all, assetsOnlyConfigs()...)
 	for _, cfg := range all {
 		t.Run(cfg.name, func(t *testing.T) {
-			base := startAssets(t, bin, cfg.assets, siteFiles)
+			base := startAssets(t, bin, cfg.assets, siteFiles, !cfg.assetsOnly)
 			for _, r := range cfg.reqs {
 				checkAssetReq(t, base, r)
 			}
@@ -297,7 +325,7 @@ func TestAssetsSemantics(t *testing.T) {
 // TestAssetsETag: an asset's ETag answers If-None-Match with 304 and no body
 // (https://developers.cloudflare.com/workers/static-assets/headers/, "ETag").
 func TestAssetsETag(t *testing.T) {
-	base := startAssets(t, testenv.WorkerdBinary(t), v1alpha1.WorkerAssets{}, siteFiles)
+	base := startAssets(t, testenv.WorkerdBinary(t), v1alpha1.WorkerAssets{}, siteFiles, true)
 	res := get(t, base+"/file", nil)
 	etag := res.Header.Get("ETag")
 	if res.StatusCode != 200 || etag == "" {
@@ -314,15 +342,17 @@ func TestAssetsETag(t *testing.T) {
 	}
 }
 
-// startAssets renders a Worker (assetsWorker) with spec.assets a over files and starts
-// it; it returns the http socket's base URL.
-func startAssets(t *testing.T, bin string, a v1alpha1.WorkerAssets, files map[string]string) string {
+// startAssets renders a Worker with spec.assets a over files, with assetsWorker as its
+// code unless !code, and starts it; it returns the http socket's base URL.
+func startAssets(t *testing.T, bin string, a v1alpha1.WorkerAssets, files map[string]string, code bool) string {
 	t.Helper()
 	a.Image = "registry.example.com/site:1"
 	w := &v1alpha1.Worker{}
 	w.Name, w.Namespace = "site", "default"
 	w.Spec.CompatibilityDate = "2025-10-08"
-	w.Spec.Source.Inline = &v1alpha1.InlineSource{Modules: []v1alpha1.Module{{Name: "worker.js", Type: v1alpha1.ModuleESModule, Content: ptr.To(assetsWorker)}}}
+	if code {
+		w.Spec.Source.Inline = &v1alpha1.InlineSource{Modules: []v1alpha1.Module{{Name: "worker.js", Type: v1alpha1.ModuleESModule, Content: ptr.To(assetsWorker)}}}
+	}
 	w.Spec.Assets = &a
 	out, err := render.Render(render.Input{Worker: w})
 	if err != nil {
@@ -394,6 +424,9 @@ func checkAssetReq(t *testing.T, base string, r assetReq) {
 	}
 	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); r.mimeType != "" && mt != r.mimeType {
 		t.Errorf("GET %s: Content-Type %q, want media type %s (%s)", r.path, res.Header.Get("Content-Type"), r.mimeType, r.doc)
+	}
+	if r.noBody && len(body) != 0 {
+		t.Errorf("GET %s: body %q, want none (%s)", r.path, body, r.doc)
 	}
 	if r.body != "" && string(body) != r.body {
 		t.Errorf("GET %s: body %q, want %q (%s)", r.path, body, r.body, r.doc)

@@ -69,8 +69,10 @@ type extras struct {
 	// opts are the rendering's Options.
 	opts Options
 	// httpService is the service of the http socket: the user's Worker, or the assets
-	// service in front of it (assets.go).
-	httpService string
+	// service in front of it (assets.go). workerService is the service rpc and the
+	// trigger shim reach: the user's Worker, or the assets service of an assets-only
+	// Worker.
+	httpService, workerService string
 }
 
 func newExtras() *extras {
@@ -106,7 +108,7 @@ func renderBindings(in Input) (*extras, error) {
 			return nil, err
 		}
 	}
-	if err := addAssets(in.Worker, x); err != nil {
+	if err := addAssets(in, x); err != nil {
 		return nil, err
 	}
 	sort.Slice(x.bindings, func(i, j int) bool { return x.bindings[i].name < x.bindings[j].name })

@@ -18,12 +18,14 @@ func writeConfig(w *v1alpha1.Worker, modules []module, flags []string, x *extras
 	c.line()
 	c.open("const config :Workerd.Config = (")
 	c.open("services = [")
-	writeUserWorker(c, w, modules, flags, x)
+	if len(modules) > 0 {
+		writeUserWorker(c, w, modules, flags, x)
+	}
 	c.splice(&x.services)
-	writeShimServices(c, WorkerServiceName(w.Name), x.healthBindings)
+	writeShimServices(c, x.workerService, x.healthBindings)
 	c.close("],")
 	c.open("sockets = [")
-	writeSockets(c, WorkerServiceName(w.Name), x.httpService, x.opts)
+	writeSockets(c, x.workerService, x.httpService, x.opts)
 	c.splice(&x.sockets)
 	c.close("],")
 	if len(x.extensions) > 0 {

@@ -34,7 +34,9 @@
 // _headers and _redirects as JSON config) over the relative path "assets", with the
 // user's Worker as its userWorker. The http socket then serves it instead of the
 // Worker; rpc, health and trigger keep reaching the Worker. spec.assets.binding is a
-// service binding to its "AssetWorker" entrypoint (files only). docs/assets.md. Sockets "http", "rpc",
+// service binding to its "AssetWorker" entrypoint (files only). An assets-only Worker
+// (spec.assets, no spec.source) has no user Worker: the assets service takes the
+// compatibility date and flags and serves http, rpc and the trigger shim. docs/assets.md. Sockets "http", "rpc",
 // "health" and "trigger" get their addresses by flag (see Args). The rpc socket and the
 // external services to other Workers both set capnpConnectHost =
 // podcontract.RPCConnectHost: with the pinned workerd this makes JS RPC (method calls,

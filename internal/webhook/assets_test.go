@@ -72,6 +72,21 @@ func assetCases(tbl *limits.Table) []admitCase {
 		admitCase{name: "assets-run-worker-first-only-negative", obj: withAssets("assets-rwf-neg", limits.Paid, func(a *v1alpha1.WorkerAssets) { a.RunWorkerFirst = []string{"!/api/*"} }),
 			wantErr: []string{"spec.assets.runWorkerFirst", "at least one pattern without"}},
 		admitCase{name: "assets-run-worker-first-negation", obj: withAssets("assets-rwf-ok", limits.Paid, func(a *v1alpha1.WorkerAssets) { a.RunWorkerFirst = []string{"/api/*", "!/api/docs/*"} })},
+		// An assets-only Worker: spec.source left out.
+		admitCase{name: "assets-only", obj: newWorker("assets-only", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Source = v1alpha1.WorkerSource{}
+			s.Assets = &v1alpha1.WorkerAssets{Image: "registry.example/team/site:1", NotFoundHandling: v1alpha1.NotFound404Page}
+		})},
+		admitCase{name: "no-source-no-assets", obj: newWorker("no-source", limits.Paid, func(s *v1alpha1.WorkerSpec) { s.Source = v1alpha1.WorkerSource{} }),
+			wantErr: []string{"spec.source is required unless spec.assets is set"}},
+		admitCase{name: "assets-only-bindings", obj: newWorker("assets-only-bindings", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Source, s.Bindings = v1alpha1.WorkerSource{}, textBindings(1)
+			s.Assets = &v1alpha1.WorkerAssets{Image: "registry.example/team/site:1"}
+		}), wantErr: []string{"an assets-only Worker (no spec.source) has no code to give spec.bindings to"}},
+		admitCase{name: "assets-only-run-worker-first", obj: newWorker("assets-only-rwf", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Source = v1alpha1.WorkerSource{}
+			s.Assets = &v1alpha1.WorkerAssets{Image: "registry.example/team/site:1", RunWorkerFirst: []string{"/*"}}
+		}), wantErr: []string{"spec.assets.binding and runWorkerFirst need a Worker script"}},
 		admitCase{name: "assets-path-dotdot", obj: withAssets("assets-dotdot", limits.Paid, func(a *v1alpha1.WorkerAssets) { a.Path = "/a/../b" }),
 			wantErr: []string{"spec.assets.path", "'..'"}},
 		admitCase{name: "assets-html-handling-unknown", obj: withAssets("assets-html-bad", limits.Paid, func(a *v1alpha1.WorkerAssets) { a.HTMLHandling = "auto" }),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 )
@@ -130,5 +131,25 @@ func (r *Result) setAssetsImage(ref string) error {
 			"(an image you built holding the directory's files under %s); see docs/assets.md", r.assetsDir, v1alpha1.DefaultAssetsPath)
 	}
 	a.Image = ref
+	return nil
+}
+
+// checkAssetsOnly refuses what needs a Worker script in a project without main, as
+// wrangler does: bindings (vars, secrets, ...), assets.binding and run_worker_first.
+func (r *Result) checkAssetsOnly() error {
+	s := r.Worker.Spec
+	var what []string
+	for _, b := range s.Bindings {
+		what = append(what, "binding "+b.Name)
+	}
+	if s.Assets.Binding != "" {
+		what = append(what, "assets.binding")
+	}
+	if len(s.Assets.RunWorkerFirst) > 0 {
+		what = append(what, "assets.run_worker_first")
+	}
+	if len(what) > 0 || len(r.DurableObjectNamespaces) > 0 || len(r.Workflows) > 0 || len(r.CronSchedules) > 0 {
+		return fmt.Errorf("no main: an assets-only Worker has no code for %s (or Durable Objects, Workflows, crons)", strings.Join(what, ", "))
+	}
 	return nil
 }

@@ -115,3 +115,30 @@ func TestAssetsImageFromSourceImage(t *testing.T) {
 		t.Errorf("--assets-image: %v, spec.assets.image %q", err, w.Spec.Assets.Image)
 	}
 }
+
+// A project without main but with assets imports as an assets-only Worker (no
+// spec.source); one that also binds something is refused.
+func TestImportAssetsOnly(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"wrangler.json":   `{"name": "docs", "compatibility_date": "2025-10-08", "assets": {"directory": "public", "not_found_handling": "404-page"}}`,
+		"public/404.html": "nf",
+	})
+	res, err := Import(Options{Path: dir, AssetsImage: "r.example/docs:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := res.Worker.Spec.Source
+	if src.Inline != nil || src.ConfigMap != nil || src.Image != nil {
+		t.Errorf("spec.source = %+v, want none", src)
+	}
+	if a := res.Worker.Spec.Assets; a == nil || a.Image != "r.example/docs:1" || a.NotFoundHandling != v1alpha1.NotFound404Page {
+		t.Errorf("spec.assets = %+v", a)
+	}
+	bound := writeProject(t, map[string]string{
+		"wrangler.json": `{"name": "docs", "compatibility_date": "2025-10-08", "vars": {"A": "1"}, "assets": {"directory": "public", "binding": "ASSETS"}}`,
+	})
+	_, err = Import(Options{Path: bound, AssetsImage: "r.example/docs:1"})
+	if err == nil || !strings.Contains(err.Error(), "binding A, assets.binding") {
+		t.Errorf("assets-only with bindings: %v", err)
+	}
+}

@@ -66,6 +66,13 @@ func Import(o Options) (*Result, error) {
 	if len(res.Unsupported) > 0 && !o.AllowUnsupported {
 		return nil, &UnsupportedError{File: cfg.File, Issues: res.Unsupported}
 	}
+	if res.main == "" && res.Worker.Spec.Assets != nil {
+		// An assets-only project: no code (docs/assets.md).
+		if err := res.checkAssetsOnly(); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.File, err)
+		}
+		return res, res.setAssetsImage(o.AssetsImage)
+	}
 	var mods []v1alpha1.Module
 	if o.Bundle != "" {
 		mods, err = BundleModules(o.Bundle, res.main)
