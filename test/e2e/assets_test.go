@@ -122,3 +122,41 @@ func navigate(t *testing.T, url string) *http.Response {
 	}
 	return res
 }
+
+// TestAssetsOnlyServes: a Worker with spec.assets and no spec.source runs without a
+// Worker script: files are served and anything else gets a 404 with no body
+// (https://developers.cloudflare.com/workers/static-assets/routing/, "Default behavior").
+func TestAssetsOnlyServes(t *testing.T) {
+	ctx := context.Background()
+	w := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "fleet.workerd-operator.io/v1alpha1",
+		"kind":       "Worker",
+		"metadata":   map[string]any{"name": "assets-only", "namespace": sampleNS},
+		"spec": map[string]any{
+			"compatibilityDate": "2025-10-08",
+			"assets":            map[string]any{"image": assetsImage, "path": "/site", "pullPolicy": "IfNotPresent"},
+		},
+	}}
+	if err := cluster.Apply(ctx, []*unstructured.Unstructured{w}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), w) })
+	if err := cluster.WaitReady(ctx, []*unstructured.Unstructured{w}, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	url := serviceURL(t, "assets-only")
+	var body string
+	eventually(t, time.Minute, "GET assets-only /", func() (err error) {
+		body, err = get(url + "/")
+		return err
+	})
+	if body != siteIndex {
+		t.Errorf("GET /: %q, want index.html %q", body, siteIndex)
+	}
+	res := navigate(t, url+"/assets/missing.js")
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusNotFound || len(b) != 0 {
+		t.Errorf("GET /assets/missing.js: %d %q, want 404 with no body", res.StatusCode, b)
+	}
+}
