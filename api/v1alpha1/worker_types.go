@@ -34,6 +34,7 @@ const (
 // how many workerd pods serve it.
 // +kubebuilder:validation:XValidation:rule="!has(self.runtime) || !has(self.runtime.image) || has(self.runtime.version)",message="spec.runtime.image needs spec.runtime.version: the operator must know which workerd an image holds"
 // +kubebuilder:validation:XValidation:rule="has(self.source) || has(self.assets)",message="spec.source is required unless spec.assets is set (an assets-only Worker)"
+// +kubebuilder:validation:XValidation:rule="!has(self.assets) || has(self.assets.image) || (has(self.source) && has(self.source.image))",message="spec.assets.image is required unless spec.source.image names the image"
 // +kubebuilder:validation:XValidation:rule="has(self.source) || !has(self.bindings) || size(self.bindings) == 0",message="an assets-only Worker (no spec.source) has no code to give spec.bindings to"
 // +kubebuilder:validation:XValidation:rule="has(self.source) || !has(self.assets) || (!has(self.assets.binding) && !has(self.assets.runWorkerFirst))",message="spec.assets.binding and runWorkerFirst need a Worker script (spec.source); an assets-only Worker has none"
 type WorkerSpec struct {
@@ -252,12 +253,13 @@ const DefaultAssetsPath = "/assets"
 // not_found_handling, _redirects and _headers decide. The directory comes from an OCI
 // image, mounted read-only as an image volume (the cluster must support image volumes).
 type WorkerAssets struct {
-	// image holding the directory, e.g. "registry.example.com/team/site:1"; it may be
-	// the image of spec.source.image.
+	// image holding the directory, e.g. "registry.example.com/team/site:1". Default:
+	// the image of spec.source.image (with its pull policy), so that a bundle image
+	// holding both the modules and the assets (`import --image`) is named once.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	// +required
-	Image string `json:"image"`
+	// +optional
+	Image string `json:"image,omitempty"`
 
 	// path of the directory inside the image. Default "/assets".
 	// +kubebuilder:validation:MaxLength=1024

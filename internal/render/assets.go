@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
@@ -33,6 +35,19 @@ func AssetsConfigJSON(a *v1alpha1.WorkerAssets) (string, error) {
 	return string(b), err
 }
 
+// AssetsImage is the image holding w's assets and its pull policy: spec.assets.image,
+// else spec.source.image's image and pull policy; "" when w has no assets.
+func AssetsImage(w *v1alpha1.Worker) (string, corev1.PullPolicy) {
+	a := w.Spec.Assets
+	switch {
+	case a == nil:
+		return "", ""
+	case a.Image == "" && w.Spec.Source.Image != nil:
+		return w.Spec.Source.Image.Image, w.Spec.Source.Image.PullPolicy
+	}
+	return a.Image, a.PullPolicy
+}
+
 // AssetsPath is spec.assets.path, default v1alpha1.DefaultAssetsPath.
 func AssetsPath(a *v1alpha1.WorkerAssets) string {
 	if a.Path == "" {
@@ -52,6 +67,9 @@ func addAssets(in Input, x *extras) error {
 	x.httpService, x.workerService = WorkerServiceName(w.Name), WorkerServiceName(w.Name)
 	if a == nil {
 		return nil
+	}
+	if img, _ := AssetsImage(w); img == "" {
+		return fmt.Errorf("spec.assets.image: required unless spec.source.image names the image")
 	}
 	if err := checkAssets(a); err != nil {
 		return err
@@ -117,9 +135,6 @@ func assetsOnlyFields(in Input) ([]string, error) {
 
 // checkAssets checks what the renderer relies on (the CRD schema checks it too).
 func checkAssets(a *v1alpha1.WorkerAssets) error {
-	if a.Image == "" {
-		return fmt.Errorf("spec.assets.image: required")
-	}
 	p := AssetsPath(a)
 	if !strings.HasPrefix(p, "/") {
 		return fmt.Errorf("spec.assets.path: %q must start with \"/\"", p)

@@ -51,3 +51,24 @@ func TestAssetsImageVolume(t *testing.T) {
 		t.Errorf("workingDir %q without spec.assets", pod.Containers[0].WorkingDir)
 	}
 }
+
+// spec.assets without an image mounts spec.source.image's image (one bundle image
+// holding the modules and the assets), with its pull policy.
+func TestAssetsFollowSourceImage(t *testing.T) {
+	w := fixtureWorker(func(w *fleetv1alpha1.Worker) {
+		w.Spec.Source = fleetv1alpha1.WorkerSource{Image: &fleetv1alpha1.ImageSource{
+			Image: "localhost:5001/site@sha256:0123", Path: "/bundle", Main: "index.js", PullPolicy: corev1.PullAlways}}
+		w.Spec.Assets = &fleetv1alpha1.WorkerAssets{}
+	})
+	pod := build(t, w).Deployment.Spec.Template.Spec
+	want := &corev1.ImageVolumeSource{Reference: "localhost:5001/site@sha256:0123", PullPolicy: corev1.PullAlways}
+	for _, v := range pod.Volumes {
+		if v.Name == "assets" {
+			if !reflect.DeepEqual(v.Image, want) {
+				t.Errorf("assets volume image %+v, want %+v", v.Image, want)
+			}
+			return
+		}
+	}
+	t.Errorf("no assets volume in %+v", pod.Volumes)
+}

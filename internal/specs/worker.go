@@ -358,8 +358,9 @@ func workerVolumes(w *fleetv1alpha1.Worker, out *render.Output) ([]corev1.Volume
 	}
 	if a := w.Spec.Assets; a != nil {
 		// The asset directory, an image volume too, where the assets service reads it.
+		ref, policy := render.AssetsImage(w)
 		volumes = append(volumes, corev1.Volume{Name: "assets", VolumeSource: corev1.VolumeSource{
-			Image: &corev1.ImageVolumeSource{Reference: a.Image, PullPolicy: a.PullPolicy},
+			Image: &corev1.ImageVolumeSource{Reference: ref, PullPolicy: policy},
 		}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "assets", MountPath: podcontract.AssetsDir, ReadOnly: true,
 			SubPath: strings.TrimPrefix(render.AssetsPath(a), "/")})

@@ -87,6 +87,13 @@ func assetCases(tbl *limits.Table) []admitCase {
 			s.Source = v1alpha1.WorkerSource{}
 			s.Assets = &v1alpha1.WorkerAssets{Image: "registry.example/team/site:1", RunWorkerFirst: []string{"/*"}}
 		}), wantErr: []string{"spec.assets.binding and runWorkerFirst need a Worker script"}},
+		admitCase{name: "assets-image-missing", obj: newWorker("assets-no-image", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Assets = &v1alpha1.WorkerAssets{NotFoundHandling: v1alpha1.NotFoundSPA}
+		}), wantErr: []string{"spec.assets.image is required unless spec.source.image names the image"}},
+		admitCase{name: "assets-image-from-source", obj: newWorker("assets-source-image", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Source = v1alpha1.WorkerSource{Image: &v1alpha1.ImageSource{Image: "registry.example/team/site:1", Path: "/bundle", Main: "index.js"}}
+			s.Assets = &v1alpha1.WorkerAssets{}
+		})},
 		admitCase{name: "assets-path-dotdot", obj: withAssets("assets-dotdot", limits.Paid, func(a *v1alpha1.WorkerAssets) { a.Path = "/a/../b" }),
 			wantErr: []string{"spec.assets.path", "'..'"}},
 		admitCase{name: "assets-html-handling-unknown", obj: withAssets("assets-html-bad", limits.Paid, func(a *v1alpha1.WorkerAssets) { a.HTMLHandling = "auto" }),
