@@ -36,14 +36,19 @@ func AssetsConfigJSON(a *v1alpha1.WorkerAssets) (string, error) {
 }
 
 // AssetsImage is the image holding w's assets and its pull policy: spec.assets.image,
-// else spec.source.image's image and pull policy; "" when w has no assets.
+// else spec.source.image's image; spec.assets.pullPolicy, else (with the source's image)
+// the source's. "" when w has no assets.
 func AssetsImage(w *v1alpha1.Worker) (string, corev1.PullPolicy) {
 	a := w.Spec.Assets
-	switch {
-	case a == nil:
+	if a == nil {
 		return "", ""
-	case a.Image == "" && w.Spec.Source.Image != nil:
-		return w.Spec.Source.Image.Image, w.Spec.Source.Image.PullPolicy
+	}
+	if src := w.Spec.Source.Image; a.Image == "" && src != nil {
+		policy := a.PullPolicy
+		if policy == "" {
+			policy = src.PullPolicy
+		}
+		return src.Image, policy
 	}
 	return a.Image, a.PullPolicy
 }

@@ -114,14 +114,17 @@ func readOptional(file string) (string, error) {
 	return string(b), err
 }
 
-// setAssetsImage names the image holding the asset directory in spec.assets: ref; else,
-// with spec.source.image (an `import --image` bundle holds the directory under
-// /assets), none, so that spec.assets follows the source's image; else it says how to
-// get one.
+// setAssetsImage names the image holding the asset directory in spec.assets: ref, else
+// the image of spec.source.image (an `import --image` bundle holds the directory under
+// /assets; written out, though the API defaults to it, so the YAML says where the
+// files are), or says how to get one.
 func (r *Result) setAssetsImage(ref string) error {
 	a := r.Worker.Spec.Assets
-	if a == nil || (ref == "" && r.Worker.Spec.Source.Image != nil) {
+	if a == nil {
 		return nil
+	}
+	if src := r.Worker.Spec.Source.Image; ref == "" && src != nil {
+		ref = src.Image
 	}
 	if ref == "" {
 		return fmt.Errorf("assets: the Worker serves static assets from %s, which the pods read from an OCI image: "+

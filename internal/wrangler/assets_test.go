@@ -98,8 +98,8 @@ func TestImportAssetsNeedImage(t *testing.T) {
 	}
 }
 
-// With an image source (import --image) and no --assets-image, spec.assets names no
-// image: it follows spec.source.image, whose /assets holds the directory.
+// With an image source (import --image) and no --assets-image, spec.assets names the
+// same image, whose /assets holds the directory.
 func TestAssetsImageFromSourceImage(t *testing.T) {
 	w := &v1alpha1.Worker{}
 	w.Spec.Source.Image = &v1alpha1.ImageSource{Image: "localhost:5001/site@sha256:abc", Main: "index.js"}
@@ -108,8 +108,8 @@ func TestAssetsImageFromSourceImage(t *testing.T) {
 	if err := r.setAssetsImage(""); err != nil {
 		t.Fatal(err)
 	}
-	if w.Spec.Assets.Image != "" || w.Spec.Assets.Path != "" {
-		t.Errorf("spec.assets = %+v, want no image (the source's) and the default path", w.Spec.Assets)
+	if w.Spec.Assets.Image != "localhost:5001/site@sha256:abc" || w.Spec.Assets.Path != "" {
+		t.Errorf("spec.assets = %+v, want the source image with the default path", w.Spec.Assets)
 	}
 	if err := r.setAssetsImage("other/assets:2"); err != nil || w.Spec.Assets.Image != "other/assets:2" {
 		t.Errorf("--assets-image: %v, spec.assets.image %q", err, w.Spec.Assets.Image)
