@@ -33,6 +33,10 @@ const (
 // WorkerSpec is what a Worker runs: its code, compatibility, bindings and limits, and
 // how many workerd pods serve it.
 // +kubebuilder:validation:XValidation:rule="!has(self.runtime) || !has(self.runtime.image) || has(self.runtime.version)",message="spec.runtime.image needs spec.runtime.version: the operator must know which workerd an image holds"
+// +kubebuilder:validation:XValidation:rule="has(self.source) || has(self.assets)",message="spec.source is required unless spec.assets is set (an assets-only Worker)"
+// +kubebuilder:validation:XValidation:rule="!has(self.assets) || has(self.assets.image) || (has(self.source) && has(self.source.image))",message="spec.assets.image is required unless spec.source.image names the image"
+// +kubebuilder:validation:XValidation:rule="has(self.source) || !has(self.bindings) || size(self.bindings) == 0",message="an assets-only Worker (no spec.source) has no code to give spec.bindings to"
+// +kubebuilder:validation:XValidation:rule="has(self.source) || !has(self.assets) || (!has(self.assets.binding) && !has(self.assets.runWorkerFirst))",message="spec.assets.binding and runWorkerFirst need a Worker script (spec.source); an assets-only Worker has none"
 type WorkerSpec struct {
 	// compatibilityDate is the workerd compatibility date, YYYY-MM-DD. It may not be
 	// later than the newest date the pinned workerd supports (checked at admission).
@@ -51,9 +55,16 @@ type WorkerSpec struct {
 	// +optional
 	CompatibilityFlags []string `json:"compatibilityFlags,omitempty"`
 
-	// source holds the Worker's code: exactly one of inline, configMap or image.
-	// +required
-	Source WorkerSource `json:"source"`
+	// source holds the Worker's code: exactly one of inline, configMap or image. It may
+	// be left out only with spec.assets: an assets-only Worker, which serves its files and
+	// answers 404 (or its not-found handling) for anything else.
+	// +optional
+	Source WorkerSource `json:"source,omitzero"`
+
+	// assets serves a directory of static files in front of the Worker, as Cloudflare
+	// serves a Worker's assets (wrangler's `assets`): see docs/assets.md.
+	// +optional
+	Assets *WorkerAssets `json:"assets,omitempty"`
 
 	// bindings are what the Worker sees in env, by name. At most 128.
 	// +kubebuilder:validation:MaxItems=128
@@ -86,7 +97,8 @@ type WorkerSpec struct {
 	Service *WorkerServiceSpec `json:"service,omitempty"`
 }
 
-// WorkerSource is where the Worker's modules come from. Exactly one field is set.
+// WorkerSource is where the Worker's modules come from. Exactly one field is set (none
+// only when the whole source is left out).
 // +kubebuilder:validation:XValidation:rule="[has(self.inline), has(self.configMap), has(self.image)].filter(x, x).size() == 1",message="exactly one of inline, configMap or image must be set"
 type WorkerSource struct {
 	// inline lists the modules in the Worker object itself; the first is the main module.
@@ -206,6 +218,107 @@ type ImageSource struct {
 	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
 	// +optional
 	PullPolicy corev1.PullPolicy `json:"pullPolicy,omitempty"`
+}
+
+// AssetsHTMLHandling is wrangler's assets.html_handling: how paths map to HTML files.
+// +kubebuilder:validation:Enum=auto-trailing-slash;force-trailing-slash;drop-trailing-slash;none
+type AssetsHTMLHandling string
+
+// HTML handling modes (https://developers.cloudflare.com/workers/static-assets/routing/advanced/html-handling/).
+const (
+	HTMLAutoTrailingSlash  AssetsHTMLHandling = "auto-trailing-slash"
+	HTMLForceTrailingSlash AssetsHTMLHandling = "force-trailing-slash"
+	HTMLDropTrailingSlash  AssetsHTMLHandling = "drop-trailing-slash"
+	HTMLNone               AssetsHTMLHandling = "none"
+)
+
+// AssetsNotFoundHandling is wrangler's assets.not_found_handling: what a request that
+// matches no file gets.
+// +kubebuilder:validation:Enum=none;404-page;single-page-application
+type AssetsNotFoundHandling string
+
+// Not-found handling modes (https://developers.cloudflare.com/workers/static-assets/routing/).
+const (
+	NotFoundNone    AssetsNotFoundHandling = "none"
+	NotFound404Page AssetsNotFoundHandling = "404-page"
+	NotFoundSPA     AssetsNotFoundHandling = "single-page-application"
+)
+
+// DefaultAssetsPath is spec.assets.path's default.
+const DefaultAssetsPath = "/assets"
+
+// WorkerAssets is a directory of static files served with Cloudflare's semantics
+// (https://developers.cloudflare.com/workers/static-assets/): a request that matches a
+// file gets the file, others go to the Worker, as run_worker_first, html_handling,
+// not_found_handling, _redirects and _headers decide. The directory comes from an OCI
+// image, mounted read-only as an image volume (the cluster must support image volumes).
+type WorkerAssets struct {
+	// image holding the directory, e.g. "registry.example.com/team/site:1". Default:
+	// the image of spec.source.image (with its pull policy), so that a bundle image
+	// holding both the modules and the assets (`import --image`) is named once.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// path of the directory inside the image. Default "/assets".
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/`
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..')",message="path may not contain a '..' segment"
+	// +kubebuilder:default="/assets"
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// pullPolicy of the image.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	PullPolicy corev1.PullPolicy `json:"pullPolicy,omitempty"`
+
+	// binding names the env binding through which the Worker fetches assets
+	// (wrangler assets.binding, `env.ASSETS.fetch(request)`); it may not equal a name
+	// of spec.bindings.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_$][A-Za-z0-9_$]*$`
+	// +optional
+	Binding string `json:"binding,omitempty"`
+
+	// htmlHandling is wrangler's html_handling: auto-trailing-slash (Cloudflare's
+	// default), force-trailing-slash, drop-trailing-slash or none.
+	// +optional
+	HTMLHandling AssetsHTMLHandling `json:"htmlHandling,omitempty"`
+
+	// notFoundHandling is wrangler's not_found_handling: none (Cloudflare's default),
+	// 404-page or single-page-application.
+	// +optional
+	NotFoundHandling AssetsNotFoundHandling `json:"notFoundHandling,omitempty"`
+
+	// runWorkerFirst is wrangler's run_worker_first as route patterns: a request whose
+	// path matches one goes to the Worker before any asset; a pattern starting with "!"
+	// excludes paths (wrangler's `true` is ["/*"]). At most 100 patterns of at most
+	// 100 characters (Wrangler's limits, docs/limits.md).
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=100
+	// +kubebuilder:validation:items:Pattern=`^!?/`
+	// +listType=atomic
+	// +optional
+	RunWorkerFirst []string `json:"runWorkerFirst,omitempty"`
+
+	// headers is the text of a _headers file (the file in the image is not read):
+	// at most 100 rules and 2,000 characters a line
+	// (https://developers.cloudflare.com/workers/static-assets/headers/, checked at
+	// admission).
+	// +kubebuilder:validation:MaxLength=262144
+	// +optional
+	Headers string `json:"headers,omitempty"`
+
+	// redirects is the text of a _redirects file (the file in the image is not read):
+	// at most 2,000 static and 100 dynamic rules and 1,000 characters a rule
+	// (https://developers.cloudflare.com/workers/static-assets/redirects/, checked at
+	// admission).
+	// +kubebuilder:validation:MaxLength=524288
+	// +optional
+	Redirects string `json:"redirects,omitempty"`
 }
 
 // Binding is one entry of the Worker's env. Exactly one value field is set.

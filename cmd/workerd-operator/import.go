@@ -26,6 +26,11 @@ The code: with --bundle DIR (the output of ` + "`npx wrangler deploy --dry-run -
 every file there becomes an inline module; without it, main must be a single
 self-contained JavaScript file.
 
+A project with assets (wrangler's assets.directory) gets spec.assets: html_handling,
+not_found_handling, run_worker_first and the binding, plus the text of the directory's
+_headers and _redirects; the pods read the files from an image named by --assets-image
+REF (docs/assets.md).
+
 Every configuration key that cannot be mapped is listed with its path and why, and
 import fails unless --allow-unsupported (the Worker then carries the list in the
 annotation ` + wrangler.UnsupportedAnnotation + `). Secrets named in .dev.vars or
@@ -46,6 +51,7 @@ create; their values are never read.`,
 	f.StringVarP(&outDir, "output-dir", "o", "", "write one file per object and a kustomization.yaml into this directory")
 	f.BoolVar(&o.AllowUnsupported, "allow-unsupported", false, "import despite keys that cannot be mapped (listed in an annotation)")
 	f.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of the objects (default: none, kubectl's)")
+	f.StringVar(&o.AssetsImage, "assets-image", "", "image holding the assets directory's files under /assets, for a project with assets (spec.assets.image)")
 	return cmd
 }
 

@@ -68,6 +68,11 @@ type extras struct {
 	env []corev1.EnvVar
 	// opts are the rendering's Options.
 	opts Options
+	// httpService is the service of the http socket: the user's Worker, or the assets
+	// service in front of it (assets.go). workerService is the service rpc and the
+	// trigger shim reach: the user's Worker, or the assets service of an assets-only
+	// Worker.
+	httpService, workerService string
 }
 
 func newExtras() *extras {
@@ -102,6 +107,9 @@ func renderBindings(in Input) (*extras, error) {
 		if err := k.contribute(x); err != nil {
 			return nil, err
 		}
+	}
+	if err := addAssets(in, x); err != nil {
+		return nil, err
 	}
 	sort.Slice(x.bindings, func(i, j int) bool { return x.bindings[i].name < x.bindings[j].name })
 	sort.Slice(x.env, func(i, j int) bool { return x.env[i].Name < x.env[j].Name })

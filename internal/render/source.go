@@ -44,6 +44,9 @@ func resolveSource(in Input) (*source, error) {
 			n++
 		}
 	}
+	if n == 0 && in.Worker.Spec.Assets != nil {
+		return &source{}, nil // an assets-only Worker: no code (assets.go)
+	}
 	if n != 1 {
 		return nil, fmt.Errorf("spec.source: exactly one of inline, configMap or image must be set (got %d)", n)
 	}

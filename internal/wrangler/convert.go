@@ -39,6 +39,8 @@ type Result struct {
 	Notes []string
 	// main is the entry module's path from the configuration (relative to the project).
 	main string
+	// assetsDir is the asset directory (assets.directory, absolute), "" without assets.
+	assetsDir string
 }
 
 // converter maps one environment's keys into a Result.
@@ -48,6 +50,8 @@ type converter struct {
 	name       string
 	sqlClasses map[string]bool
 	bundled    bool
+	// assetsPath is the path of the `assets` key, mapped once the others are (assets.go).
+	assetsPath string
 }
 
 // Convert maps eff (one environment of cfg) to objects without reading any code;
@@ -71,6 +75,9 @@ func Convert(cfg *Config, eff *Effective, ns string, bundled bool) (*Result, err
 		c.key(k, eff.Paths[k], eff.Values[k])
 	}
 	if err := c.secrets(cfg); err != nil {
+		return nil, err
+	}
+	if err := c.assets(cfg); err != nil {
 		return nil, err
 	}
 	for _, o := range c.objects() {
@@ -123,6 +130,8 @@ func (c *converter) key(k, path string, v any) {
 		c.triggers(path, v)
 	case "limits":
 		c.limits(path, v)
+	case "assets":
+		c.assetsPath = path
 	default:
 		c.other(k, path)
 	}

@@ -28,6 +28,9 @@ type Options struct {
 	Bundle string
 	// Namespace of the objects; "" leaves it to kubectl.
 	Namespace string
+	// AssetsImage is the image holding the asset directory (spec.assets.image), for a
+	// project with `assets`; import fails without one, saying how to get one.
+	AssetsImage string
 	// AllowUnsupported imports despite unsupported keys (listed in the Worker's
 	// UnsupportedAnnotation).
 	AllowUnsupported bool
@@ -63,6 +66,13 @@ func Import(o Options) (*Result, error) {
 	if len(res.Unsupported) > 0 && !o.AllowUnsupported {
 		return nil, &UnsupportedError{File: cfg.File, Issues: res.Unsupported}
 	}
+	if res.main == "" && res.Worker.Spec.Assets != nil {
+		// An assets-only project: no code (docs/assets.md).
+		if err := res.checkAssetsOnly(); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.File, err)
+		}
+		return res, res.setAssetsImage(o.AssetsImage)
+	}
 	var mods []v1alpha1.Module
 	if o.Bundle != "" {
 		mods, err = BundleModules(o.Bundle, res.main)
@@ -77,6 +87,9 @@ func Import(o Options) (*Result, error) {
 	res.Worker.Spec.Source.Inline = &v1alpha1.InlineSource{Modules: mods}
 	if len(res.Unsupported) > 0 {
 		res.Worker.Annotations = map[string]string{UnsupportedAnnotation: joinIssues(res.Unsupported)}
+	}
+	if err := res.setAssetsImage(o.AssetsImage); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	return res, nil
 }

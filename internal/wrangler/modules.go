@@ -98,7 +98,7 @@ var importSpec = regexp.MustCompile(`(?m)(?:\bimport\s*(?:[\w*${}\s,]+from\s*)?|
 // anything else needs a bundle, and the error says how to make one.
 func MainModule(dir, main string) (v1alpha1.Module, error) {
 	if main == "" {
-		return v1alpha1.Module{}, fmt.Errorf("main is not set (assets-only Workers are not supported yet)")
+		return v1alpha1.Module{}, fmt.Errorf("main is not set (a project without main must have assets: an assets-only Worker)")
 	}
 	ext := strings.ToLower(filepath.Ext(main))
 	if ext != ".js" && ext != ".mjs" && ext != ".cjs" {
