@@ -22,10 +22,10 @@ import (
 type Config struct {
 	// Addr is host:port to listen on, e.g. "127.0.0.1:5001"; port 0 picks a free one.
 	Addr string
-	// Dir holds the registry's storage (kept across runs if it is kept) and its config.
+	// Dir holds the registry's config file and log (registry.yml, registry.log).
 	Dir string
-	// Log receives the registry's output; default Dir/registry.log.
-	Log *os.File
+	// DataDir holds the pushed images; default Dir/data. Keep it to keep them.
+	DataDir string
 }
 
 // Registry is a running registry. Stop it with Stop.
@@ -46,20 +46,21 @@ func Start(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.Dir, "data"), 0o755); err != nil {
+	if cfg.DataDir == "" {
+		cfg.DataDir = filepath.Join(cfg.Dir, "data")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	conf := filepath.Join(cfg.Dir, "config.yml")
-	if err := os.WriteFile(conf, []byte(configYAML(addr, filepath.Join(cfg.Dir, "data"))), 0o644); err != nil {
+	conf := filepath.Join(cfg.Dir, "registry.yml")
+	if err := os.WriteFile(conf, []byte(configYAML(addr, cfg.DataDir)), 0o644); err != nil {
 		return nil, err
 	}
-	logf := cfg.Log
-	if logf == nil {
-		if logf, err = os.Create(filepath.Join(cfg.Dir, "registry.log")); err != nil {
-			return nil, err
-		}
-		defer logf.Close()
+	logf, err := os.Create(filepath.Join(cfg.Dir, "registry.log"))
+	if err != nil {
+		return nil, err
 	}
+	defer logf.Close()
 	cmd := exec.Command(bin, "serve", conf)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -121,6 +122,9 @@ func (r *Registry) wait(ctx context.Context, addr string) error {
 		}
 	}
 }
+
+// Pid is the registry's process id (its own process group).
+func (r *Registry) Pid() int { return r.cmd.Process.Pid }
 
 // Stop ends the registry process.
 func (r *Registry) Stop() {
