@@ -55,6 +55,11 @@ type WorkerSpec struct {
 	// +required
 	Source WorkerSource `json:"source"`
 
+	// assets serves a directory of static files in front of the Worker, as Cloudflare
+	// serves a Worker's assets (wrangler's `assets`): see docs/assets.md.
+	// +optional
+	Assets *WorkerAssets `json:"assets,omitempty"`
+
 	// bindings are what the Worker sees in env, by name. At most 128.
 	// +kubebuilder:validation:MaxItems=128
 	// +listType=map
@@ -232,6 +237,106 @@ type ImageModule struct {
 	// type of the module: ESModule, CommonJS, Text, Data, Wasm or JSON.
 	// +required
 	Type ModuleType `json:"type"`
+}
+
+// AssetsHTMLHandling is wrangler's assets.html_handling: how paths map to HTML files.
+// +kubebuilder:validation:Enum=auto-trailing-slash;force-trailing-slash;drop-trailing-slash;none
+type AssetsHTMLHandling string
+
+// HTML handling modes (https://developers.cloudflare.com/workers/static-assets/routing/advanced/html-handling/).
+const (
+	HTMLAutoTrailingSlash  AssetsHTMLHandling = "auto-trailing-slash"
+	HTMLForceTrailingSlash AssetsHTMLHandling = "force-trailing-slash"
+	HTMLDropTrailingSlash  AssetsHTMLHandling = "drop-trailing-slash"
+	HTMLNone               AssetsHTMLHandling = "none"
+)
+
+// AssetsNotFoundHandling is wrangler's assets.not_found_handling: what a request that
+// matches no file gets.
+// +kubebuilder:validation:Enum=none;404-page;single-page-application
+type AssetsNotFoundHandling string
+
+// Not-found handling modes (https://developers.cloudflare.com/workers/static-assets/routing/).
+const (
+	NotFoundNone    AssetsNotFoundHandling = "none"
+	NotFound404Page AssetsNotFoundHandling = "404-page"
+	NotFoundSPA     AssetsNotFoundHandling = "single-page-application"
+)
+
+// DefaultAssetsPath is spec.assets.path's default.
+const DefaultAssetsPath = "/assets"
+
+// WorkerAssets is a directory of static files served with Cloudflare's semantics
+// (https://developers.cloudflare.com/workers/static-assets/): a request that matches a
+// file gets the file, others go to the Worker, as run_worker_first, html_handling,
+// not_found_handling, _redirects and _headers decide. The directory comes from an OCI
+// image, mounted read-only as an image volume (the cluster must support image volumes).
+type WorkerAssets struct {
+	// image holding the directory, e.g. "registry.example.com/team/site:1"; it may be
+	// the image of spec.source.image.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Image string `json:"image"`
+
+	// path of the directory inside the image. Default "/assets".
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/`
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..')",message="path may not contain a '..' segment"
+	// +kubebuilder:default="/assets"
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// pullPolicy of the image.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	PullPolicy corev1.PullPolicy `json:"pullPolicy,omitempty"`
+
+	// binding names the env binding through which the Worker fetches assets
+	// (wrangler assets.binding, `env.ASSETS.fetch(request)`); it may not equal a name
+	// of spec.bindings.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_$][A-Za-z0-9_$]*$`
+	// +optional
+	Binding string `json:"binding,omitempty"`
+
+	// htmlHandling is wrangler's html_handling: auto-trailing-slash (Cloudflare's
+	// default), force-trailing-slash, drop-trailing-slash or none.
+	// +optional
+	HTMLHandling AssetsHTMLHandling `json:"htmlHandling,omitempty"`
+
+	// notFoundHandling is wrangler's not_found_handling: none (Cloudflare's default),
+	// 404-page or single-page-application.
+	// +optional
+	NotFoundHandling AssetsNotFoundHandling `json:"notFoundHandling,omitempty"`
+
+	// runWorkerFirst is wrangler's run_worker_first as route patterns: a request whose
+	// path matches one goes to the Worker before any asset; a pattern starting with "!"
+	// excludes paths (wrangler's `true` is ["/*"]). At most 100 patterns of at most
+	// 100 characters (Wrangler's limits, docs/limits.md).
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=100
+	// +kubebuilder:validation:items:Pattern=`^!?/`
+	// +listType=atomic
+	// +optional
+	RunWorkerFirst []string `json:"runWorkerFirst,omitempty"`
+
+	// headers is the text of a _headers file (the file in the image is not read):
+	// at most 100 rules and 2,000 characters a line
+	// (https://developers.cloudflare.com/workers/static-assets/headers/, checked at
+	// admission).
+	// +kubebuilder:validation:MaxLength=262144
+	// +optional
+	Headers string `json:"headers,omitempty"`
+
+	// redirects is the text of a _redirects file (the file in the image is not read):
+	// at most 2,000 static and 100 dynamic rules and 1,000 characters a rule
+	// (https://developers.cloudflare.com/workers/static-assets/redirects/, checked at
+	// admission).
+	// +kubebuilder:validation:MaxLength=524288
+	// +optional
+	Redirects string `json:"redirects,omitempty"`
 }
 
 // Binding is one entry of the Worker's env. Exactly one value field is set.

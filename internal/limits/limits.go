@@ -96,6 +96,16 @@ const (
 	ScriptSize2024GzBytes Name = "script_size_2024_gzip_bytes"
 	InlineSourceBytes     Name = "inline_source_bytes"
 
+	// Static assets (spec.assets, docs/assets.md).
+	AssetFiles              Name = "asset_files"
+	AssetFileBytes          Name = "asset_file_bytes"
+	AssetHeaderRules        Name = "asset_header_rules"
+	AssetHeaderLineChars    Name = "asset_header_line_chars"
+	AssetStaticRedirects    Name = "asset_static_redirects"
+	AssetDynamicRedirects   Name = "asset_dynamic_redirects"
+	AssetRedirectChars      Name = "asset_redirect_chars"
+	AssetRunWorkerFirstRule Name = "asset_run_worker_first_rules"
+
 	// Cron Triggers.
 	CronCPUMsUnder1h   Name = "cron_cpu_ms_interval_under_1h"
 	CronCPUMs1hOrMore  Name = "cron_cpu_ms_interval_1h_or_more"
@@ -149,6 +159,11 @@ const (
 	DocCronTriggers    = "https://developers.cloudflare.com/workers/configuration/cron-triggers/"
 	DocDOLimits        = "https://developers.cloudflare.com/durable-objects/platform/limits/"
 	DocEtcdLimits      = "https://etcd.io/docs/v3.5/dev-guide/limit/"
+	DocAssetsHeaders   = "https://developers.cloudflare.com/workers/static-assets/headers/"
+	DocAssetsRedirects = "https://developers.cloudflare.com/workers/static-assets/redirects/"
+	// DocAssets states the limits Wrangler checks that the Cloudflare docs give no
+	// number for (run_worker_first), with Wrangler's source.
+	DocAssets = "docs/assets.md"
 	// DocWorkflowsTypes is workerd's published type definitions of the Workflow
 	// binding (@cloudflare/workers-types), whose comments state createBatch's limits.
 	DocWorkflowsTypes = "https://github.com/cloudflare/workerd/blob/main/types/defines/workflows.d.ts"
@@ -324,6 +339,31 @@ var table = []Limit{
 		Values: same(1 * mib), Source: DocEtcdLimits, Provenance: Documented, Enforcement: Admission,
 		How:     "admission sums the inline modules' content and contentBase64 strings; without the check a larger Worker is refused by etcd after admission with 'rpc error: code = ResourceExhausted', which names no field",
 		History: "etcd's default request limit (--max-request-bytes) is 1.5 MiB; 1 MiB leaves the rest for the Worker's other fields and metadata. Measured against the envtest etcd: a 2 MiB inline source fails at etcd, a 4 MiB one at the API server's 3 MiB request-body limit. Client-side kubectl apply also copies the object into an annotation limited to 256 KiB: use kubectl apply --server-side for larger inline sources."},
+	{Name: AssetFiles, Description: "Files in a Worker's static assets (one version).", Unit: Count,
+		Values: per(20000, 100000, 100000), Source: DocWorkersLimits, Provenance: Documented, Enforcement: NotEnforced,
+		How: "not enforced: the files are in spec.assets.image, which admission cannot see, and workerd serves any number"},
+	{Name: AssetFileBytes, Description: "Size of one static asset file.", Unit: Bytes,
+		Values: same(25 * mib), Source: DocWorkersLimits, Provenance: Documented, Enforcement: NotEnforced,
+		How: "not enforced: the files are in spec.assets.image, which admission cannot see"},
+	{Name: AssetHeaderRules, Description: "Rules (URL patterns) in a _headers file (spec.assets.headers).", Unit: Count,
+		Values: same(100), Source: DocAssetsHeaders, Provenance: Documented, Enforcement: Admission,
+		How: "admission counts the lines that start a rule"},
+	{Name: AssetHeaderLineChars, Description: "Length of one line of a _headers file, spacing, name and value included.", Unit: Characters,
+		Values: same(2000), Source: DocAssetsHeaders, Provenance: Documented, Enforcement: Admission,
+		How: "admission measures every line"},
+	{Name: AssetStaticRedirects, Description: "Static rules (no splat, no placeholder) in a _redirects file (spec.assets.redirects).", Unit: Count,
+		Values: same(2000), Source: DocAssetsRedirects, Provenance: Documented, Enforcement: Admission,
+		How: "admission counts them"},
+	{Name: AssetDynamicRedirects, Description: "Dynamic rules (a splat * or a :placeholder in the source) in a _redirects file.", Unit: Count,
+		Values: same(100), Source: DocAssetsRedirects, Provenance: Documented, Enforcement: Admission,
+		How: "admission counts them"},
+	{Name: AssetRedirectChars, Description: "Length of one _redirects rule.", Unit: Characters,
+		Values: same(1000), Source: DocAssetsRedirects, Provenance: Documented, Enforcement: Admission,
+		How: "admission measures every rule"},
+	{Name: AssetRunWorkerFirstRule, Description: "Route patterns in run_worker_first (spec.assets.runWorkerFirst), each at most 100 characters.", Unit: Count,
+		Values: same(100), Source: DocAssets, Provenance: Documented, Enforcement: Admission,
+		How: "the CRD schema (maxItems 100, items maxLength 100)",
+		API: &APIField{Kind: "Worker", Path: "spec.assets.runWorkerFirst", Max: 100, Items: true}},
 	{Name: CronCPUMsUnder1h, Description: "CPU time per Cron Trigger invocation when the schedule fires more often than hourly.", Unit: Milliseconds,
 		Values: per(10, 30000, 30000), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Pod,
 		How: "the pod's CPU limit; there is no per-invocation CPU accounting in workerd"},

@@ -85,6 +85,12 @@ const (
 	// HealthService and TriggerService are the shim workers' service names.
 	HealthService  = "workerd-operator:health"
 	TriggerService = "workerd-operator:trigger"
+	// AssetsService is the assets service (workerd's AssetsService) of a Worker with
+	// spec.assets: the http socket's service, routing each request to a file or to the
+	// user's Worker; AssetWorkerEntrypoint is its entrypoint that serves files only,
+	// which the assets binding names.
+	AssetsService         = "workerd-operator:assets"
+	AssetWorkerEntrypoint = "AssetWorker"
 	// RPCConnectHost is the capnpConnectHost of the rpc socket and of the external
 	// services to other Workers: a CONNECT to this host opens Cap'n Proto RPC, which
 	// carries JS RPC between workerd processes. The http socket does not set it.
@@ -123,6 +129,13 @@ const (
 	ModulesDir = ConfigDir + "/" + ModulesSubdir
 	// ShimSubdir is the directory, relative to ConfigDir, holding the injected shims.
 	ShimSubdir = "shim"
+	// AssetsSubdir is the directory, relative to ConfigDir, where the pod mounts
+	// spec.assets (the image's directory). workerd resolves an assets service's path
+	// against its working directory, so the workerd container of a Worker with assets
+	// runs in ConfigDir.
+	AssetsSubdir = "assets"
+	// AssetsDir is AssetsSubdir as an absolute path in the workerd container.
+	AssetsDir = ConfigDir + "/" + AssetsSubdir
 	// SidecarDataDir is the sidecar's state directory (a PVC on shard and engine pods).
 	SidecarDataDir = "/var/lib/workerd-operator"
 )

@@ -68,6 +68,9 @@ type extras struct {
 	env []corev1.EnvVar
 	// opts are the rendering's Options.
 	opts Options
+	// httpService is the service of the http socket: the user's Worker, or the assets
+	// service in front of it (assets.go).
+	httpService string
 }
 
 func newExtras() *extras {
@@ -102,6 +105,9 @@ func renderBindings(in Input) (*extras, error) {
 		if err := k.contribute(x); err != nil {
 			return nil, err
 		}
+	}
+	if err := addAssets(in.Worker, x); err != nil {
+		return nil, err
 	}
 	sort.Slice(x.bindings, func(i, j int) bool { return x.bindings[i].name < x.bindings[j].name })
 	sort.Slice(x.env, func(i, j int) bool { return x.env[i].Name < x.env[j].Name })

@@ -23,7 +23,7 @@ func writeConfig(w *v1alpha1.Worker, modules []module, flags []string, x *extras
 	writeShimServices(c, WorkerServiceName(w.Name), x.healthBindings)
 	c.close("],")
 	c.open("sockets = [")
-	writeSockets(c, WorkerServiceName(w.Name), x.opts)
+	writeSockets(c, WorkerServiceName(w.Name), x.httpService, x.opts)
 	c.splice(&x.sockets)
 	c.close("],")
 	if len(x.extensions) > 0 {
@@ -80,11 +80,13 @@ func writeShimServices(c *capnp, svcName string, healthBindings []string) {
 	c.closeWorker()
 }
 
-// writeSockets writes the sockets every pod has. Only rpc sets capnpConnectHost, so a
-// client of the http port (an Ingress) cannot open Cap'n Proto RPC to the Worker. With
-// internal TLS, rpc admits the namespace's pods and trigger the manager only.
-func writeSockets(c *capnp, svcName string, o Options) {
-	c.item(named(podcontract.HTTPSocket), "http = ()", kv("service", Quote(svcName)))
+// writeSockets writes the sockets every pod has: http serves httpSvc (the user's Worker
+// svcName, or the assets service in front of it), rpc the Worker itself. Only rpc sets
+// capnpConnectHost, so a client of the http port (an Ingress) cannot open Cap'n Proto
+// RPC to the Worker. With internal TLS, rpc admits the namespace's pods and trigger
+// the manager only.
+func writeSockets(c *capnp, svcName, httpSvc string, o Options) {
+	c.item(named(podcontract.HTTPSocket), "http = ()", kv("service", Quote(httpSvc)))
 	c.item(named(podcontract.RPCSocket), serverSocket(o, rpcOptions(), podcontract.InternalTLSCA), kv("service", Quote(svcName)))
 	c.item(named(podcontract.HealthSocket), "http = ()", kv("service", Quote(podcontract.HealthService)))
 	c.item(named(podcontract.TriggerSocket), serverSocket(o, "()", podcontract.InternalTLSManagerCA), kv("service", Quote(podcontract.TriggerService)))

@@ -356,6 +356,14 @@ func workerVolumes(w *fleetv1alpha1.Worker, out *render.Output) ([]corev1.Volume
 		mounts = append(mounts, corev1.VolumeMount{Name: "modules", MountPath: podcontract.ModulesDir, ReadOnly: true,
 			SubPath: strings.TrimPrefix(src.Image.Path, "/")})
 	}
+	if a := w.Spec.Assets; a != nil {
+		// The asset directory, an image volume too, where the assets service reads it.
+		volumes = append(volumes, corev1.Volume{Name: "assets", VolumeSource: corev1.VolumeSource{
+			Image: &corev1.ImageVolumeSource{Reference: a.Image, PullPolicy: a.PullPolicy},
+		}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "assets", MountPath: podcontract.AssetsDir, ReadOnly: true,
+			SubPath: strings.TrimPrefix(render.AssetsPath(a), "/")})
+	}
 	return volumes, mounts
 }
 
@@ -365,11 +373,17 @@ func workerdContainer(w *fleetv1alpha1.Worker, out *render.Output, opts Options,
 	if rt := w.Spec.Runtime; rt != nil {
 		runtimeVersion, runtimeImage = rt.Version, rt.Image
 	}
+	var workDir string
+	if w.Spec.Assets != nil {
+		// The assets service's path is relative to the working directory (render/assets.go).
+		workDir = podcontract.ConfigDir
+	}
 	return corev1.Container{
-		Name:  podcontract.WorkerdContainer,
-		Image: opts.workerdImage(runtimeVersion, runtimeImage),
-		Args:  render.Args(w),
-		Env:   append([]corev1.EnvVar{podIPEnv()}, out.Env...),
+		Name:       podcontract.WorkerdContainer,
+		Image:      opts.workerdImage(runtimeVersion, runtimeImage),
+		WorkingDir: workDir,
+		Args:       render.Args(w),
+		Env:        append([]corev1.EnvVar{podIPEnv()}, out.Env...),
 		Ports: []corev1.ContainerPort{
 			{Name: podcontract.HTTPPortName, ContainerPort: render.HTTPPort(w), Protocol: corev1.ProtocolTCP},
 			{Name: podcontract.RPCPortName, ContainerPort: podcontract.RPCPort, Protocol: corev1.ProtocolTCP},

@@ -218,6 +218,7 @@ func cases(tbl *limits.Table) []admitCase {
 			s.Source.Inline.Modules = append(s.Source.Inline.Modules, v1alpha1.Module{Name: "d.bin", Type: v1alpha1.ModuleData, ContentBase64: ptr("!!")})
 		}), wantErr: []string{"spec.source.inline.modules[1].contentBase64", "must be standard base64"}},
 	)
+	cs = append(cs, assetCases(tbl)...)
 	// Compatibility date and flags.
 	// The newest date the pinned binary supports (TestCompatFlagsMatchWorkerd asks it),
 	// a week past the date in its version.

@@ -165,6 +165,7 @@ func validateWorkerSpec(c *check, spec *field.Path, s *v1alpha1.WorkerSpec, work
 		}
 	}
 	validateEnvVars(c, spec.Child("bindings"), s.Bindings)
+	validateAssets(c, spec.Child("assets"), s.Assets, s.Bindings)
 	if s.Source.Inline != nil {
 		validateInlineSource(c, scriptSizeRules, spec.Child("source", "inline", "modules"), s.Source.Inline)
 	}
