@@ -109,24 +109,14 @@ func runImport(o wrangler.Options, img imageOptions, outDir string, stdout, stde
 // packImage builds the bundle image, pushes and/or archives it, and points the Worker
 // at it by digest.
 func packImage(res *wrangler.Result, ref string, o imageOptions, stderr io.Writer) error {
-	img, m, err := bundleimage.Build(*res.Image)
-	if err != nil {
-		return err
-	}
-	pinned, err := bundleimage.Pinned(ref, img)
+	pinned, m, err := bundleimage.Publish(*res.Image, ref, o.push, o.archive)
 	if err != nil {
 		return err
 	}
 	if o.archive != "" {
-		if err := bundleimage.WriteArchive(o.archive, ref, img); err != nil {
-			return err
-		}
 		fmt.Fprintf(stderr, "import: wrote image %s to %s\n", ref, o.archive)
 	}
 	if o.push {
-		if err := bundleimage.Push(ref, img); err != nil {
-			return err
-		}
 		fmt.Fprintf(stderr, "import: pushed %s\n", ref)
 	}
 	assets := 0

@@ -16,6 +16,31 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
+// Publish builds b's image, writes it to archive (an OCI layout tar; "" for none) and
+// pushes it to ref when push is set, and returns the digest-pinned reference (Pinned)
+// and the image's manifest.
+func Publish(b Bundle, ref string, push bool, archive string) (string, *Manifest, error) {
+	img, m, err := Build(b)
+	if err != nil {
+		return "", nil, err
+	}
+	pinned, err := Pinned(ref, img)
+	if err != nil {
+		return "", nil, err
+	}
+	if archive != "" {
+		if err := WriteArchive(archive, ref, img); err != nil {
+			return "", nil, err
+		}
+	}
+	if push {
+		if err := Push(ref, img); err != nil {
+			return "", nil, err
+		}
+	}
+	return pinned, m, nil
+}
+
 // Pinned returns ref with its tag replaced by img's manifest digest
 // ("host/repo@sha256:..."): a Worker pinned so names exactly this bundle, and a new
 // push gives a new reference and so a new rollout.

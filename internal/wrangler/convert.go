@@ -41,6 +41,8 @@ type Result struct {
 	Image *ImageBundle
 	// main is the entry module's path from the configuration (relative to the project).
 	main string
+	// assetsDir is assets.directory from the configuration (relative to the project).
+	assetsDir string
 }
 
 // converter maps one environment's keys into a Result.
@@ -125,6 +127,8 @@ func (c *converter) key(k, path string, v any) {
 		c.triggers(path, v)
 	case "limits":
 		c.limits(path, v)
+	case "assets":
+		c.assets(path, v)
 	default:
 		c.other(k, path)
 	}

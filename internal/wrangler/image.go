@@ -2,7 +2,6 @@ package wrangler
 
 import (
 	"encoding/base64"
-	"fmt"
 	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +16,8 @@ type ImageBundle = bundleimage.Bundle
 // useImage points the Worker's source at the image ref (modules under
 // bundleimage.ModulesPath, listed with their types) instead of inline modules, and
 // returns what goes into the image: the modules' bytes and the project's asset
-// directory (wrangler's assets.directory, relative to the configuration file).
+// directory (wrangler's assets.directory, relative to the configuration file), which
+// spec.assets then names.
 func useImage(res *Result, cfg *Config, eff *Effective, ref string, mods []v1alpha1.Module) (*ImageBundle, error) {
 	b := &ImageBundle{}
 	list := make([]v1alpha1.ImageModule, 0, len(mods))
@@ -35,18 +35,19 @@ func useImage(res *Result, cfg *Config, eff *Effective, ref string, mods []v1alp
 	res.Worker.Spec.Source = v1alpha1.WorkerSource{Image: &v1alpha1.ImageSource{
 		Image: ref, Path: bundleimage.ModulesPath, Main: mods[0].Name, Modules: list, PullPolicy: corev1.PullIfNotPresent,
 	}}
-	if a, ok := eff.Values["assets"].(map[string]any); ok {
-		dir, _ := a["directory"].(string)
-		if dir == "" {
-			return nil, fmt.Errorf("%s: assets.directory is not set", eff.Paths["assets"])
-		}
+	if a := res.Worker.Spec.Assets; a != nil && res.assetsDir != "" {
+		dir := res.assetsDir
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(cfg.Dir, dir)
 		}
+		if err := assetFiles(a, dir); err != nil {
+			return nil, err
+		}
+		a.Image, a.Path, a.PullPolicy = ref, bundleimage.AssetsPath, corev1.PullIfNotPresent
 		b.AssetsDir = dir
 		b.AssetsConfig = map[string]any{}
-		for k, v := range a {
-			if k != "directory" {
+		for k, v := range eff.Values["assets"].(map[string]any) {
+			if k != "directory" { // a path of this machine
 				b.AssetsConfig[k] = v
 			}
 		}
@@ -66,5 +67,8 @@ func ptrOr(s *string) string {
 func (r *Result) SetImage(ref string) {
 	if src := r.Worker.Spec.Source.Image; src != nil {
 		src.Image = ref
+	}
+	if a := r.Worker.Spec.Assets; a != nil {
+		a.Image = ref
 	}
 }

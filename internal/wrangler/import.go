@@ -63,6 +63,11 @@ func Import(o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if res.Worker.Spec.Assets != nil && o.Image == "" {
+		// The asset directory reaches the pod only inside an image.
+		res.Unsupported = append(res.Unsupported, Issue{eff.Paths["assets"], "static assets go into an OCI image: pass --image REF (docs/import.md)"})
+		res.Worker.Spec.Assets = nil
+	}
 	if len(res.Unsupported) > 0 && !o.AllowUnsupported {
 		return nil, &UnsupportedError{File: cfg.File, Issues: res.Unsupported}
 	}

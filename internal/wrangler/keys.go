@@ -3,7 +3,7 @@ package wrangler
 // Keys of a wrangler configuration that the importer does not turn into a field,
 // with the reason. Keys handled in convert.go (name, main, compatibility_date,
 // compatibility_flags, vars, durable_objects, migrations, workflows, services,
-// triggers, limits, secrets, env) are not listed here.
+// triggers, limits, secrets, assets, env) are not listed here.
 
 // ignoredKeys configure Cloudflare's deployment or dashboard, not what the Worker
 // does: they are reported as notes, not as unsupported.
@@ -35,7 +35,6 @@ const bundlerReason = "applied by wrangler when it bundles; bundle with `wrangle
 
 // unsupportedKeys are known wrangler keys the API has no field for yet.
 var unsupportedKeys = map[string]string{
-	"assets":                    "static assets are not supported yet",
 	"kv_namespaces":             "no KV binding kind yet",
 	"r2_buckets":                "no R2 binding kind yet",
 	"d1_databases":              "no D1 binding kind yet",
