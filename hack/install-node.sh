@@ -21,7 +21,7 @@ if [ ! -x "$bin/node" ]; then
     # The package ships node alone: the machine's npm (a `#!/usr/bin/env node`
     # script) runs under this node when the directory is first on PATH.
     mkdir -p "$bin"; ln -sf "$real" "$bin/node"
+    "$bin/node" --version >&2
   fi
 fi
-"$bin/node" --version >&2
 echo "$bin"

@@ -109,8 +109,8 @@ var scriptSrc = regexp.MustCompile(`<script type="module" crossorigin src="(/ass
 
 // TestTemplateViteReact: vite-react-template (not_found_handling
 // single-page-application) serves its index.html on / and on a path that is no file,
-// its JavaScript asset byte for byte with a JavaScript content type, and /api/ from the
-// Worker (Hono, src/worker/index.ts).
+// its JavaScript asset byte for byte as text/javascript, and /api/ from the Worker
+// (Hono, src/worker/index.ts).
 // https://developers.cloudflare.com/workers/static-assets/routing/single-page-application/
 func TestTemplateViteReact(t *testing.T) {
 	project, bundle := buildTemplate(t, "vite-react-template")
@@ -120,11 +120,18 @@ func TestTemplateViteReact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A browser's navigation (Sec-Fetch-Mode: navigate) to a path that is no file gets
+	// index.html; the same path fetched by a script goes to the Worker, whose router
+	// answers 404 (compatibility date >= 2025-04-01, assets_navigation_prefers_asset_serving).
+	navigate := map[string]string{"Sec-Fetch-Mode": "navigate"}
 	for _, p := range []string{"/", "/some/client/route"} {
-		r := getOK(t, url+p, nil)
+		r := getOK(t, url+p, navigate)
 		if string(r.body) != string(index) || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") {
 			t.Errorf("GET %s: %s %.200q, want dist/client/index.html as text/html", p, r.header.Get("Content-Type"), r.body)
 		}
+	}
+	if r, err := fetch(url+"/some/client/route", nil); err != nil || r.status != 404 || string(r.body) == string(index) {
+		t.Errorf("GET /some/client/route (not a navigation): status %d %.100q, %v; want the Worker's 404", r.status, r.body, err)
 	}
 	m := scriptSrc.FindSubmatch(index)
 	if m == nil {
@@ -135,9 +142,9 @@ func TestTemplateViteReact(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := getOK(t, url+string(m[1]), nil)
-	// RFC 9239: text/javascript (application/javascript is its obsolete alias).
+	// RFC 9239: JavaScript is text/javascript.
 	ct := r.header.Get("Content-Type")
-	if string(r.body) != string(js) || !(strings.HasPrefix(ct, "text/javascript") || strings.HasPrefix(ct, "application/javascript")) {
+	if string(r.body) != string(js) || !strings.HasPrefix(ct, "text/javascript") {
 		t.Errorf("GET %s: %s, %d bytes; want the %d-byte file as JavaScript", m[1], ct, len(r.body), len(js))
 	}
 	r = getOK(t, url+"/api/", nil)
