@@ -40,6 +40,11 @@ layout archive with --image-archive FILE; the Worker's spec.source.image then na
 the image by digest (REF's repository@sha256:...), so every new bundle rolls out.
 ` + "`make dev`" + ` runs a registry at localhost:5001 (docs/import.md).
 
+A project with assets (wrangler's assets.directory) gets spec.assets: html_handling,
+not_found_handling, run_worker_first and the binding, plus the text of the directory's
+_headers and _redirects; the pods read the files from the --image (under /assets) or
+from an image of your own named by --assets-image REF (docs/assets.md).
+
 Every configuration key that cannot be mapped is listed with its path and why, and
 import fails unless --allow-unsupported (the Worker then carries the list in the
 annotation ` + wrangler.UnsupportedAnnotation + `). Secrets named in .dev.vars or
@@ -69,6 +74,7 @@ create; their values are never read.`,
 	f.StringVar(&o.Image, "image", "", "pack the bundle and assets into an OCI image REF and point spec.source.image at it (by digest)")
 	f.BoolVar(&imgOpts.push, "push", false, "push the --image to its registry")
 	f.StringVar(&imgOpts.archive, "image-archive", "", "write the --image as an OCI image layout tar file")
+	f.StringVar(&o.AssetsImage, "assets-image", "", "image holding the assets directory's files under /assets, for a project with assets (spec.assets.image; default: the --image)")
 	return cmd
 }
 

@@ -45,4 +45,20 @@ export default { async fetch(req, env) { return new Response(await env.MY_DURABL
 	if code != 1 || !strings.Contains(stderr, "d1_databases: no D1 binding kind yet") || !strings.Contains(stderr, "--allow-unsupported") {
 		t.Errorf("import d1-template: exit %d\n%s", code, stderr)
 	}
+
+	// A project with assets needs an image; with --assets-image it imports and checks.
+	vite := filepath.Join(templates, "vite-react-template")
+	_, stderr, code = runCommand(t, bin, "import", vite, "--bundle", bundle)
+	if code != 1 || !strings.Contains(stderr, "--assets-image REF") {
+		t.Errorf("import vite-react-template without an image: exit %d\n%s", code, stderr)
+	}
+	out = t.TempDir()
+	_, stderr, code = runCommand(t, bin, "import", vite, "--bundle", bundle, "--assets-image", "registry.example/vite:1", "-o", out)
+	if code != 0 {
+		t.Fatalf("import vite-react-template: exit %d\n%s", code, stderr)
+	}
+	_, stderr, code = runCommand(t, bin, "render", "--check", "--workerd", workerd, "-f", filepath.Join(out, "worker-vite-react-template.yaml"))
+	if code != 0 || !strings.Contains(stderr, "check default/vite-react-template: ok") {
+		t.Errorf("render --check vite-react-template: exit %d\n%s", code, stderr)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/localrun"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/toolchain"
 )
@@ -175,6 +176,13 @@ func checkOne(ctx context.Context, o *renderOptions, bin string, r localrun.Rend
 	defer os.RemoveAll(dir)
 	if err := localrun.WriteFiles(dir, r.Output.Files, r.Output.External); err != nil {
 		return err
+	}
+	if r.Worker.Spec.Assets != nil {
+		// The asset files live in spec.assets.image; an empty directory stands in for
+		// them, which is all workerd needs to start.
+		if err := os.MkdirAll(filepath.Join(dir, podcontract.AssetsSubdir), 0o755); err != nil {
+			return err
+		}
 	}
 	env, missing := localrun.SecretEnv(r.Worker, r.Output, m.Secrets)
 	if len(missing) > 0 {

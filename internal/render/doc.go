@@ -14,6 +14,8 @@
 //	                          ConfigMap mounted as is (configMap source), or the image
 //	                          bundle (image source)
 //	shim/<file>.js            the injected workers and extension modules (internal/shim)
+//	assets/                   spec.assets: the asset image's directory (mounted, not
+//	                          rendered; workerd runs in /etc/workerd to find it)
 //
 // Render is an orchestrator: resolveSource (source.go) resolves spec.source,
 // renderBindings (bindings.go) runs every spec.bindings entry through the table of
@@ -26,7 +28,13 @@
 // Services in the config: the user's Worker (named after the Worker, or
 // "worker:<name>" when that name is reserved: "internet", "sidecar"), "sidecar" (an
 // external service whose address comes by flag), "workerd-operator:health" and
-// "workerd-operator:trigger" (shims), and what the bindings add. Sockets "http", "rpc",
+// "workerd-operator:trigger" (shims), what the bindings add, and with spec.assets
+// "workerd-operator:assets" (assets.go): workerd's own assets service (AssetsService,
+// Cloudflare's asset routing: html_handling, not_found_handling, run_worker_first,
+// _headers and _redirects as JSON config) over the relative path "assets", with the
+// user's Worker as its userWorker. The http socket then serves it instead of the
+// Worker; rpc, health and trigger keep reaching the Worker. spec.assets.binding is a
+// service binding to its "AssetWorker" entrypoint (files only). docs/assets.md. Sockets "http", "rpc",
 // "health" and "trigger" get their addresses by flag (see Args). The rpc socket and the
 // external services to other Workers both set capnpConnectHost =
 // podcontract.RPCConnectHost: with the pinned workerd this makes JS RPC (method calls,

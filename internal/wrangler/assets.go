@@ -8,60 +8,127 @@ import (
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 )
 
-// assets maps wrangler's `assets` table
-// (https://developers.cloudflare.com/workers/static-assets/binding/) to spec.assets:
-// binding, html_handling, not_found_handling and run_worker_first (true is every path,
-// "/*"). directory is what `import --image` packs into the image, which spec.assets.image
-// then names (useImage).
-func (c *converter) assets(path string, v any) {
-	m, ok := v.(map[string]any)
+// assetKeys are the keys of wrangler's `assets` the importer maps
+// (https://developers.cloudflare.com/workers/wrangler/configuration/#assets).
+var assetKeys = []string{"directory", "binding", "html_handling", "not_found_handling", "run_worker_first", "experimental_serve_directly"}
+
+var (
+	htmlHandlings     = []string{"auto-trailing-slash", "force-trailing-slash", "drop-trailing-slash", "none"}
+	notFoundHandlings = []string{"none", "404-page", "single-page-application"}
+)
+
+// assets maps the `assets` table (c.assetsPath) to spec.assets, all but the image,
+// which Import sets (AssetsImage); the directory's _headers and _redirects become
+// spec.assets.headers and redirects (the files themselves are never served).
+func (c *converter) assets(cfg *Config) error {
+	path := c.assetsPath
+	if path == "" {
+		return nil
+	}
+	m, ok := c.eff.Values["assets"].(map[string]any)
 	if !ok {
 		c.unsupported(path, "not a table")
-		return
+		return nil
 	}
-	a := &v1alpha1.WorkerAssets{}
-	c.res.assetsDir, _ = m["directory"].(string)
-	if c.res.assetsDir == "" {
+	c.only(path, m, assetKeys...)
+	dir, _ := m["directory"].(string)
+	if dir == "" {
 		c.unsupported(path+".directory", "required: the directory of the static assets")
+		return nil
 	}
-	a.Binding, _ = m["binding"].(string)
-	if s, ok := m["html_handling"].(string); ok {
+	a := &v1alpha1.WorkerAssets{Binding: stringOr(m["binding"], "")}
+	if s, ok := c.enum(path+".html_handling", m["html_handling"], htmlHandlings); ok {
 		a.HTMLHandling = v1alpha1.AssetsHTMLHandling(s)
 	}
-	if s, ok := m["not_found_handling"].(string); ok {
+	if s, ok := c.enum(path+".not_found_handling", m["not_found_handling"], notFoundHandlings); ok {
 		a.NotFoundHandling = v1alpha1.AssetsNotFoundHandling(s)
 	}
-	switch r := m["run_worker_first"].(type) {
-	case nil:
-	case bool:
-		if r {
-			a.RunWorkerFirst = []string{"/*"}
-		}
-	default:
-		for i, p := range list(r) {
-			if s, ok := p.(string); ok {
-				a.RunWorkerFirst = append(a.RunWorkerFirst, s)
-			} else {
-				c.unsupported(fmt.Sprintf("%s.run_worker_first[%d]", path, i), "not a string")
-			}
-		}
+	a.RunWorkerFirst = c.runWorkerFirst(path, m)
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(cfg.Dir, dir)
 	}
-	c.only(path, m, "directory", "binding", "html_handling", "not_found_handling", "run_worker_first")
+	c.res.assetsDir = dir
+	if _, err := os.Stat(dir); err != nil {
+		c.res.Notes = append(c.res.Notes, fmt.Sprintf("%s.directory %s does not exist yet: run the project's build before import, so that its _headers and _redirects are read", path, dir))
+	}
+	var err error
+	if a.Headers, err = readOptional(filepath.Join(dir, "_headers")); err != nil {
+		return err
+	}
+	if a.Redirects, err = readOptional(filepath.Join(dir, "_redirects")); err != nil {
+		return err
+	}
 	c.res.Worker.Spec.Assets = a
+	return nil
 }
 
-// assetFiles reads _headers and _redirects from the asset directory into spec.assets
-// (the files themselves are not served, as on Cloudflare).
-func assetFiles(a *v1alpha1.WorkerAssets, dir string) error {
-	for name, field := range map[string]*string{"_headers": &a.Headers, "_redirects": &a.Redirects} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		*field = string(b)
+// enum is v when it is one of values; anything else is reported unsupported.
+func (c *converter) enum(path string, v any, values []string) (string, bool) {
+	if v == nil {
+		return "", false
 	}
+	s, _ := v.(string)
+	if !contains(values, s) {
+		c.unsupported(path, fmt.Sprintf("%v is not one of %v", v, values))
+		return "", false
+	}
+	return s, true
+}
+
+// runWorkerFirst maps run_worker_first (true is every path, "/*"; a list is kept) and
+// the older experimental_serve_directly (false runs the Worker first).
+func (c *converter) runWorkerFirst(path string, m map[string]any) []string {
+	switch v := m["run_worker_first"].(type) {
+	case nil:
+	case bool:
+		if v {
+			return []string{"/*"}
+		}
+	case []any:
+		var out []string
+		for i, p := range v {
+			s, ok := p.(string)
+			if !ok {
+				c.unsupported(fmt.Sprintf("%s.run_worker_first[%d]", path, i), "not a string")
+				continue
+			}
+			out = append(out, s)
+		}
+		return out
+	default:
+		c.unsupported(path+".run_worker_first", "neither a boolean nor a list of route patterns")
+	}
+	if direct, ok := m["experimental_serve_directly"].(bool); ok && !direct {
+		return []string{"/*"}
+	}
+	return nil
+}
+
+// readOptional is the file's text, "" when it does not exist.
+func readOptional(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if os.IsNotExist(err) {
+		return "", nil
+	}
+	return string(b), err
+}
+
+// setAssetsImage names the image holding the asset directory in spec.assets: ref, else
+// the image of spec.source.image (an `import --image` bundle holds the directory under
+// /assets), or says how to get one.
+func (r *Result) setAssetsImage(ref string) error {
+	a := r.Worker.Spec.Assets
+	if a == nil {
+		return nil
+	}
+	if src := r.Worker.Spec.Source.Image; ref == "" && src != nil {
+		ref = src.Image
+	}
+	if ref == "" {
+		return fmt.Errorf("assets: the Worker serves static assets from %s, which the pods read from an OCI image: "+
+			"pass --image REF (import packs the modules and the directory into it) or --assets-image REF "+
+			"(an image you built holding the directory's files under %s); see docs/assets.md", r.assetsDir, v1alpha1.DefaultAssetsPath)
+	}
+	a.Image = ref
 	return nil
 }

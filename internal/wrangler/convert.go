@@ -41,7 +41,7 @@ type Result struct {
 	Image *ImageBundle
 	// main is the entry module's path from the configuration (relative to the project).
 	main string
-	// assetsDir is assets.directory from the configuration (relative to the project).
+	// assetsDir is the asset directory (assets.directory, absolute), "" without assets.
 	assetsDir string
 }
 
@@ -52,6 +52,8 @@ type converter struct {
 	name       string
 	sqlClasses map[string]bool
 	bundled    bool
+	// assetsPath is the path of the `assets` key, mapped once the others are (assets.go).
+	assetsPath string
 }
 
 // Convert maps eff (one environment of cfg) to objects without reading any code;
@@ -75,6 +77,9 @@ func Convert(cfg *Config, eff *Effective, ns string, bundled bool) (*Result, err
 		c.key(k, eff.Paths[k], eff.Values[k])
 	}
 	if err := c.secrets(cfg); err != nil {
+		return nil, err
+	}
+	if err := c.assets(cfg); err != nil {
 		return nil, err
 	}
 	for _, o := range c.objects() {
@@ -128,7 +133,7 @@ func (c *converter) key(k, path string, v any) {
 	case "limits":
 		c.limits(path, v)
 	case "assets":
-		c.assets(path, v)
+		c.assetsPath = path
 	default:
 		c.other(k, path)
 	}

@@ -2,7 +2,6 @@ package wrangler
 
 import (
 	"encoding/base64"
-	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -13,12 +12,12 @@ import (
 // ImageBundle is what `import --image` packs into the image (bundleimage.Build).
 type ImageBundle = bundleimage.Bundle
 
-// useImage points the Worker's source at the image ref (modules under
+// useImage points the Worker's source at the image o.Image (modules under
 // bundleimage.ModulesPath, listed with their types) instead of inline modules, and
-// returns what goes into the image: the modules' bytes and the project's asset
-// directory (wrangler's assets.directory, relative to the configuration file), which
-// spec.assets then names.
-func useImage(res *Result, cfg *Config, eff *Effective, ref string, mods []v1alpha1.Module) (*ImageBundle, error) {
+// returns what goes into the image: the modules' bytes and, unless o.AssetsImage names
+// another image, the asset directory, which spec.assets then finds under
+// bundleimage.AssetsPath (setAssetsImage names the image).
+func useImage(res *Result, eff *Effective, o Options, mods []v1alpha1.Module) (*ImageBundle, error) {
 	b := &ImageBundle{}
 	list := make([]v1alpha1.ImageModule, 0, len(mods))
 	for _, m := range mods {
@@ -33,20 +32,14 @@ func useImage(res *Result, cfg *Config, eff *Effective, ref string, mods []v1alp
 		list = append(list, v1alpha1.ImageModule{Name: m.Name, Type: m.Type})
 	}
 	res.Worker.Spec.Source = v1alpha1.WorkerSource{Image: &v1alpha1.ImageSource{
-		Image: ref, Path: bundleimage.ModulesPath, Main: mods[0].Name, Modules: list, PullPolicy: corev1.PullIfNotPresent,
+		Image: o.Image, Path: bundleimage.ModulesPath, Main: mods[0].Name, Modules: list, PullPolicy: corev1.PullIfNotPresent,
 	}}
-	if a := res.Worker.Spec.Assets; a != nil && res.assetsDir != "" {
-		dir := res.assetsDir
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(cfg.Dir, dir)
-		}
-		if err := assetFiles(a, dir); err != nil {
-			return nil, err
-		}
-		a.Image, a.Path, a.PullPolicy = ref, bundleimage.AssetsPath, corev1.PullIfNotPresent
-		b.AssetsDir = dir
+	if a := res.Worker.Spec.Assets; a != nil && o.AssetsImage == "" && res.assetsDir != "" {
+		a.Path, a.PullPolicy = bundleimage.AssetsPath, corev1.PullIfNotPresent
+		b.AssetsDir = res.assetsDir
 		b.AssetsConfig = map[string]any{}
-		for k, v := range eff.Values["assets"].(map[string]any) {
+		cfg, _ := eff.Values["assets"].(map[string]any)
+		for k, v := range cfg {
 			if k != "directory" { // a path of this machine
 				b.AssetsConfig[k] = v
 			}
@@ -62,13 +55,15 @@ func ptrOr(s *string) string {
 	return *s
 }
 
-// SetImage replaces the image reference the Worker's source (and assets) name, e.g. by
-// the digest-pinned one once the image is pushed.
+// SetImage replaces the image reference the Worker's source names, and spec.assets
+// where it names the same image, e.g. by the digest-pinned one once the image is pushed.
 func (r *Result) SetImage(ref string) {
-	if src := r.Worker.Spec.Source.Image; src != nil {
-		src.Image = ref
+	src := r.Worker.Spec.Source.Image
+	if src == nil {
+		return
 	}
-	if a := r.Worker.Spec.Assets; a != nil {
+	if a := r.Worker.Spec.Assets; a != nil && a.Image == src.Image {
 		a.Image = ref
 	}
+	src.Image = ref
 }

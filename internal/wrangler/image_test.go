@@ -2,17 +2,15 @@ package wrangler
 
 import (
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 )
 
-// TestImportImageAssets: with --image the Worker's source and assets name the image;
-// wrangler's assets keys map to spec.assets (run_worker_first true is every path), the
-// _headers and _redirects files become its text, and unknown assets keys are listed.
-// Without --image, assets are listed as needing it.
-// https://developers.cloudflare.com/workers/static-assets/binding/
+// TestImportImageAssets: with --image the Worker's source and spec.assets name the
+// image (the modules under /bundle, the asset directory under /assets, the
+// configuration without its local directory in the manifest); --assets-image keeps the
+// assets in an image of the user's own.
 func TestImportImageAssets(t *testing.T) {
 	dir := writeProject(t, map[string]string{
 		"wrangler.json": `{"name": "site", "main": "src/index.ts", "compatibility_date": "2025-06-01",
@@ -46,16 +44,13 @@ func TestImportImageAssets(t *testing.T) {
 		t.Errorf("SetImage did not reach both the source and the assets")
 	}
 
-	_, err = Import(Options{Path: dir, Bundle: dir + "/bundle"})
-	if err == nil || !strings.Contains(err.Error(), "assets: static assets go into an OCI image: pass --image REF") {
-		t.Errorf("without --image: %v, want assets listed as needing --image", err)
+	// An image of the user's own for the assets keeps them out of the bundle image.
+	res, err = Import(Options{Path: dir, Bundle: dir + "/bundle", Image: "localhost:5001/site:1", AssetsImage: "r.example/files:2"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	dir2 := writeProject(t, map[string]string{
-		"wrangler.json":   `{"name": "s", "main": "i.js", "compatibility_date": "2025-06-01", "assets": {"directory": "d", "experimental_serve_directly": true}}`,
-		"bundle/index.js": "export default {}",
-	})
-	_, err = Import(Options{Path: dir2, Bundle: dir2 + "/bundle", Image: "localhost:5001/s:1"})
-	if err == nil || !strings.Contains(err.Error(), "assets.experimental_serve_directly") {
-		t.Errorf("unknown assets key: %v, want it listed", err)
+	res.SetImage("localhost:5001/site@sha256:00")
+	if res.Image.AssetsDir != "" || res.Worker.Spec.Assets.Image != "r.example/files:2" {
+		t.Errorf("with --assets-image: packed %q, assets.image %q; want nothing packed and r.example/files:2", res.Image.AssetsDir, res.Worker.Spec.Assets.Image)
 	}
 }

@@ -28,6 +28,9 @@ type Options struct {
 	Bundle string
 	// Namespace of the objects; "" leaves it to kubectl.
 	Namespace string
+	// AssetsImage is the image holding the asset directory (spec.assets.image), for a
+	// project with `assets`; import fails without one, saying how to get one.
+	AssetsImage string
 	// AllowUnsupported imports despite unsupported keys (listed in the Worker's
 	// UnsupportedAnnotation).
 	AllowUnsupported bool
@@ -63,11 +66,6 @@ func Import(o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if res.Worker.Spec.Assets != nil && o.Image == "" {
-		// The asset directory reaches the pod only inside an image.
-		res.Unsupported = append(res.Unsupported, Issue{eff.Paths["assets"], "static assets go into an OCI image: pass --image REF (docs/import.md)"})
-		res.Worker.Spec.Assets = nil
-	}
 	if len(res.Unsupported) > 0 && !o.AllowUnsupported {
 		return nil, &UnsupportedError{File: cfg.File, Issues: res.Unsupported}
 	}
@@ -84,12 +82,15 @@ func Import(o Options) (*Result, error) {
 	}
 	res.Worker.Spec.Source.Inline = &v1alpha1.InlineSource{Modules: mods}
 	if o.Image != "" {
-		if res.Image, err = useImage(res, cfg, eff, o.Image, mods); err != nil {
+		if res.Image, err = useImage(res, eff, o, mods); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.File, err)
 		}
 	}
 	if len(res.Unsupported) > 0 {
 		res.Worker.Annotations = map[string]string{UnsupportedAnnotation: joinIssues(res.Unsupported)}
+	}
+	if err := res.setAssetsImage(o.AssetsImage); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	return res, nil
 }

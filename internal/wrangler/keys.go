@@ -3,7 +3,7 @@ package wrangler
 // Keys of a wrangler configuration that the importer does not turn into a field,
 // with the reason. Keys handled in convert.go (name, main, compatibility_date,
 // compatibility_flags, vars, durable_objects, migrations, workflows, services,
-// triggers, limits, secrets, assets, env) are not listed here.
+// triggers, limits, secrets, env, assets) are not listed here.
 
 // ignoredKeys configure Cloudflare's deployment or dashboard, not what the Worker
 // does: they are reported as notes, not as unsupported.

@@ -40,6 +40,11 @@ export default { async fetch(req) { return new Response(greeting + new URL(req.u
 		return nil, err
 	}
 	m.Volumes = append(m.Volumes, devcluster.ImageDirectory{Image: strings.TrimSuffix(bundleImage, ":1"), Archive: archive})
+	assets, err := assetsImageVolume(dir)
+	if err != nil {
+		return nil, err
+	}
+	m.Volumes = append(m.Volumes, assets)
 	return m, nil
 }
 
