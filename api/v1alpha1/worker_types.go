@@ -187,37 +187,63 @@ type ModuleTypeOverride struct {
 	Type ModuleType `json:"type"`
 }
 
-// ImageSource takes the Worker's code from an OCI image: one file, main, under path,
-// loaded as a single ES module (the rendered config embeds only main; other files of the
-// image are not modules). Bundle the Worker and everything it imports into one ES module
-// first, e.g. `esbuild src/index.ts --bundle --format=esm --outfile=bundle/index.js` or
-// `wrangler deploy --dry-run --outdir bundle`. The image is mounted read-only as an
-// image volume (the pod's volumes[].image, with path as its subPath), so the cluster must
-// support image volumes (the ImageVolume feature).
+// ImageSource takes the Worker's code from a directory of an OCI image (path). The
+// renderer cannot list the image's files, so modules names every module the config
+// loads: `workerd-operator import --image REF` packs a wrangler bundle into an image and
+// writes this list (docs/import.md). Without modules, main alone is loaded as one ES
+// module (a single-file bundle, e.g. from `esbuild --bundle --format=esm`). The image is
+// mounted read-only as an image volume (the pod's volumes[].image, with path as its
+// subPath), so the cluster must support image volumes (the ImageVolume feature).
+// +kubebuilder:validation:XValidation:rule="!has(self.modules) || self.modules[0].name == self.main",message="modules[0] must be main (the entry module comes first)"
 type ImageSource struct {
-	// image reference, e.g. "registry.example.com/team/worker:1.2.3".
+	// image reference, e.g. "registry.example.com/team/worker:1.2.3" or one pinned by
+	// digest ("...@sha256:...").
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +required
 	Image string `json:"image"`
 
-	// path of the directory inside the image that holds main. Default "/".
+	// path of the directory inside the image that holds the modules. Default "/".
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^/`
 	// +optional
 	Path string `json:"path,omitempty"`
 
-	// main is the bundle's file name, relative to path: a single ES module holding the
-	// whole Worker.
+	// main is the entry module's file name, relative to path.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +required
 	Main string `json:"main"`
 
+	// modules lists every module of the bundle, relative to path, main first; each is a
+	// file of that name in the image. Omitted: main alone, as an ES module. At most
+	// 4096 entries (a bound of this API, far above what wrangler writes).
+	// +kubebuilder:validation:MaxItems=4096
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Modules []ImageModule `json:"modules,omitempty"`
+
 	// pullPolicy of the image.
 	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
 	// +optional
 	PullPolicy corev1.PullPolicy `json:"pullPolicy,omitempty"`
+}
+
+// ImageModule is one module of an image bundle: a file of the image and its type.
+type ImageModule struct {
+	// name of the module as imports see it and of its file under the image's path;
+	// 1 to 253 characters, no leading "/" and no ".." segment.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_@][A-Za-z0-9_.@/+-]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..')",message="module names may not contain '..'"
+	// +required
+	Name string `json:"name"`
+
+	// type of the module: ESModule, CommonJS, Text, Data, Wasm or JSON.
+	// +required
+	Type ModuleType `json:"type"`
 }
 
 // AssetsHTMLHandling is wrangler's assets.html_handling: how paths map to HTML files.

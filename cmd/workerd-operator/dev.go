@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/workerd-operator/workerd-operator/internal/devcluster"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/toolchain"
 )
 
 // devOptions are the flags of `workerd-operator dev`.
@@ -30,6 +32,8 @@ type devOptions struct {
 	manifests  []string
 	wait       bool
 	timeout    time.Duration
+	registry   string
+	regData    string
 }
 
 func newDevCommand() *cobra.Command {
@@ -38,7 +42,9 @@ func newDevCommand() *cobra.Command {
 		Use:   "dev",
 		Short: "Run the local one-machine cluster (pods are local processes) until interrupted",
 		Long: `dev starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and one
-virtual-kubelet node whose pods run as local processes (see docs/local-cluster.md),
+virtual-kubelet node whose pods run as local processes (see docs/local-cluster.md) and
+an OCI registry on loopback (--registry; image volumes the image mapping does not name
+are pulled from registries),
 server-side applies the --install bundle (and waits for its Deployments), then the
 --manifests in order, waits until every
 fleet.workerd-operator.io object is Ready=True (and every Deployment/StatefulSet has its
@@ -59,6 +65,8 @@ runs until SIGINT/SIGTERM, then stops everything and cleans up.`,
 	cmd.Flags().StringArrayVar(&o.manifests, "manifests", nil, "manifest file or directory to server-side apply after --install, in order (repeatable)")
 	cmd.Flags().BoolVar(&o.wait, "wait", true, "wait until the applied workloads are Ready")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to retry applying and to wait for Ready")
+	cmd.Flags().StringVar(&o.registry, "registry", fmt.Sprintf("127.0.0.1:%d", podcontract.DevRegistryPort), "loopback address of the local OCI registry (\"\" for none); push with import --image localhost:PORT/NAME --push")
+	cmd.Flags().StringVar(&o.regData, "registry-data", filepath.Join(toolchain.CacheDir(), "registry-data"), "where the local registry keeps pushed images (kept across runs)")
 	return cmd
 }
 
@@ -67,7 +75,8 @@ runs until SIGINT/SIGTERM, then stops everything and cleans up.`,
 func runDev(o *devOptions, out, log io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c, err := devcluster.Start(ctx, devcluster.Config{Dir: o.dir, Kubeconfig: o.kubeconfig, ImagesFile: o.images, Log: log})
+	c, err := devcluster.Start(ctx, devcluster.Config{Dir: o.dir, Kubeconfig: o.kubeconfig, ImagesFile: o.images, Log: log,
+		Registry: o.registry, RegistryData: o.regData})
 	if err != nil {
 		return err
 	}
@@ -76,6 +85,9 @@ func runDev(o *devOptions, out, log io.Writer) error {
 		_ = c.Stop()
 	}()
 	fmt.Fprintf(out, "kubeconfig: export KUBECONFIG=%s\n", c.Kubeconfig())
+	if h := c.RegistryHost(); h != "" {
+		fmt.Fprintf(out, "registry: %s (workerd-operator import --bundle DIR --image %s/NAME:TAG --push)\n", h, h)
+	}
 	if len(o.install) > 0 {
 		if err := devInstall(ctx, c, o, log); err != nil {
 			return err

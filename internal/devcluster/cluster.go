@@ -23,6 +23,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/workerd-operator/workerd-operator/internal/ociregistry"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -51,6 +52,13 @@ type Config struct {
 	// kube-scheduler; default testenv.ControlPlaneDir (built by
 	// hack/build-control-plane.sh on first use).
 	ControlPlaneDir string
+	// Registry, when set, is the loopback host:port of an OCI registry (CNCF
+	// distribution, internal/ociregistry) the cluster runs, e.g. "127.0.0.1:5001"
+	// (port 0: a free one): `import --image` pushes there and image volumes not in the
+	// image mapping are pulled from it. RegistryData keeps its images (default
+	// <Dir>/registry/data, wiped with Dir).
+	Registry     string
+	RegistryData string
 }
 
 // Cluster is a running local cluster. Stop it with Stop.
@@ -70,6 +78,7 @@ type Cluster struct {
 	done   []chan struct{}
 
 	provider *provider
+	registry *ociregistry.Registry
 	recorder record.EventRecorder
 	net      *network
 	stopOnce sync.Once
@@ -143,6 +152,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if c.pki, err = newPKI(filepath.Join(dir, "pki")); err != nil {
 		return nil, fmt.Errorf("devcluster: certificates: %w", err)
 	}
+	if err := c.startRegistry(ctx); err != nil {
+		return nil, err
+	}
 	if err := c.startControlPlane(ctx, bins); err != nil {
 		return nil, err
 	}
@@ -162,6 +174,34 @@ func (c *Cluster) RestConfig() *rest.Config { return rest.CopyConfig(c.rest) }
 
 // Client is an admin clientset.
 func (c *Cluster) Client() kubernetes.Interface { return c.client }
+
+// RegistryHost is "localhost:PORT" of the cluster's OCI registry ("" without one):
+// the registry part of image references to push there.
+func (c *Cluster) RegistryHost() string {
+	if c.registry == nil {
+		return ""
+	}
+	return c.registry.Host
+}
+
+// startRegistry runs the OCI registry of Config.Registry, if set.
+func (c *Cluster) startRegistry(ctx context.Context) error {
+	if c.cfg.Registry == "" {
+		return nil
+	}
+	dir := filepath.Join(c.dir, "registry")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	r, err := ociregistry.Start(ctx, ociregistry.Config{Addr: c.cfg.Registry, Dir: dir, DataDir: c.cfg.RegistryData})
+	if err != nil {
+		return fmt.Errorf("devcluster: %w", err)
+	}
+	c.registry = r
+	c.recordPID(r.Pid())
+	fmt.Fprintf(c.cfg.Log, "devcluster: OCI registry at %s (import --image %s/NAME:TAG --push)\n", r.Host, r.Host)
+	return nil
+}
 
 // Dir is the absolute run directory.
 func (c *Cluster) Dir() string { return c.dir }
@@ -188,6 +228,9 @@ func (c *Cluster) Stop() error {
 		// Stop in reverse start order: scheduler, controller-manager, apiserver, etcd.
 		for i := len(procs) - 1; i >= 0; i-- {
 			stopProcess(procs[i], 10*time.Second)
+		}
+		if c.registry != nil {
+			c.registry.Stop()
 		}
 		os.Remove(filepath.Join(c.dir, "pids"))
 		if c.slotLock != nil {

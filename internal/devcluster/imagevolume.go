@@ -40,8 +40,9 @@ func matchImage(pattern, image string) bool {
 }
 
 // Directory returns the host directory holding the filesystem of image, for an image
-// volume; an archive is unpacked on first use. The error names the image and the mapping
-// file.
+// volume: a mapped directory, a mapped archive (unpacked on first use), else the image
+// pulled from its registry and unpacked by digest. The error names the image and the
+// mapping file.
 func (m *ImageMapping) Directory(image string) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -62,7 +63,18 @@ func (m *ImageMapping) Directory(image string) (string, error) {
 		m.dirs[image] = p
 		return p, nil
 	}
-	return "", fmt.Errorf("image volume %q has no directory in the image mapping %s (the local cluster pulls no images; add an entry under volumes)", image, m.Source)
+	// Not mapped: pull it from its registry (e.g. the local one `make dev` runs).
+	p, err := pullImage(image, filepath.Join(testenv.CacheDir(), "image-volumes"))
+	if err != nil {
+		return "", fmt.Errorf("image volume %q: not in the image mapping %s's volumes, and pulling it failed: %w", image, m.Source, err)
+	}
+	if strings.Contains(image, "@") {
+		if m.dirs == nil {
+			m.dirs = map[string]string{}
+		}
+		m.dirs[image] = p // a digest names the same files forever
+	}
+	return p, nil
 }
 
 func (e ImageDirectory) resolve(image string) (string, error) {

@@ -50,6 +50,11 @@ const (
 	RPCPort = 9095
 )
 
+// DevRegistryPort is the port of the local cluster's OCI registry (`make dev`), on
+// 127.0.0.1: `import --image localhost:5001/NAME --push` pushes there and the local
+// kubelet pulls image volumes from it. Not part of a pod.
+const DevRegistryPort = 5001
+
 // Socket names of the rendered config (workerd --socket-addr=<name>=...).
 const (
 	HTTPSocket     = "http"

@@ -47,9 +47,9 @@
 // Worker gets one module per ConfigMap key (type by extension, moduleTypes overrides,
 // binaryData as Data or Wasm; the main key first, then the rest by key) and the
 // ConfigMap is mounted as is, so its bytes are in Output.External only; a source.image
-// Worker gets only its main module (ESModule) at modules/<main>: an image bundle must
-// be a single module (bundle it with esbuild or wrangler), because the renderer cannot
-// list the image's files.
+// Worker gets the modules spec.source.image.modules lists (main first) at
+// modules/<name>, or main alone as an ES module, because the renderer cannot list the
+// image's files (`import --image` writes the list).
 //
 // Bindings:
 //   - text and json become text and json bindings; secretKeyRef a fromEnvironment

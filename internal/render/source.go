@@ -34,8 +34,8 @@ type source struct {
 	inline bool
 }
 
-// resolveSource resolves spec.source: inline modules, a ConfigMap's keys, or an image's
-// main module.
+// resolveSource resolves spec.source: inline modules, a ConfigMap's keys, or the
+// modules an image source lists.
 func resolveSource(in Input) (*source, error) {
 	src := in.Worker.Spec.Source
 	n := 0
@@ -57,12 +57,41 @@ func resolveSource(in Input) (*source, error) {
 	case src.ConfigMap != nil:
 		return configMapModules(src.ConfigMap, in.ConfigMap)
 	}
-	// An image bundle must be a single ES module (bundle it, e.g. with esbuild or
-	// wrangler deploy --dry-run): the renderer cannot list the image's files.
-	if err := checkModuleName("spec.source.image.main", src.Image.Main); err != nil {
+	return imageModules(src.Image)
+}
+
+// imageModules are spec.source.image.modules (main first), or main alone as an ES
+// module: the renderer cannot list the image's files, so the spec names them.
+func imageModules(src *v1alpha1.ImageSource) (*source, error) {
+	if err := checkModuleName("spec.source.image.main", src.Main); err != nil {
 		return nil, err
 	}
-	return &source{modules: []module{{name: src.Image.Main, typ: v1alpha1.ModuleESModule, field: "spec.source.image.main"}}}, nil
+	if len(src.Modules) == 0 {
+		return &source{modules: []module{{name: src.Main, typ: v1alpha1.ModuleESModule, field: "spec.source.image.main"}}}, nil
+	}
+	if src.Modules[0].Name != src.Main {
+		return nil, fmt.Errorf("spec.source.image.modules[0].name: %q, want main %q (the entry module comes first)", src.Modules[0].Name, src.Main)
+	}
+	seen := map[string]bool{}
+	mods := make([]module, 0, len(src.Modules))
+	for i, m := range src.Modules {
+		field := fmt.Sprintf("spec.source.image.modules[%d]", i)
+		if err := checkModuleName(field+".name", m.Name); err != nil {
+			return nil, err
+		}
+		if seen[m.Name] {
+			return nil, fmt.Errorf("%s.name: duplicate module name %q", field, m.Name)
+		}
+		seen[m.Name] = true
+		if !validType(m.Type) {
+			return nil, fmt.Errorf("%s.type: %q is not one of ESModule, CommonJS, Text, Data, Wasm, JSON", field, m.Type)
+		}
+		mods = append(mods, module{name: m.Name, typ: m.Type, field: field})
+	}
+	if t := mods[0].typ; !isMainType(t) {
+		return nil, fmt.Errorf("spec.source.image.modules[0].type: the main module is %s; it must be ESModule or CommonJS", t)
+	}
+	return &source{modules: mods}, nil
 }
 
 // inlineModules are spec.source.inline.modules: the main module first (spec order),

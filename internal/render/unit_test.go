@@ -76,6 +76,26 @@ func TestRenderErrors(t *testing.T) {
 		{"secret without key", func(in *Input) {
 			in.Worker.Spec.Bindings = []v1alpha1.Binding{{Name: "S", SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}}
 		}, "spec.bindings[0].secretKeyRef.key: required"},
+		{"image modules not main first", func(in *Input) {
+			in.Worker.Spec.Source = v1alpha1.WorkerSource{Image: &v1alpha1.ImageSource{Image: "x", Main: "a.js",
+				Modules: []v1alpha1.ImageModule{{Name: "b.js", Type: v1alpha1.ModuleESModule}, {Name: "a.js", Type: v1alpha1.ModuleESModule}}}}
+		}, "spec.source.image.modules[0].name: \"b.js\", want main \"a.js\""},
+		{"image module duplicate", func(in *Input) {
+			in.Worker.Spec.Source = v1alpha1.WorkerSource{Image: &v1alpha1.ImageSource{Image: "x", Main: "a.js",
+				Modules: []v1alpha1.ImageModule{{Name: "a.js", Type: v1alpha1.ModuleESModule}, {Name: "a.js", Type: v1alpha1.ModuleText}}}}
+		}, "spec.source.image.modules[1].name: duplicate module name \"a.js\""},
+		{"image module dotdot", func(in *Input) {
+			in.Worker.Spec.Source = v1alpha1.WorkerSource{Image: &v1alpha1.ImageSource{Image: "x", Main: "a.js",
+				Modules: []v1alpha1.ImageModule{{Name: "a.js", Type: v1alpha1.ModuleESModule}, {Name: "x/../../b", Type: v1alpha1.ModuleText}}}}
+		}, "spec.source.image.modules[1].name: module name \"x/../../b\" may not have"},
+		{"image module bad type", func(in *Input) {
+			in.Worker.Spec.Source = v1alpha1.WorkerSource{Image: &v1alpha1.ImageSource{Image: "x", Main: "a.js",
+				Modules: []v1alpha1.ImageModule{{Name: "a.js", Type: v1alpha1.ModuleESModule}, {Name: "b.txt", Type: "Python"}}}}
+		}, "spec.source.image.modules[1].type: \"Python\" is not one of"},
+		{"image main text", func(in *Input) {
+			in.Worker.Spec.Source = v1alpha1.WorkerSource{Image: &v1alpha1.ImageSource{Image: "x", Main: "a.txt",
+				Modules: []v1alpha1.ImageModule{{Name: "a.txt", Type: v1alpha1.ModuleText}}}}
+		}, "spec.source.image.modules[0].type: the main module is Text"},
 		{"configMap missing", func(in *Input) {
 			in.Worker.Spec.Source = v1alpha1.WorkerSource{ConfigMap: &v1alpha1.ConfigMapSource{Name: "code", Main: "main.js"}}
 		}, "spec.source.configMap.name: ConfigMap \"code\" not given"},

@@ -1,5 +1,6 @@
 // Package toolchain finds the repository, the per-machine cache and the binaries the
-// scripts in hack/ install there: the pinned workerd and the control plane. The CLI
+// scripts in hack/ install there: the pinned workerd, the control plane, the OCI
+// registry and Node.js. The CLI
 // (render --check) and the tests use it; it must not import testing.
 package toolchain
 
@@ -86,6 +87,26 @@ func ControlPlaneDir(binaries ...string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(CacheDir(), "k8s", "v"+podcontract.KubernetesVersion), nil
+}
+
+// Registry returns the CNCF distribution registry binary, building it on first use
+// (hack/build-registry.sh): the local OCI registry of the dev cluster and the tests.
+func Registry() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return runScript(filepath.Join(root, "hack", "build-registry.sh"))
+}
+
+// NodeBin returns the directory holding the pinned Node.js 22 (hack/install-node.sh),
+// installing it on first use: wrangler 4 needs Node >= 22.
+func NodeBin() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return runScript(filepath.Join(root, "hack", "install-node.sh"))
 }
 
 func runScript(path string, args ...string) (string, error) {

@@ -210,7 +210,11 @@ func cases(tbl *limits.Table) []admitCase {
 		}), wantWarn: []string{"spec.source.inline.modules", "limit inline_source_bytes"}},
 		admitCase{name: "inline-source-paid-outside", obj: newWorker("inline-out", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.Source.Inline.Modules = []v1alpha1.Module{module(strings.Repeat("/", int(inline)-7)), {Name: "b.bin", Type: v1alpha1.ModuleData, ContentBase64: ptr("AAAAAAA=")}}
-		}), wantErr: []string{"spec.source.inline.modules: Invalid value: " + fmt.Sprint(inline+1), fmt.Sprintf("must be at most %d", inline), "limit inline_source_bytes", "source: " + inlineL.Source, "spec.source.image"}},
+		}), wantErr: []string{"spec.source.inline.modules: Invalid value: " + fmt.Sprint(inline+1), fmt.Sprintf("must be at most %d", inline), "limit inline_source_bytes", "source: " + inlineL.Source, "import --image", "spec.source.image"}},
+		admitCase{name: "image-modules-main-first", obj: newWorker("img-mods", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Source = v1alpha1.WorkerSource{Image: &v1alpha1.ImageSource{Image: "localhost:5001/b:1", Main: "index.js",
+				Modules: []v1alpha1.ImageModule{{Name: "lib.js", Type: v1alpha1.ModuleESModule}, {Name: "index.js", Type: v1alpha1.ModuleESModule}}}}
+		}), wantErr: []string{"spec.source.image", "modules[0] must be main"}},
 		admitCase{name: "configmap-missing-warns", obj: newWorker("cm-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.Source = v1alpha1.WorkerSource{ConfigMap: &v1alpha1.ConfigMapSource{Name: "not-yet", Main: "worker.js"}}
 		}), wantWarn: []string{"spec.source.configMap.name", "ConfigMap wh/not-yet does not exist yet"}},

@@ -37,6 +37,8 @@ type Result struct {
 	SecretKeys []string
 	// Notes are hints for the user (e.g. a binding to another project's class).
 	Notes []string
+	// Image is what to pack into the image (Options.Image), nil without it.
+	Image *ImageBundle
 	// main is the entry module's path from the configuration (relative to the project).
 	main string
 	// assetsDir is the asset directory (assets.directory, absolute), "" without assets.

@@ -34,6 +34,9 @@ type Options struct {
 	// AllowUnsupported imports despite unsupported keys (listed in the Worker's
 	// UnsupportedAnnotation).
 	AllowUnsupported bool
+	// Image, when set, makes spec.source.image name this reference instead of inline
+	// modules; Result.Image holds what to pack into it (the modules, the assets).
+	Image string
 }
 
 // UnsupportedError lists the keys that did not map.
@@ -85,6 +88,11 @@ func Import(o Options) (*Result, error) {
 		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	res.Worker.Spec.Source.Inline = &v1alpha1.InlineSource{Modules: mods}
+	if o.Image != "" {
+		if res.Image, err = useImage(res, eff, o, mods); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.File, err)
+		}
+	}
 	if len(res.Unsupported) > 0 {
 		res.Worker.Annotations = map[string]string{UnsupportedAnnotation: joinIssues(res.Unsupported)}
 	}

@@ -38,7 +38,8 @@ func module(name string, data []byte) v1alpha1.Module {
 
 // BundleModules turns every file under dir (a wrangler --outdir) into a module, the
 // entry first: the JavaScript file named after main ("src/index.ts" → "index.js"),
-// else the only JavaScript file at the top of dir. Source maps are skipped.
+// else the only JavaScript file at the top of dir. Source maps and the README.md
+// wrangler writes there are skipped.
 func BundleModules(dir, main string) ([]v1alpha1.Module, error) {
 	var mods []v1alpha1.Module
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -50,6 +51,9 @@ func BundleModules(dir, main string) ([]v1alpha1.Module, error) {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
+		if rel == "README.md" {
+			return nil // wrangler's note on the directory (with a timestamp), not a module
+		}
 		if !moduleName.MatchString(rel) || strings.Contains(rel, "..") {
 			return fmt.Errorf("--bundle %s: %s is not a valid module name (api Module.name)", dir, rel)
 		}

@@ -24,8 +24,8 @@ const (
 	tableEnd   = "<!-- end of templates table -->\n"
 )
 
-// TestTemplates imports every project of the cloudflare/templates snapshot: import
-// either succeeds or fails listing exactly the unsupported keys; with
+// TestTemplates imports every project of the cloudflare/templates snapshot with --image:
+// import either succeeds or fails listing exactly the unsupported keys; with
 // --allow-unsupported and a stand-in bundle the objects render. The table of results
 // in docs/import.md must match (-update rewrites it).
 func TestTemplates(t *testing.T) {
@@ -65,7 +65,9 @@ func templateRow(t *testing.T, dir string) string {
 		t.Fatalf("%s: %v", name, err)
 	}
 	// Without --allow-unsupported: fails with exactly those keys, or gets to the code.
-	_, err = wrangler.Import(wrangler.Options{Path: dir, Bundle: standInBundle(t), AssetsImage: standInAssetsImage})
+	// With --image, as a project with static assets needs (the image is not built here).
+	image := "localhost:5001/" + name + ":1"
+	_, err = wrangler.Import(wrangler.Options{Path: dir, Bundle: standInBundle(t), Image: image})
 	var ue *wrangler.UnsupportedError
 	switch {
 	case len(conv.Unsupported) > 0 && (!errors.As(err, &ue) || !reflect.DeepEqual(ue.Issues, conv.Unsupported)):
@@ -73,7 +75,7 @@ func templateRow(t *testing.T, dir string) string {
 	case len(conv.Unsupported) == 0 && err != nil:
 		t.Errorf("%s: %v", name, err)
 	}
-	res, err := wrangler.Import(wrangler.Options{Path: dir, Bundle: standInBundle(t), AllowUnsupported: true, AssetsImage: standInAssetsImage})
+	res, err := wrangler.Import(wrangler.Options{Path: dir, Bundle: standInBundle(t), Image: image, AllowUnsupported: true})
 	if err != nil {
 		t.Fatalf("%s: --allow-unsupported: %v", name, err)
 	}
@@ -104,10 +106,6 @@ func codeStatus(cfg *wrangler.Config) string {
 	}
 	return "needs --bundle (" + strings.SplitN(err.Error(), ":", 2)[0] + ")"
 }
-
-// standInAssetsImage names the image a project's assets would be in (the snapshot is
-// not built here, so there is no directory to pack).
-const standInAssetsImage = "registry.example.com/templates/assets:1"
 
 // standInBundle is a bundle directory with one module, standing in for wrangler's
 // output (the snapshot is not built here); it exports every class a template names.

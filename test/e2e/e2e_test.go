@@ -63,7 +63,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: images:", err)
 		return 1
 	}
-	cluster, err = devcluster.Start(ctx, devcluster.Config{Dir: dir, Images: images, Log: os.Stderr})
+	cluster, err = devcluster.Start(ctx, devcluster.Config{Dir: dir, Images: images, Log: os.Stderr, Registry: "127.0.0.1:0"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: local cluster:", err)
 		return 1

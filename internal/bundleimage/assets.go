@@ -1,0 +1,107 @@
+package bundleimage
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// alwaysIgnored are the files wrangler never uploads as assets: the ignore file itself
+// and the two files it reads as configuration instead (spec.assets.headers and
+// redirects). .assetsignore takes gitignore's format:
+// https://developers.cloudflare.com/workers/static-assets/binding/
+var alwaysIgnored = []string{".assetsignore", "_headers", "_redirects"}
+
+// assetTree reads the asset directory dir into a tree under AssetsPath, without the
+// files .assetsignore (gitignore-style patterns, as wrangler reads it) and
+// alwaysIgnored name; it returns the number of files.
+func assetTree(dir string) (*tree, int, error) {
+	ignore, err := readIgnore(filepath.Join(dir, ".assetsignore"))
+	if err != nil {
+		return nil, 0, err
+	}
+	ignore = append(ignore, alwaysIgnored...)
+	t := newTree()
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if ignored(ignore, rel, d.IsDir()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		data, err := os.ReadFile(p) // follows a symbolic link, as an upload would
+		if err != nil {
+			return err
+		}
+		t.add(path.Join(AssetsPath, rel), data)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("assets directory %s: %w", dir, err)
+	}
+	return t, len(t.files), nil
+}
+
+// readIgnore reads the patterns of an .assetsignore file (none if it does not exist).
+func readIgnore(file string) ([]string, error) {
+	b, err := os.ReadFile(file)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var pats []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(line, "!") {
+			return nil, fmt.Errorf("%s: negated pattern %q is not supported", file, line)
+		}
+		pats = append(pats, line)
+	}
+	return pats, sc.Err()
+}
+
+// ignored reports whether rel (slash-separated, relative to the asset directory)
+// matches one of pats as gitignore reads them: a pattern without a slash matches a
+// name at any depth, one with a slash (or a leading one) matches from the top, a
+// trailing slash matches directories only.
+func ignored(pats []string, rel string, dir bool) bool {
+	for _, p := range pats {
+		dirOnly := strings.HasSuffix(p, "/")
+		p = strings.TrimSuffix(p, "/")
+		if dirOnly && !dir {
+			continue
+		}
+		if !strings.Contains(p, "/") {
+			if ok, _ := path.Match(p, path.Base(rel)); ok {
+				return true
+			}
+			continue
+		}
+		if ok, _ := path.Match(strings.TrimPrefix(p, "/"), rel); ok {
+			return true
+		}
+	}
+	return false
+}

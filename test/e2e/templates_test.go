@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
+	"github.com/workerd-operator/workerd-operator/internal/toolchain"
+)
+
+// buildTemplate copies the template name of the cloudflare/templates snapshot
+// (../shared/testdata/cloudflare-templates, never edited) into a scratch directory and
+// builds it as its README says a user does: `npm ci`, the project's own build (if it
+// has one), then `wrangler deploy --dry-run --outdir`. npm and wrangler run on the
+// pinned Node 22 (hack/install-node.sh; wrangler 4 needs Node >= 22). It returns the
+// project and bundle directories.
+func buildTemplate(t *testing.T, name string) (string, string) {
+	t.Helper()
+	src := testenv.SharedFile(t, "testdata", "cloudflare-templates", name)
+	nodeBin, err := toolchain.NodeBin()
+	if err != nil {
+		t.Skipf("Node 22 cannot be installed (%v): the template is not built", err)
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skipf("npm is not installed: the template is not built")
+	}
+	dir := filepath.Join(t.TempDir(), name)
+	if err := copyTree(src, dir); err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(t.TempDir(), "bundle")
+	steps := [][]string{{"npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"}}
+	if pkg, _ := os.ReadFile(filepath.Join(dir, "package.json")); strings.Contains(string(pkg), `"build":`) {
+		steps = append(steps, []string{"npm", "run", "build"})
+	}
+	steps = append(steps, []string{"npx", "wrangler", "deploy", "--dry-run", "--outdir", bundle})
+	for _, s := range steps {
+		cmd := exec.Command("nice", s...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "PATH="+nodeBin+string(os.PathListSeparator)+os.Getenv("PATH"),
+			"CI=1", "WRANGLER_SEND_METRICS=false", "NO_UPDATE_NOTIFIER=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %s: %v\n%s", name, strings.Join(s, " "), err, out)
+		}
+	}
+	return dir, bundle
+}
+
+// copyTree copies the regular files and directories under src to dst, writable.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+}
+
+// getOK polls url until it answers 200 and returns the response.
+func getOK(t *testing.T, url string, header map[string]string) response {
+	t.Helper()
+	var r response
+	eventually(t, 2*time.Minute, "GET "+url, func() (err error) {
+		r, err = fetch(url, header)
+		if err == nil && r.status != 200 {
+			err = fmt.Errorf("status %d: %.300s", r.status, r.body)
+		}
+		return err
+	})
+	return r
+}
+
+// TestTemplateHelloWorldDO: hello-world-do-template answers with the greeting its
+// Durable Object reads from its SQLite storage ("SELECT 'Hello, World!'", src/index.ts).
+func TestTemplateHelloWorldDO(t *testing.T) {
+	project, bundle := buildTemplate(t, "hello-world-do-template")
+	res := importAndApply(t, project, bundle)
+	if len(res.DurableObjectNamespaces) != 1 {
+		t.Fatalf("%d DurableObjectNamespaces imported, want 1 (MyDurableObject)", len(res.DurableObjectNamespaces))
+	}
+	r := getOK(t, serviceURL(t, res.Worker.Name)+"/greet", nil)
+	if got := string(r.body); got != "Hello, World!" {
+		t.Errorf("GET /greet = %q, want %q", got, "Hello, World!")
+	}
+}
+
+// scriptSrc finds the module script of a Vite build's index.html.
+var scriptSrc = regexp.MustCompile(`<script type="module" crossorigin src="(/assets/[^"]+\.js)">`)
+
+// TestTemplateViteReact: vite-react-template (not_found_handling
+// single-page-application) serves its index.html on / and on a path that is no file,
+// its JavaScript asset byte for byte as text/javascript, and /api/ from the Worker
+// (Hono, src/worker/index.ts).
+// https://developers.cloudflare.com/workers/static-assets/routing/single-page-application/
+func TestTemplateViteReact(t *testing.T) {
+	project, bundle := buildTemplate(t, "vite-react-template")
+	res := importAndApply(t, project, bundle)
+	url := serviceURL(t, res.Worker.Name)
+	index, err := os.ReadFile(filepath.Join(project, "dist", "client", "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A browser's navigation (Sec-Fetch-Mode: navigate) to a path that is no file gets
+	// index.html; the same path fetched by a script goes to the Worker, whose router
+	// answers 404 (compatibility date >= 2025-04-01, assets_navigation_prefers_asset_serving).
+	navigate := map[string]string{"Sec-Fetch-Mode": "navigate"}
+	for _, p := range []string{"/", "/some/client/route"} {
+		r := getOK(t, url+p, navigate)
+		if string(r.body) != string(index) || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") {
+			t.Errorf("GET %s: %s %.200q, want dist/client/index.html as text/html", p, r.header.Get("Content-Type"), r.body)
+		}
+	}
+	if r, err := fetch(url+"/some/client/route", nil); err != nil || r.status != 404 || string(r.body) == string(index) {
+		t.Errorf("GET /some/client/route (not a navigation): status %d %.100q, %v; want the Worker's 404", r.status, r.body, err)
+	}
+	m := scriptSrc.FindSubmatch(index)
+	if m == nil {
+		t.Fatalf("no module script in index.html:\n%s", index)
+	}
+	js, err := os.ReadFile(filepath.Join(project, "dist", "client", string(m[1])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := getOK(t, url+string(m[1]), nil)
+	// RFC 9239: JavaScript is text/javascript.
+	ct := r.header.Get("Content-Type")
+	if string(r.body) != string(js) || !strings.HasPrefix(ct, "text/javascript") {
+		t.Errorf("GET %s: %s, %d bytes; want the %d-byte file as JavaScript", m[1], ct, len(r.body), len(js))
+	}
+	r = getOK(t, url+"/api/", nil)
+	if got := strings.TrimSpace(string(r.body)); got != `{"name":"Cloudflare"}` {
+		t.Errorf("GET /api/ = %q, want the Worker's {\"name\":\"Cloudflare\"}", got)
+	}
+}
+
+// TestTemplateAstroBlog: astro-blog-starter-template serves a prerendered post page
+// from its assets, answers a conditional request with its ETag by 304 Not Modified,
+// and a path that is no page with Astro's 404 page (status 404) from its Worker.
+// https://developers.cloudflare.com/workers/static-assets/#caching-behavior
+func TestTemplateAstroBlog(t *testing.T) {
+	project, bundle := buildTemplate(t, "astro-blog-starter-template")
+	res := importAndApply(t, project, bundle)
+	url := serviceURL(t, res.Worker.Name)
+	post := getOK(t, url+"/blog/first-post/", nil)
+	if !strings.Contains(string(post.body), "<title>First post") {
+		t.Errorf("GET /blog/first-post/: %.300q, want the post page", post.body)
+	}
+	etag := post.header.Get("ETag")
+	if etag == "" {
+		t.Fatalf("GET /blog/first-post/: no ETag (headers %v)", post.header)
+	}
+	r, err := fetch(url+"/blog/first-post/", map[string]string{"If-None-Match": etag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.status != 304 || len(r.body) != 0 {
+		t.Errorf("If-None-Match %s: status %d, %d bytes; want 304 and no body", etag, r.status, len(r.body))
+	}
+	r, err = fetch(url+"/no/such/page", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.status != 404 || !strings.Contains(string(r.body), "404") {
+		t.Errorf("GET /no/such/page: status %d %.300q, want 404 and the 404 page", r.status, r.body)
+	}
+}
