@@ -50,10 +50,10 @@ type Manifest struct {
 	// Version of the format (ManifestVersion).
 	Version int `json:"version"`
 	// ModulesPath is the directory of the modules (spec.source.image.path).
-	ModulesPath string `json:"modulesPath"`
+	ModulesPath string `json:"modulesPath,omitempty"`
 	// Main is the entry module, Modules every module with its type, main first.
-	Main    string                 `json:"main"`
-	Modules []v1alpha1.ImageModule `json:"modules"`
+	Main    string                 `json:"main,omitempty"`
+	Modules []v1alpha1.ImageModule `json:"modules,omitempty"`
 	// Assets is set when the image holds static assets.
 	Assets *ManifestAssets `json:"assets,omitempty"`
 }
@@ -91,10 +91,13 @@ var epoch = time.Unix(0, 0).UTC()
 
 // Build assembles the image of b and returns it with its manifest.
 func Build(b Bundle) (v1.Image, *Manifest, error) {
-	if len(b.Modules) == 0 {
-		return nil, nil, fmt.Errorf("bundleimage: no modules")
+	if len(b.Modules) == 0 && b.AssetsDir == "" {
+		return nil, nil, fmt.Errorf("bundleimage: no modules and no assets")
 	}
-	m := &Manifest{Version: ManifestVersion, ModulesPath: ModulesPath, Main: b.Modules[0].Name}
+	m := &Manifest{Version: ManifestVersion}
+	if len(b.Modules) > 0 { // none for an assets-only Worker
+		m.ModulesPath, m.Main = ModulesPath, b.Modules[0].Name
+	}
 	code := newTree()
 	for _, mod := range b.Modules {
 		m.Modules = append(m.Modules, v1alpha1.ImageModule{Name: mod.Name, Type: mod.Type})

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/workerd-operator/workerd-operator/internal/bundleimage"
+
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 )
 
@@ -140,5 +142,32 @@ func TestImportAssetsOnly(t *testing.T) {
 	_, err = Import(Options{Path: bound, AssetsImage: "r.example/docs:1"})
 	if err == nil || !strings.Contains(err.Error(), "binding A, assets.binding") {
 		t.Errorf("assets-only with bindings: %v", err)
+	}
+}
+
+// An assets-only project imported with --image packs only the asset directory, and
+// spec.assets names that image (re-pointed to the pushed, digest-pinned reference).
+func TestImportAssetsOnlyImage(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"wrangler.json":     `{"name": "docs", "compatibility_date": "2025-10-08", "assets": {"directory": "public"}}`,
+		"public/index.html": "hi",
+	})
+	res, err := Import(Options{Path: dir, Image: "r.example/docs:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Image == nil || len(res.Image.Modules) != 0 || res.Image.AssetsDir == "" {
+		t.Fatalf("image bundle = %+v, want the asset directory alone", res.Image)
+	}
+	a := res.Worker.Spec.Assets
+	if a.Image != "r.example/docs:1" || a.Path != bundleimage.AssetsPath {
+		t.Errorf("spec.assets image %q path %q", a.Image, a.Path)
+	}
+	res.SetImage("r.example/docs@sha256:abc")
+	if a.Image != "r.example/docs@sha256:abc" {
+		t.Errorf("after SetImage: spec.assets.image %q", a.Image)
+	}
+	if _, _, err := bundleimage.Build(*res.Image); err != nil {
+		t.Errorf("Build: %v", err)
 	}
 }

@@ -34,18 +34,37 @@ func useImage(res *Result, eff *Effective, o Options, mods []v1alpha1.Module) (*
 	res.Worker.Spec.Source = v1alpha1.WorkerSource{Image: &v1alpha1.ImageSource{
 		Image: o.Image, Path: bundleimage.ModulesPath, Main: mods[0].Name, Modules: list, PullPolicy: corev1.PullIfNotPresent,
 	}}
-	if a := res.Worker.Spec.Assets; a != nil && o.AssetsImage == "" && res.assetsDir != "" {
-		a.Path, a.PullPolicy = bundleimage.AssetsPath, corev1.PullIfNotPresent
-		b.AssetsDir = res.assetsDir
-		b.AssetsConfig = map[string]any{}
-		cfg, _ := eff.Values["assets"].(map[string]any)
-		for k, v := range cfg {
-			if k != "directory" { // a path of this machine
-				b.AssetsConfig[k] = v
-			}
+	packAssets(b, res, eff, o)
+	return b, nil
+}
+
+// useAssetsImage is useImage for an assets-only project: the image holds only the
+// asset directory.
+func useAssetsImage(res *Result, eff *Effective, o Options) *ImageBundle {
+	b := &ImageBundle{}
+	packAssets(b, res, eff, o)
+	if b.AssetsDir != "" {
+		res.Worker.Spec.Assets.Image = o.Image
+	}
+	return b
+}
+
+// packAssets puts the asset directory into b unless o.AssetsImage names another image;
+// spec.assets then finds it under bundleimage.AssetsPath.
+func packAssets(b *ImageBundle, res *Result, eff *Effective, o Options) {
+	a := res.Worker.Spec.Assets
+	if a == nil || o.AssetsImage != "" || res.assetsDir == "" {
+		return
+	}
+	a.Path, a.PullPolicy = bundleimage.AssetsPath, corev1.PullIfNotPresent
+	b.AssetsDir = res.assetsDir
+	b.AssetsConfig = map[string]any{}
+	cfg, _ := eff.Values["assets"].(map[string]any)
+	for k, v := range cfg {
+		if k != "directory" { // a path of this machine
+			b.AssetsConfig[k] = v
 		}
 	}
-	return b, nil
 }
 
 func ptrOr(s *string) string {
@@ -56,10 +75,13 @@ func ptrOr(s *string) string {
 }
 
 // SetImage replaces the image reference the Worker's source names, and spec.assets
-// where it names the same image, e.g. by the digest-pinned one once the image is pushed.
+// where it names the same image (or, assets-only, the one it names), e.g. by the digest-pinned one once the image is pushed.
 func (r *Result) SetImage(ref string) {
 	src := r.Worker.Spec.Source.Image
 	if src == nil {
+		if a := r.Worker.Spec.Assets; a != nil && a.Image != "" {
+			a.Image = ref // an assets-only Worker
+		}
 		return
 	}
 	if a := r.Worker.Spec.Assets; a != nil && a.Image == src.Image {

@@ -74,6 +74,10 @@ func Import(o Options) (*Result, error) {
 		if err := res.checkAssetsOnly(); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.File, err)
 		}
+		if o.Image != "" && o.AssetsImage == "" {
+			res.Image = useAssetsImage(res, eff, o)
+			return res, nil
+		}
 		return res, res.setAssetsImage(o.AssetsImage)
 	}
 	var mods []v1alpha1.Module
