@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/workerd-operator/workerd-operator/hack/ociimage"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
 const (
@@ -343,6 +345,8 @@ state = "/run/containerd"
 
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = %q
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = %q
 
@@ -359,7 +363,10 @@ state = "/run/containerd"
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
         BinaryName = %q
         SystemdCgroup = false
-`, containerdSock, ociimage.PauseRef, n.bins.cniDir, cniConf, n.bins.runc)
+`, containerdSock, filepath.Join(n.dir, "containerd", "certs.d"), ociimage.PauseRef, n.bins.cniDir, cniConf, n.bins.runc)
+	if err := writeRegistryHosts(filepath.Join(n.dir, "containerd", "certs.d")); err != nil {
+		return err
+	}
 	cfg := filepath.Join(n.dir, "containerd", "config.toml")
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		return err
@@ -554,3 +561,20 @@ var clusterResolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Conte
 	var d net.Dialer
 	return d.DialContext(ctx, network, net.JoinHostPort(nodeIP, "53"))
 }}
+
+// registryHost is the node's own OCI registry (started in the node's network namespace,
+// so the dev cluster's port is free here): `import --image registryHost/... --push`.
+var registryHost = "localhost:" + strconv.Itoa(podcontract.DevRegistryPort)
+
+// writeRegistryHosts tells containerd to pull registryHost over plain HTTP, as a
+// cluster admin does for a registry without TLS (containerd's hosts.toml, under the CRI
+// images plugin's config_path).
+func writeRegistryHosts(dir string) error {
+	d := filepath.Join(dir, registryHost)
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return err
+	}
+	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n",
+		"http://"+registryHost, "http://"+registryHost)
+	return os.WriteFile(filepath.Join(d, "hosts.toml"), []byte(hosts), 0o644)
+}

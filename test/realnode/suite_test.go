@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,8 @@ import (
 	"github.com/workerd-operator/workerd-operator/hack/ociimage"
 	"github.com/workerd-operator/workerd-operator/internal/devcluster"
 	"github.com/workerd-operator/workerd-operator/internal/installer"
+	"github.com/workerd-operator/workerd-operator/internal/ociregistry"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/toolchain"
 )
 
@@ -54,6 +57,9 @@ func buildImages(dir string) (*ociimage.Archives, error) {
 	}
 	workerd, err := toolchain.Workerd()
 	if err != nil {
+		return nil, err
+	}
+	if _, err := toolchain.Registry(); err != nil { // built here: the namespace has no route to the module proxy
 		return nil, err
 	}
 	a, err := ociimage.ProjectImages(root, filepath.Join(dir, "images"), workerd, installer.DefaultOperatorImage, installer.DefaultWorkerdImage)
@@ -98,6 +104,12 @@ func inside(m interface{ Run() int }, dir, cgroupRoot string) int {
 		return 1
 	}
 	defer cluster.stop()
+	reg, err := ociregistry.Start(ctx, ociregistry.Config{Addr: "127.0.0.1:" + strconv.Itoa(podcontract.DevRegistryPort), Dir: filepath.Join(dir, "registry")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "realnode: registry:", err)
+		return 1
+	}
+	defer reg.Stop()
 	logf("node Ready; installing the operator")
 	if err := install(ctx, logf); err != nil {
 		fmt.Fprintln(os.Stderr, "realnode:", err)
