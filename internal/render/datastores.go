@@ -203,6 +203,8 @@ func (k *dataKind) writeHost(x *extras, h DataHost) error {
 			return err
 		}
 		target = tuple(named(d1GatewayService), kv("entrypoint", Quote("D1Gateway")))
+		// Not ready until the migrations are applied (health.js, datahost.js).
+		x.healthBindings = append(x.healthBindings, tuple(named("DATA"), kv("service", target)))
 	}
 	x.sockets.item(named(podcontract.GatewaySocket), serverSocket(k.in.Options, rpcOptions(), podcontract.InternalTLSCA), kv("service", target))
 	return nil

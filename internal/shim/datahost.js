@@ -16,6 +16,7 @@ export default {
 // applied and recorded, or neither. The table is wrangler's
 // (packages/wrangler/src/d1/migrations/helpers.ts in cloudflare/workers-sdk).
 let migrated;
+const READY_PATH = "/_workerd-operator/ready";
 
 async function migrate(env) {
   const m = env.MIGRATIONS;
@@ -57,6 +58,13 @@ export class D1Gateway extends WorkerEntrypoint {
   }
 
   async fetch(request) {
+    // The host's readiness (health.js): ready once the migrations are applied.
+    if (new URL(request.url).pathname === READY_PATH) {
+      return ready(this.env).then(
+        () => new Response("ready\n"),
+        (e) => new Response(String(e && e.message ? e.message : e), { status: 503 }),
+      );
+    }
     await ready(this.env);
     return this.env.STORE.fetch(request);
   }
