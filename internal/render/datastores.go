@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -97,6 +98,20 @@ type DataHost struct {
 type Migration struct {
 	Name string `json:"name"`
 	SQL  string `json:"sql"`
+}
+
+// MigrationsOf are the .sql keys of a migrations ConfigMap's data in name order, as
+// `wrangler d1 migrations apply` orders the files of migrations_dir; other keys are
+// ignored.
+func MigrationsOf(data map[string]string) []Migration {
+	var out []Migration
+	for k, v := range data {
+		if strings.HasSuffix(k, ".sql") {
+			out = append(out, Migration{Name: k, SQL: v})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // DataHostWorker is the Worker rendered for a store's host pod: the shim datahost.js

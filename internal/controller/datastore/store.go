@@ -3,8 +3,6 @@ package datastore
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,25 +62,12 @@ func (s *store) host(ctx context.Context, c client.Client, h *render.DataHost) e
 		if err != nil {
 			return err
 		}
-		h.Migrations, h.MigrationsTable = Migrations(cm), m.Table
+		h.Migrations, h.MigrationsTable = render.MigrationsOf(cm.Data), m.Table
 		if n := len(h.Migrations); n > 0 {
 			s.lastMigration = h.Migrations[n-1].Name
 		}
 	}
 	return nil
-}
-
-// Migrations are the .sql keys of cm in name order, as `wrangler d1 migrations apply`
-// orders the files of migrations_dir.
-func Migrations(cm *corev1.ConfigMap) []render.Migration {
-	var out []render.Migration
-	for k, v := range cm.Data {
-		if strings.HasSuffix(k, ".sql") {
-			out = append(out, render.Migration{Name: k, SQL: v})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
 }
 
 // write writes st (and, for a D1Database whose host is ready, the last migration its
