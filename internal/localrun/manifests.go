@@ -250,8 +250,17 @@ func renderDataHosts(m *Manifests, opts render.Options) ([]Rendered, error) {
 			}
 			h.Migrations, h.MigrationsTable = render.MigrationsOf(cm.Data), db.Spec.Migrations.Table
 		}
-		w := render.DataHostWorker(h)
-		r, err := renderOne(render.Input{Worker: w, DataHost: &h, Options: opts}, s[0], s[2], render.DataHostArgs(w, h.Kind))
+		in := render.Input{Worker: render.DataHostWorker(h), Options: opts}
+		if q := findByName(m.Queues, s[1], s[2]); h.Kind == render.DataQueue && len(q.Spec.Consumers) > 0 {
+			// The host runs the consumer's code (docs/queues.md).
+			h.Consumer = render.QueueConsumerOf(q.Spec.Consumers[0])
+			var err error
+			if in, err = hostInput(m, s[1], s[0], s[2], q.Spec.Consumers[0].Worker, opts, Addresses{}); err != nil {
+				return nil, err
+			}
+		}
+		in.DataHost = &h
+		r, err := renderOne(in, s[0], s[2], render.DataHostArgs(in.Worker, h.Kind))
 		if err != nil {
 			return nil, err
 		}

@@ -92,7 +92,30 @@ type DataHost struct {
 	// records them (default d1_migrations).
 	Migrations      []Migration
 	MigrationsTable string
+	// Consumer is a Queue's consumer: the pods rendered then run the consumer Worker's
+	// code (Input.Worker), whose queue() handler the queue calls in-process.
+	Consumer *QueueConsumer
 }
+
+// QueueConsumer are a consumer's settings as /workerd/queues.js reads them (CONSUMERS);
+// nil fields take its defaults, which are Cloudflare's.
+type QueueConsumer struct {
+	MaxBatchSize    *int32 `json:"maxBatchSize,omitempty"`
+	MaxBatchTimeout *int32 `json:"maxBatchTimeout,omitempty"`
+	MaxRetries      *int32 `json:"maxRetries,omitempty"`
+	RetryDelay      *int32 `json:"retryDelay,omitempty"`
+	DeadLetterQueue string `json:"deadLetterQueue,omitempty"`
+	MaxConcurrency  *int32 `json:"maxConcurrency,omitempty"`
+}
+
+// QueueConsumerOf is the consumer settings of a Queue's spec.consumers entry.
+func QueueConsumerOf(c v1alpha1.QueueConsumer) *QueueConsumer {
+	return &QueueConsumer{MaxBatchSize: c.MaxBatchSize, MaxBatchTimeout: c.MaxBatchTimeout, MaxRetries: c.MaxRetries,
+		RetryDelay: c.RetryDelay, DeadLetterQueue: c.DeadLetterQueue, MaxConcurrency: c.MaxConcurrency}
+}
+
+// queueConsumerBinding is the queue Worker's binding to the consumer (CONSUMERS.consumer).
+const queueConsumerBinding = "CONSUMER"
 
 // Migration is one wrangler migration file.
 type Migration struct {
@@ -112,6 +135,15 @@ func MigrationsOf(data map[string]string) []Migration {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// storeID is the props value naming the store: a queue's name (what batch.queue shows
+// the consumer), else DataID.
+func storeID(h DataHost) string {
+	if h.Kind == DataQueue {
+		return h.Name
+	}
+	return DataID(h.Namespace, h.Name)
 }
 
 // DataHostWorker is the Worker rendered for a store's host pod: the shim datahost.js
@@ -162,12 +194,18 @@ func (k *dataKind) bind(field string, b v1alpha1.Binding) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("%s: required", sub)
 	}
-	addr, ok := k.in.DataStores[DataRef{k.kind, name}]
-	if !ok || addr == "" {
-		return "", fmt.Errorf("%s: %s %q not found", sub, b.Kind(), name)
+	var svc string
+	if h := k.in.DataHost; h != nil && h.Kind == k.kind && h.Name == name {
+		// The store is in this process: bind it directly.
+		svc = tuple(named(dataStoreService), kv("props", tuple(kv("json", Quote(fmt.Sprintf(`{%q: %q}`, dataKinds[k.kind].prop, storeID(*h)))))))
+	} else {
+		addr, ok := k.in.DataStores[DataRef{k.kind, name}]
+		if !ok || addr == "" {
+			return "", fmt.Errorf("%s: %s %q not found", sub, b.Kind(), name)
+		}
+		k.bound[name] = addr
+		svc = Quote(dataService(k.kind, name))
 	}
-	k.bound[name] = addr
-	svc := Quote(dataService(k.kind, name))
 	switch k.kind {
 	case DataKV:
 		return kv("kvNamespace", svc), nil
@@ -191,7 +229,7 @@ func (k *dataKind) contribute(x *extras) error {
 // on localDisk, the disks, and the gateway socket serving it with the store's id.
 func (k *dataKind) writeHost(x *extras, h DataHost) error {
 	info := dataKinds[h.Kind]
-	props, _ := json.Marshal(map[string]string{info.prop: DataID(h.Namespace, h.Name)})
+	props, _ := json.Marshal(map[string]string{info.prop: storeID(h)})
 	c := &x.services
 	c.openWorker(dataStoreService)
 	c.field("modules", list(tuple(named(string(h.Kind)), kv("bundled", Quote(info.bundled)))))
@@ -200,8 +238,16 @@ func (k *dataKind) writeHost(x *extras, h DataHost) error {
 		c.field("compatibilityFlags", list(quoteAll(info.flags)...))
 	}
 	binds := []string{tuple(named(info.binding), kv("durableObjectNamespace", Quote(info.className)))}
-	if h.Kind == DataKV {
+	switch {
+	case h.Kind == DataKV:
 		binds = append(binds, tuple(named("BLOBS"), kv("service", Quote(DataBlobsService))))
+	case h.Kind == DataQueue && h.Consumer != nil:
+		cons := map[string]any{"consumer": queueConsumerBinding}
+		raw, _ := json.Marshal(h.Consumer)
+		_ = json.Unmarshal(raw, &cons)
+		cfg, _ := json.Marshal(map[string]any{h.Name: cons})
+		binds = append(binds, tuple(named(queueConsumerBinding), kv("service", Quote(WorkerServiceName(k.in.Worker.Name)))),
+			tuple(named("CONSUMERS"), kv("json", Quote(string(cfg)))))
 	}
 	c.field("bindings", list(binds...))
 	c.field("durableObjectNamespaces", list(tuple(kv("className", Quote(info.className)),

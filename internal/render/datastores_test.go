@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -23,8 +24,15 @@ import (
 // under dir (kept across restarts).
 func startDataHost(t *testing.T, bin, dir string, h render.DataHost) *localrun.Local {
 	t.Helper()
-	w := render.DataHostWorker(h)
-	out, err := render.Render(render.Input{Worker: w, DataHost: &h})
+	return startHost(t, bin, dir, render.Input{Worker: render.DataHostWorker(h), DataHost: &h}, nil)
+}
+
+// startHost starts the host pod rendered from in (in.DataHost set), reaching the
+// external services of externals.
+func startHost(t *testing.T, bin, dir string, in render.Input, externals map[string]string) *localrun.Local {
+	t.Helper()
+	h := *in.DataHost
+	out, err := render.Render(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +51,7 @@ func startDataHost(t *testing.T, bin, dir string, h render.DataHost) *localrun.L
 		args = append(args, "--directory-path="+svc+"="+p)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l, err := localrun.StartLocal(ctx, localrun.LocalOptions{Binary: bin, Dir: dir, Args: args,
+	l, err := localrun.StartLocal(ctx, localrun.LocalOptions{Binary: bin, Dir: dir, Args: args, Externals: externals,
 		Sockets: []string{podcontract.HTTPSocket, podcontract.RPCSocket, podcontract.HealthSocket, podcontract.TriggerSocket, podcontract.GatewaySocket}})
 	if err != nil {
 		cancel()
@@ -65,17 +73,8 @@ func startDataClient(t *testing.T, bin string, gateways map[render.DataRef]strin
 	w := &v1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: "default"}, Spec: v1alpha1.WorkerSpec{
 		CompatibilityDate: "2025-01-01",
 		Source:            v1alpha1.WorkerSource{Inline: &v1alpha1.InlineSource{Modules: []v1alpha1.Module{{Name: "main.js", Type: v1alpha1.ModuleESModule, Content: &src}}}},
-		Bindings: []v1alpha1.Binding{
-			{Name: "KV", KVNamespace: &v1alpha1.LocalObjectReference{Name: "store"}},
-			{Name: "DB", D1Database: &v1alpha1.LocalObjectReference{Name: "db"}},
-		},
 	}}
-	stores := map[render.DataRef]string{}
-	externals := map[string]string{}
-	for ref, addr := range gateways {
-		stores[ref] = render.DataAddress("default", ref.Kind, ref.Name, render.Options{})
-		externals[string(ref.Kind)+":"+ref.Name] = addr
-	}
+	stores, externals := dataBindings(w, gateways)
 	out, err := render.Render(render.Input{Worker: w, DataStores: stores})
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +91,27 @@ func startDataClient(t *testing.T, bin string, gateways map[render.DataRef]strin
 	}
 	t.Cleanup(func() { l.Stop(); cancel() })
 	return l
+}
+
+// dataBindings binds w to the stores of gateways (KV, DB and Q by kind) and returns the
+// renderer's DataStores and the external addresses reaching the gateways.
+func dataBindings(w *v1alpha1.Worker, gateways map[render.DataRef]string) (map[render.DataRef]string, map[string]string) {
+	stores := map[render.DataRef]string{}
+	externals := map[string]string{}
+	for ref, addr := range gateways {
+		stores[ref] = render.DataAddress("default", ref.Kind, ref.Name, render.Options{})
+		externals[string(ref.Kind)+":"+ref.Name] = addr
+		o := &v1alpha1.LocalObjectReference{Name: ref.Name}
+		switch ref.Kind {
+		case render.DataKV:
+			w.Spec.Bindings = append(w.Spec.Bindings, v1alpha1.Binding{Name: "KV", KVNamespace: o})
+		case render.DataD1:
+			w.Spec.Bindings = append(w.Spec.Bindings, v1alpha1.Binding{Name: "DB", D1Database: o})
+		case render.DataQueue:
+			w.Spec.Bindings = append(w.Spec.Bindings, v1alpha1.Binding{Name: "Q", Queue: o})
+		}
+	}
+	return stores, externals
 }
 
 type caseResult struct {
@@ -208,6 +228,89 @@ func TestDataBindingsConformance(t *testing.T) {
 	for name, want := range map[string]string{"kv-read": `["hello",26214400,{"k":"l/c"}]`, "d1-read": `[2,[[1,"x"]]]`, "d1-migrated": `[[1,"0001_init.sql"],[2,"0002_more.sql"]]`, "d1-migrated-table": `2`} {
 		if r := runCase(t, c.Addrs[podcontract.HTTPSocket], name); string(r.Value) != want || r.Error != "" {
 			t.Errorf("after SIGKILL and restart, %s: got %s %q, want %s", name, r.Value, r.Error, want)
+		}
+	}
+}
+
+const queuesAPI = "https://developers.cloudflare.com/queues/configuration/javascript-apis/"
+
+// TestQueueConformance runs a Queue through real workerd: its host pod runs the
+// consumer Worker's code (testdata/data/conformance.js, which records every delivery
+// in a KVNamespace) with /workerd/queues.js, and a producer Worker sends to it through
+// the gateway. Consumer settings: maxBatchTimeout 0, maxRetries 2, deadLetterQueue.
+func TestQueueConformance(t *testing.T) {
+	bin := testenv.WorkerdBinary(t)
+	kvRef, qRef := render.DataRef{Kind: render.DataKV, Name: "store"}, render.DataRef{Kind: render.DataQueue, Name: "jobs"}
+	kvHost := startDataHost(t, bin, t.TempDir(), render.DataHost{Kind: render.DataKV, Namespace: "default", Name: "store"})
+	js, err := os.ReadFile(filepath.Join("testdata", "data", "conformance.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(js)
+	consumer := &v1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Name: "consumer", Namespace: "default"}, Spec: v1alpha1.WorkerSpec{
+		CompatibilityDate: "2025-01-01",
+		Source:            v1alpha1.WorkerSource{Inline: &v1alpha1.InlineSource{Modules: []v1alpha1.Module{{Name: "main.js", Type: v1alpha1.ModuleESModule, Content: &src}}}},
+	}}
+	stores, externals := dataBindings(consumer, map[render.DataRef]string{kvRef: kvHost.Addrs[podcontract.GatewaySocket]})
+	zero, two := int32(0), int32(2)
+	h := render.DataHost{Kind: render.DataQueue, Namespace: "default", Name: "jobs",
+		Consumer: &render.QueueConsumer{MaxBatchTimeout: &zero, MaxRetries: &two, DeadLetterQueue: "jobs-dlq"}}
+	qHost := startHost(t, bin, t.TempDir(), render.Input{Worker: consumer, DataHost: &h, DataStores: stores}, externals)
+	c := startDataClient(t, bin, map[render.DataRef]string{kvRef: kvHost.Addrs[podcontract.GatewaySocket], qRef: qHost.Addrs[podcontract.GatewaySocket]})
+	addr := c.Addrs[podcontract.HTTPSocket]
+	for _, tc := range []struct{ name, want, source string }{
+		{"q-send", `["backlogBytes","backlogCount","oldestMessageTimestamp"]`, queuesAPI + "#queuesendresponse (metadata.metrics)"},
+		{"q-send-types", `"sent"`, queuesAPI + "#queuesendoptions (contentType text, json, bytes, v8)"},
+		{"q-send-batch", `"number"`, queuesAPI + "#queue (sendBatch, per-message delaySeconds)"},
+		{"q-delay", `null`, queuesAPI + "#queuesendoptions (delaySeconds)"},
+		{"q-retry-dlq", `null`, queuesAPI},
+		{"q-retry-all", `null`, queuesAPI},
+		{"q-ack-all", `null`, queuesAPI},
+		{"q-too-big", `"Queue send failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (128 KB per message)"},
+		{"q-batch-101", `"Queue sendBatch failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (100 messages per sendBatch)"},
+	} {
+		if r := runCase(t, addr, tc.name); string(r.Value) != tc.want || r.Error != "" {
+			t.Errorf("%s: got %s %q, want %s (source: %s)", tc.name, r.Value, r.Error, tc.want, tc.source)
+		}
+	}
+	// Every message is delivered; a retried one again with attempts+1, the one that
+	// always fails maxRetries+1 = 3 times, then it goes to the dead letter queue
+	// (https://developers.cloudflare.com/queues/configuration/batching-retries/).
+	want := map[string]string{
+		"q/jobs/plain/1":                `{"kind":"[object Object]","body":{"id":"plain"},"attempts":1,"ts":true}`,
+		"q/jobs/text-body/1":            `{"kind":"[object String]","body":"text-body","attempts":1,"ts":true}`,
+		"q/jobs/json-body/1":            `{"kind":"[object Object]","body":{"id":"json-body"},"attempts":1,"ts":true}`,
+		"q/jobs/[object ArrayBuffer]/1": `{"kind":"[object ArrayBuffer]","body":[1,2,3],"attempts":1,"ts":true}`,
+		"q/jobs/[object Date]/1":        `{"kind":"[object Date]","body":5,"attempts":1,"ts":true}`,
+		"q/jobs/batch-1/1":              `{"kind":"[object Object]","body":{"id":"batch-1"},"attempts":1,"ts":true}`,
+		"q/jobs/batch-2/1":              `{"kind":"[object Object]","body":{"id":"batch-2"},"attempts":1,"ts":true}`,
+		"q/jobs/delayed/1":              `{"kind":"[object Object]","body":{"id":"delayed"},"attempts":1,"ts":true}`,
+		"q/jobs/always-fails/1":         `{"kind":"[object Object]","body":{"id":"always-fails","fail":true},"attempts":1,"ts":true}`,
+		"q/jobs/always-fails/2":         `{"kind":"[object Object]","body":{"id":"always-fails","fail":true},"attempts":2,"ts":true}`,
+		"q/jobs/always-fails/3":         `{"kind":"[object Object]","body":{"id":"always-fails","fail":true},"attempts":3,"ts":true}`,
+		"q/jobs/ra-1/1":                 `{"kind":"[object Object]","body":{"id":"ra-1","retryAllOnce":true},"attempts":1,"ts":true}`,
+		"q/jobs/ra-1/2":                 `{"kind":"[object Object]","body":{"id":"ra-1","retryAllOnce":true},"attempts":2,"ts":true}`,
+		"q/jobs/aa-1/1":                 `{"kind":"[object Object]","body":{"id":"aa-1","ackAll":true},"attempts":1,"ts":true}`,
+	}
+	var got map[string]json.RawMessage
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		r := runCase(t, addr, "q-deliveries")
+		got = nil
+		_ = json.Unmarshal(r.Value, &got)
+		if len(got) >= len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for k, w := range want {
+		if string(got[k]) != w {
+			t.Errorf("delivery %s: got %s, want %s", k, got[k], w)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected delivery %s: %s", k, got[k])
 		}
 	}
 }

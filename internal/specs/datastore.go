@@ -31,9 +31,9 @@ func DataStoreSelector(kind render.DataKind, name string) map[string]string {
 // (render.Render of render.DataHostWorker(h) with Input.DataHost = h), a one-pod
 // StatefulSet "<name>-<kind>" with a PVC holding the Durable Object storage (and KV's
 // large values), a headless Service on the gateway port and the pod's NetworkPolicy.
-// The pod is a Worker pod (same containers, sidecar, probes) of that Worker. Pure.
-func BuildDataStoreChildren(owner client.Object, h render.DataHost, storage *fleetv1alpha1.StorageSpec, out *render.Output, inputsHash string, opts Options) ShardSet {
-	w := render.DataHostWorker(h)
+// The pod is a Worker pod (same containers, sidecar, probes) of w: the store's own
+// (render.DataHostWorker) or, for a Queue with a consumer, the consumer Worker. Pure.
+func BuildDataStoreChildren(owner client.Object, h render.DataHost, w *fleetv1alpha1.Worker, storage *fleetv1alpha1.StorageSpec, out *render.Output, inputsHash string, opts Options) ShardSet {
 	info := dataOwnerLabels[h.Kind]
 	mounts := []corev1.VolumeMount{{Name: shardDataVolume, MountPath: render.DOStorageDir, SubPath: shardDOSubPath}}
 	if h.Kind == render.DataKV {

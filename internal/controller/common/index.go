@@ -51,6 +51,16 @@ func SetupIndexes(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
+	// A Queue's host runs its consumer's code, as a shard runs its workerRef's.
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleetv1alpha1.Queue{}, IndexWorkerRef, func(o client.Object) []string {
+		var out []string
+		for _, c := range o.(*fleetv1alpha1.Queue).Spec.Consumers {
+			out = append(out, c.Worker)
+		}
+		return out
+	}); err != nil {
+		return err
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleetv1alpha1.D1Database{}, IndexD1MigrationsConfigMap, func(o client.Object) []string {
 		if m := o.(*fleetv1alpha1.D1Database).Spec.Migrations; m != nil {
 			return []string{m.ConfigMap.Name}

@@ -31,10 +31,11 @@ type workerInputs struct {
 // RenderWorker renders the pods of Worker w after reading everything it references:
 // its inputs (resolveInputs), the DurableObjectNamespaces and Workflows it binds. host,
 // when set, is the DurableObjectNamespace whose shards are rendered; wfHosts are the
-// Workflows whose engine runs in the pods. It returns the output and the inputs hash.
+// Workflows whose engine runs in the pods; more change the renderer's input last (a
+// Queue's host pod running its consumer's code). It returns the output and the inputs hash.
 // A missing reference or a spec the renderer refuses is Blocked. What it reads is
 // what WorkerReaders maps back to the objects rendering w.
-func RenderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1alpha1.Worker, host *fleetv1alpha1.DurableObjectNamespace, wfHosts []render.WorkflowHost) (*render.Output, string, error) {
+func RenderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1alpha1.Worker, host *fleetv1alpha1.DurableObjectNamespace, wfHosts []render.WorkflowHost, more ...func(*render.Input)) (*render.Output, string, error) {
 	in, err := resolver{Client: c, Options: opts}.resolveInputs(ctx, w)
 	if err != nil {
 		return nil, "", err
@@ -62,6 +63,9 @@ func RenderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1
 	}
 	if host != nil {
 		rin.Host = host.Name
+	}
+	for _, f := range more {
+		f(&rin)
 	}
 	out, err := render.Render(rin)
 	if err != nil {

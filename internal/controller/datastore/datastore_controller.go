@@ -68,13 +68,29 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, s *store) (*appsv1.S
 	if err := s.host(ctx, r.Client, &h); err != nil {
 		return nil, err
 	}
-	out, hash, err := common.RenderDataHost(ctx, r.Options, h, nil)
+	w, out, hash, err := r.render(ctx, s, h)
 	if err != nil {
 		return nil, err
 	}
-	log.FromContext(ctx).V(1).Info("rendered the host", "kind", r.Kind, "version", out.Version, "migrations", len(h.Migrations))
-	set := specs.BuildDataStoreChildren(s.obj, h, s.storage, out, hash, r.Options)
+	log.FromContext(ctx).V(1).Info("rendered the host", "kind", r.Kind, "version", out.Version, "migrations", len(h.Migrations), "worker", w.Name)
+	set := specs.BuildDataStoreChildren(s.obj, h, w, s.storage, out, hash, r.Options)
 	return common.ApplyShardSet(ctx, r.Client, r.Events, s.obj, specs.DataStoreSelector(r.Kind, h.Name), set, r.Options.NetworkPolicies)
+}
+
+// render renders the host pod: the store's own Worker, or a Queue's consumer Worker
+// (with everything it binds) whose queue() handler the queue calls in-process.
+func (r *Reconciler) render(ctx context.Context, s *store, h render.DataHost) (*fleetv1alpha1.Worker, *render.Output, string, error) {
+	if s.consumer == "" {
+		w := render.DataHostWorker(h)
+		out, hash, err := common.RenderDataHost(ctx, r.Options, h, nil)
+		return w, out, hash, err
+	}
+	w, err := common.WorkerRef(ctx, r.Client, h.Namespace, s.consumer)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	out, hash, err := common.RenderWorker(ctx, r.Client, r.Options, w, nil, nil, func(in *render.Input) { in.DataHost = &h })
+	return w, out, hash, err
 }
 
 // computeStatus is the one place the status is computed: Degraded/lastFailure from the
@@ -118,8 +134,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(common.PodOwner(specs.DataStoreOwnerLabel(r.Kind), podcontract.ComponentDataStore)))
-	if r.Kind == render.DataD1 {
+	switch r.Kind {
+	case render.DataD1:
 		b = b.Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(common.Referencing[fleetv1alpha1.D1DatabaseList](r.Client, common.IndexD1MigrationsConfigMap)))
+	case render.DataQueue:
+		// The host runs the consumer's code: re-render on what that rendering reads.
+		b = common.WatchWorkerReaders[fleetv1alpha1.QueueList](b, r.Client)
 	}
 	return b.Named(string(r.Kind)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: common.MaxConcurrentReconciles}).

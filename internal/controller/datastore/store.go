@@ -24,6 +24,8 @@ type store struct {
 	d1      *fleetv1alpha1.D1Database
 	// lastMigration is the last migration file the host applies ("" without any).
 	lastMigration string
+	// consumer is a Queue's consumer Worker ("" without one).
+	consumer string
 }
 
 func (r *Reconciler) newStore() *store {
@@ -47,6 +49,10 @@ func (s *store) host(ctx context.Context, c client.Client, h *render.DataHost) e
 		s.storage = o.Spec.Storage
 	case *fleetv1alpha1.Queue:
 		s.storage = o.Spec.Storage
+		if len(o.Spec.Consumers) > 0 {
+			s.consumer = o.Spec.Consumers[0].Worker
+			h.Consumer = render.QueueConsumerOf(o.Spec.Consumers[0])
+		}
 	case *fleetv1alpha1.D1Database:
 		s.storage = o.Spec.Storage
 		m := o.Spec.Migrations

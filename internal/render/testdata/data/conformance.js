@@ -77,6 +77,33 @@ const cases = {
   },
   "kv-value-over-25MiB": (env) => err(() => env.KV.put("huge2", new Uint8Array(25 * 1024 * 1024 + 1))),
 
+  // Queues (https://developers.cloudflare.com/queues/configuration/javascript-apis/)
+  "q-send": async (env) => Object.keys((await env.Q.send({ id: "plain" })).metadata.metrics).sort(),
+  "q-send-types": async (env) => {
+    await env.Q.send("text-body", { contentType: "text" });
+    await env.Q.send({ id: "json-body" }, { contentType: "json" });
+    await env.Q.send(new Uint8Array([1, 2, 3]), { contentType: "bytes" });
+    await env.Q.send(new Date(5), { contentType: "v8" });
+    return "sent";
+  },
+  "q-send-batch": async (env) => typeof (await env.Q.sendBatch([{ body: { id: "batch-1" } }, { body: { id: "batch-2" }, delaySeconds: 1 }])).metadata.metrics.backlogCount,
+  "q-delay": async (env) => void (await env.Q.send({ id: "delayed" }, { delaySeconds: 2 })),
+  "q-retry-dlq": async (env) => void (await env.Q.send({ id: "always-fails", fail: true })),
+  "q-retry-all": async (env) => void (await env.Q.sendBatch([{ body: { id: "ra-1", retryAllOnce: true } }])),
+  "q-ack-all": async (env) => void (await env.Q.sendBatch([{ body: { id: "aa-1", ackAll: true } }])),
+  "q-too-big": (env) => err(() => env.Q.send("x".repeat(128 * 1000 + 1), { contentType: "text" })),
+  "q-batch-101": (env) => err(() => env.Q.sendBatch(Array.from({ length: 101 }, (_, i) => ({ body: i })))),
+  "q-deliveries": async (env) => {
+    const out = {};
+    let cursor;
+    do {
+      const page = await env.KV.list({ prefix: "q/", cursor });
+      for (const k of page.keys) out[k.name] = JSON.parse(await env.KV.get(k.name));
+      cursor = page.list_complete ? undefined : page.cursor;
+    } while (cursor);
+    return out;
+  },
+
   // Reads only: what the cases above wrote (the restart check).
   "kv-read": async (env) => [await env.KV.get("t"), (await env.KV.get("huge", "arrayBuffer")).byteLength, (await env.KV.getWithMetadata("l/c")).metadata],
   "d1-read": async (env) => [await env.DB.prepare("SELECT count(*) AS n FROM r").first("n"), await env.DB.prepare("SELECT * FROM w").raw()],
@@ -125,7 +152,27 @@ const cases = {
   },
 };
 
+// The consumer (docs/queues.md): records every delivery in KV, q/<queue>/<id>/<attempt>,
+// then acks, retries or acts on the whole batch as the body asks.
+async function consume(batch, env) {
+  let all = "";
+  for (const m of batch.messages) {
+    const b = m.body;
+    const id = b?.id ?? (typeof b === "string" ? b : Object.prototype.toString.call(b));
+    const kind = Object.prototype.toString.call(b);
+    const shown = b instanceof ArrayBuffer ? [...new Uint8Array(b)] : b instanceof Date ? b.getTime() : b;
+    await env.KV.put(`q/${batch.queue}/${id}/${m.attempts}`, JSON.stringify({ kind, body: shown, attempts: m.attempts, ts: m.timestamp instanceof Date }));
+    if (b?.ackAll) all = "ack";
+    else if (b?.retryAllOnce) all = m.attempts === 1 ? "retry" : "ack";
+    else if (b?.fail) m.retry();
+    else m.ack();
+  }
+  if (all === "ack") batch.ackAll();
+  if (all === "retry") batch.retryAll();
+}
+
 export default {
+  queue: consume,
   async fetch(request, env) {
     const name = new URL(request.url).pathname.slice(1);
     const c = cases[name];
