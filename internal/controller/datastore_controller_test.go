@@ -118,3 +118,47 @@ func TestDataStoreHosts(t *testing.T) {
 		return fmt.Errorf("no Worker config with both stores among %d", len(list.Items))
 	})
 }
+
+// A Queue with a consumer waits for the consumer Worker (ReferenceNotFound); then its
+// host pod runs that Worker's code with /workerd/queues.js, whose CONSUMERS names it.
+func TestQueueHostRunsConsumer(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	q := &fleetv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "jobs"},
+		Spec: fleetv1alpha1.QueueSpec{Consumers: []fleetv1alpha1.QueueConsumer{{Worker: "mailer", DeadLetterQueue: "jobs-dlq"}}}}
+	if err := k8sClient.Create(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Queue blocked on its consumer", func() error {
+		got := &fleetv1alpha1.Queue{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(q), got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionReady)
+		if c == nil || c.Reason != fleetv1alpha1.ReasonReferenceNotFound || !strings.Contains(c.Message, `Worker "mailer" not found`) {
+			return fmt.Errorf("Ready = %+v", c)
+		}
+		return nil
+	})
+	if err := k8sClient.Create(ctx, workerFixture(ns, "mailer")); err != nil {
+		t.Fatal(err)
+	}
+	sts := &appsv1.StatefulSet{}
+	eventually(t, "queue host", func() error {
+		return k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.DataSetName(render.DataQueue, "jobs")}, sts)
+	})
+	cfg := &corev1.ConfigMap{}
+	for _, v := range sts.Spec.Template.Spec.Volumes {
+		if v.Name == "config" {
+			if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: v.ConfigMap.Name}, cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	conf := cfg.Data[podcontract.ConfigFile]
+	for _, want := range []string{`bundled = "/workerd/queues.js"`, `(name = "CONSUMER", service = "mailer")`, `\"deadLetterQueue\":\"jobs-dlq\"`, `(name = "mailer", worker = (`} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("queue host config lacks %s:\n%s", want, conf)
+		}
+	}
+}
