@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,7 +168,7 @@ func TestDataStoresSurviveKills(t *testing.T) {
 	}
 	q, _ := json.Marshal(keys)
 	eventually(t, 3*time.Minute, "every acknowledged write present and every message delivered", func() error {
-		body, err := getWith(hc, url+"/check?keys="+string(q))
+		body, err := getWith(hc, url+"/check?keys="+neturl.QueryEscape(string(q)))
 		if err != nil {
 			return err
 		}
