@@ -3,14 +3,15 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
-	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,9 +38,12 @@ const stashModule = `export default {
       case "/insert": await env.DB.prepare("INSERT INTO items (v) VALUES (?)").bind(k).run(); return new Response("ok");
       case "/send": await env.Q.send({ k }); return new Response("ok");
       case "/check": {
-        const keys = JSON.parse(u.searchParams.get("keys"));
+        const from = Number(u.searchParams.get("from")), to = Number(u.searchParams.get("to"));
         const kv = [];
-        for (const key of keys) if (await env.KV.get(key) === "v-" + key) kv.push(key);
+        for (let i = from; i < to; i += 100) {
+          const keys = Array.from({ length: Math.min(100, to - i) }, (_, j) => "k" + (i + j));
+          for (const [key, v] of await env.KV.get(keys)) if (v === "v-" + key) kv.push(key);
+        }
         const items = (await env.DB.prepare("SELECT v FROM items").raw()).map((r) => r[0]);
         const delivered = (await env.DB.prepare("SELECT DISTINCT k FROM delivered").raw()).map((r) => r[0]);
         return Response.json({ kv, items, delivered });
@@ -55,12 +59,14 @@ const stashModule = `export default {
   },
 };`
 
-// newStash creates the Worker "stash" (2 replicas) and its stores: KVNamespace
+// newStash creates the Worker "stash" (3 replicas) and its stores: KVNamespace
 // stash-kv, D1Database stash-db (migrations from a ConfigMap) and Queue stash-q
 // consumed by stash itself.
 func newStash(t *testing.T) []client.Object {
 	t.Helper()
-	ref := func(n string) *fleetv1alpha1.LocalObjectReference { return &fleetv1alpha1.LocalObjectReference{Name: n} }
+	ref := func(n string) *fleetv1alpha1.LocalObjectReference {
+		return &fleetv1alpha1.LocalObjectReference{Name: n}
+	}
 	objs := []client.Object{
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "stash-migrations"}, Data: map[string]string{
 			"0001_items.sql":     "CREATE TABLE items (id INTEGER PRIMARY KEY, v TEXT NOT NULL);",
@@ -72,7 +78,7 @@ func newStash(t *testing.T) []client.Object {
 		&fleetv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "stash-q"},
 			Spec: fleetv1alpha1.QueueSpec{Consumers: []fleetv1alpha1.QueueConsumer{{Worker: "stash", MaxBatchTimeout: ptr.To[int32](0)}}}},
 		&fleetv1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "stash"}, Spec: fleetv1alpha1.WorkerSpec{
-			CompatibilityDate: "2026-11-01", Replicas: ptr.To[int32](2),
+			CompatibilityDate: "2026-11-01", Replicas: ptr.To[int32](3),
 			Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
 				Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: ptr.To(stashModule)}}}},
 			Bindings: []fleetv1alpha1.Binding{{Name: "KV", KVNamespace: ref("stash-kv")}, {Name: "DB", D1Database: ref("stash-db")}, {Name: "Q", Queue: ref("stash-q")}},
@@ -125,60 +131,81 @@ func ack(hc *http.Client, url string) bool {
 	return false
 }
 
-// TestDataStoresSurviveKills: KV puts, D1 inserts and queue sends through the Worker's
-// pods while the KV, D1 and Queue host pods, a Worker pod and the manager are killed
-// (SIGKILL) one after another: every acknowledged write is there afterwards and every
-// acknowledged message is delivered to the consumer.
+var (
+	dataWrites = flag.Int("data-writes", 60, "TestDataStoresSurviveKills: KV puts, D1 inserts and queue sends (each)")
+	dataKills  = flag.Int("data-kills", 5, "TestDataStoresSurviveKills: SIGKILLs, spread over the writes, rotating over the targets")
+)
+
+// dataKillTargets are what TestDataStoresSurviveKills kills, in turn: the workerd of
+// the KV, D1 and Queue hosts, of a Worker pod, and the manager.
+var dataKillTargets = []struct {
+	ns        func() string
+	labels    map[string]string
+	container string
+}{
+	{func() string { return sampleNS }, map[string]string{podcontract.LabelKVNamespace: "stash-kv"}, podcontract.WorkerdContainer},
+	{func() string { return sampleNS }, map[string]string{podcontract.LabelD1Database: "stash-db"}, podcontract.WorkerdContainer},
+	{func() string { return sampleNS }, map[string]string{podcontract.LabelQueue: "stash-q"}, podcontract.WorkerdContainer},
+	{func() string { return sampleNS }, map[string]string{podcontract.LabelWorker: "stash", podcontract.LabelComponent: podcontract.ComponentWorker}, podcontract.WorkerdContainer},
+	{func() string { return managerNS }, podcontract.ManagerPodLabels(), "manager"},
+}
+
+// TestDataStoresSurviveKills: KV puts, D1 inserts and queue sends (-data-writes each,
+// 4 writers through the Worker's 3 pods) while the KV, D1 and Queue hosts, a Worker pod
+// and the manager are SIGKILLed in turn (-data-kills in all): every acknowledged write
+// is there afterwards and every acknowledged message is delivered to the consumer. The
+// issue's scale: -data-writes 10000 -data-kills 20.
 func TestDataStoresSurviveKills(t *testing.T) {
 	newStash(t)
 	waitWorkerReady(t, "stash")
 	url := serviceURL(t, "stash")
 	hc := &http.Client{Timeout: 30 * time.Second}
-	kills := map[int]func() string{
-		10: func() string {
-			return killContainer(t, sampleNS, map[string]string{podcontract.LabelKVNamespace: "stash-kv"}, podcontract.WorkerdContainer)
-		},
-		20: func() string {
-			return killContainer(t, sampleNS, map[string]string{podcontract.LabelD1Database: "stash-db"}, podcontract.WorkerdContainer)
-		},
-		30: func() string {
-			return killContainer(t, sampleNS, map[string]string{podcontract.LabelQueue: "stash-q"}, podcontract.WorkerdContainer)
-		},
-		40: func() string {
-			return killContainer(t, sampleNS, map[string]string{podcontract.LabelWorker: "stash", podcontract.LabelComponent: podcontract.ComponentWorker}, podcontract.WorkerdContainer)
-		},
-		50: func() string { return killContainer(t, managerNS, podcontract.ManagerPodLabels(), "manager") },
+	n, kills := *dataWrites, *dataKills
+	next := make(chan int)
+	var mu sync.Mutex
+	var acked []string
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				k := fmt.Sprintf("k%d", i)
+				if ack(hc, url+"/put?k="+k) && ack(hc, url+"/insert?k="+k) && ack(hc, url+"/send?k="+k) {
+					mu.Lock()
+					acked = append(acked, k)
+					mu.Unlock()
+				}
+			}
+		}()
 	}
-	var keys, acked []string
-	for i := 0; i < 60; i++ {
-		if kill, ok := kills[i]; ok {
-			t.Logf("write %d: killed %s", i, kill())
+	killed := 0
+	for i := 0; i < n; i++ {
+		if killed < kills && i == (killed+1)*n/(kills+1) {
+			tg := dataKillTargets[killed%len(dataKillTargets)]
+			t.Logf("write %d: killed %s", i, killContainer(t, tg.ns(), tg.labels, tg.container))
+			killed++
 		}
-		k := fmt.Sprintf("k%d", i)
-		keys = append(keys, k)
-		ok := ack(hc, url+"/put?k="+k) && ack(hc, url+"/insert?k="+k) && ack(hc, url+"/send?k="+k)
-		if ok {
-			acked = append(acked, k)
-		} else {
-			t.Logf("write %s not acknowledged within a minute", k)
-		}
+		next <- i
 	}
-	if len(acked) < 50 {
-		t.Fatalf("only %d of 60 writes acknowledged", len(acked))
+	close(next)
+	wg.Wait()
+	if len(acked) < n*9/10 {
+		t.Fatalf("only %d of %d writes acknowledged", len(acked), n)
 	}
-	q, _ := json.Marshal(keys)
+	t.Logf("%d of %d writes acknowledged across %d kills", len(acked), n, killed)
 	eventually(t, 3*time.Minute, "every acknowledged write present and every message delivered", func() error {
-		body, err := getWith(hc, url+"/check?keys="+neturl.QueryEscape(string(q)))
+		body, err := getWith(hc, fmt.Sprintf("%s/check?from=0&to=%d", url, n))
 		if err != nil {
 			return err
 		}
 		var got struct{ KV, Items, Delivered []string }
 		if err := json.Unmarshal([]byte(body), &got); err != nil {
-			return fmt.Errorf("%v: %s", err, body)
+			return fmt.Errorf("%v: %.300s", err, body)
 		}
 		for what, have := range map[string][]string{"KV": got.KV, "D1": got.Items, "delivered": got.Delivered} {
 			if missing := missingFrom(acked, have); len(missing) > 0 {
-				return fmt.Errorf("%s: acknowledged but missing: %v", what, missing)
+				return fmt.Errorf("%s: %d acknowledged but missing, e.g. %v", what, len(missing), missing[:min(5, len(missing))])
 			}
 		}
 		return nil
