@@ -76,7 +76,11 @@ func newStash(t *testing.T) []client.Object {
 		&fleetv1alpha1.D1Database{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "stash-db"},
 			Spec: fleetv1alpha1.D1DatabaseSpec{Migrations: &fleetv1alpha1.D1Migrations{ConfigMap: *ref("stash-migrations")}}},
 		&fleetv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "stash-q"},
-			Spec: fleetv1alpha1.QueueSpec{Consumers: []fleetv1alpha1.QueueConsumer{{Worker: "stash", MaxBatchTimeout: ptr.To[int32](0)}}}},
+			// The consumer writes to D1: while the D1 host is being restarted its batches
+			// fail and are retried; 30 retries a second apart outlast that (with the
+			// default 3 and no delay, such messages would go to the dead letter queue).
+			Spec: fleetv1alpha1.QueueSpec{Consumers: []fleetv1alpha1.QueueConsumer{{Worker: "stash", MaxBatchTimeout: ptr.To[int32](0),
+				MaxRetries: ptr.To[int32](30), RetryDelay: ptr.To[int32](1)}}}},
 		&fleetv1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "stash"}, Spec: fleetv1alpha1.WorkerSpec{
 			CompatibilityDate: "2026-11-01", Replicas: ptr.To[int32](3),
 			Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
