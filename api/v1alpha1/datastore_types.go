@@ -81,6 +81,7 @@ type D1Migrations struct {
 	// table records the applied migrations; default d1_migrations (wrangler's
 	// migrations_table default,
 	// https://developers.cloudflare.com/workers/wrangler/configuration/#d1-databases).
+	// +kubebuilder:default=d1_migrations
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
 	// +optional
@@ -141,28 +142,33 @@ type QueueSpec struct {
 // QueueConsumer is a Worker receiving a queue's batches, with Cloudflare's consumer
 // settings (https://developers.cloudflare.com/queues/configuration/configure-queues/).
 type QueueConsumer struct {
-	// worker is the consuming Worker, in the same namespace.
+	// worker is the consuming Worker, in the same namespace. Its code runs in the
+	// Queue's pod, where queues.js calls its queue() handler (docs/queues.md).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +required
 	Worker string `json:"worker"`
 	// maxBatchSize is the most messages in a batch, 1 to 100; default 10.
+	// +kubebuilder:default=10
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	MaxBatchSize *int32 `json:"maxBatchSize,omitempty"`
 	// maxBatchTimeout is how long a batch waits to fill, in seconds, 0 to 60; default 5.
+	// +kubebuilder:default=5
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=60
 	// +optional
 	MaxBatchTimeout *int32 `json:"maxBatchTimeout,omitempty"`
 	// maxRetries is how often a message is retried, 0 to 100; default 3.
+	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	MaxRetries *int32 `json:"maxRetries,omitempty"`
 	// retryDelay is the delay before a retried message is delivered again, in seconds,
 	// 0 to 43200 (12 hours); default 0.
+	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=43200
 	// +optional
@@ -170,6 +176,7 @@ type QueueConsumer struct {
 	// deadLetterQueue receives messages that used up maxRetries; they are kept on this
 	// Queue's host under that queue name (docs/queues.md).
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
 	DeadLetterQueue string `json:"deadLetterQueue,omitempty"`
 	// maxConcurrency bounds concurrent batches, 1 to 250; default: no bound.
@@ -185,6 +192,7 @@ type QueueConsumer struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=q,categories=workerd
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.consumers) || self.spec.consumers.all(c, !has(c.deadLetterQueue) || c.deadLetterQueue != self.metadata.name)",message="deadLetterQueue may not be the queue itself",fieldPath=".spec.consumers"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumers[0].worker`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
