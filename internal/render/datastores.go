@@ -263,6 +263,9 @@ func (k *dataKind) writeHost(x *extras, h DataHost) error {
 		if err := k.writeD1Gateway(c, h, target); err != nil {
 			return err
 		}
+		if err := x.addShims(dataHostFile); err != nil {
+			return err
+		}
 		target = tuple(named(d1GatewayService), kv("entrypoint", Quote("D1Gateway")))
 		// Not ready until the migrations are applied (health.js, datahost.js).
 		x.healthBindings = append(x.healthBindings, tuple(named("DATA"), kv("service", target)))
@@ -284,7 +287,7 @@ func (k *dataKind) writeD1Gateway(c *capnp, h DataHost, store string) error {
 		return err
 	}
 	c.openWorker(d1GatewayService)
-	c.field("modules", list(tuple(named(dataHostFile), kv("esModule", embed(podcontract.ModulesSubdir+"/"+dataHostFile)))))
+	c.field("modules", list(shimModule(dataHostFile)))
 	c.field("compatibilityDate", Quote(ShimCompatibilityDate))
 	c.field("bindings", list(tuple(named("STORE"), kv("service", store)), tuple(named("MIGRATIONS"), kv("json", Quote(string(m))))))
 	c.closeWorker()

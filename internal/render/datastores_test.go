@@ -22,14 +22,14 @@ import (
 
 // startDataHost renders and starts the host pod of store h on loopback, its storage
 // under dir (kept across restarts).
-func startDataHost(t *testing.T, bin, dir string, h render.DataHost) *localrun.Local {
+func startDataHost(t testing.TB, bin, dir string, h render.DataHost) *localrun.Local {
 	t.Helper()
 	return startHost(t, bin, dir, render.Input{Worker: render.DataHostWorker(h), DataHost: &h}, nil)
 }
 
 // startHost starts the host pod rendered from in (in.DataHost set), reaching the
 // external services of externals.
-func startHost(t *testing.T, bin, dir string, in render.Input, externals map[string]string) *localrun.Local {
+func startHost(t testing.TB, bin, dir string, in render.Input, externals map[string]string) *localrun.Local {
 	t.Helper()
 	h := *in.DataHost
 	out, err := render.Render(in)
@@ -63,7 +63,7 @@ func startHost(t *testing.T, bin, dir string, in render.Input, externals map[str
 
 // startDataClient renders and starts a Worker running testdata/data/conformance.js with
 // bindings KV (kvNamespace store) and DB (d1Database db), reaching the hosts' gateways.
-func startDataClient(t *testing.T, bin string, gateways map[render.DataRef]string) *localrun.Local {
+func startDataClient(t testing.TB, bin string, gateways map[render.DataRef]string) *localrun.Local {
 	t.Helper()
 	js, err := os.ReadFile(filepath.Join("testdata", "data", "conformance.js"))
 	if err != nil {
@@ -119,7 +119,7 @@ type caseResult struct {
 	Error string          `json:"error"`
 }
 
-func runCase(t *testing.T, addr, name string) caseResult {
+func runCase(t testing.TB, addr, name string) caseResult {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/" + name)
 	if err != nil {

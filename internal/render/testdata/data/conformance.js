@@ -104,6 +104,16 @@ const cases = {
     return out;
   },
 
+  // Benchmarks (datastores_bench_test.go).
+  "bench-setup": async (env) => {
+    if (env.KV) await env.KV.put("bench", "value");
+    if (env.DB) await env.DB.batch([env.DB.prepare("CREATE TABLE IF NOT EXISTS bench (id INTEGER PRIMARY KEY, v TEXT)"), env.DB.prepare("INSERT OR REPLACE INTO bench VALUES (1, 'one')")]);
+    return "ok";
+  },
+  "bench-kv-get": (env) => env.KV.get("bench"),
+  "bench-kv-put": async (env) => (await env.KV.put("bench", "value"), "ok"),
+  "bench-d1-point": (env) => env.DB.prepare("SELECT v FROM bench WHERE id = ?").bind(1).first("v"),
+
   // Reads only: what the cases above wrote (the restart check).
   "kv-read": async (env) => [await env.KV.get("t"), (await env.KV.get("huge", "arrayBuffer")).byteLength, (await env.KV.getWithMetadata("l/c")).metadata],
   "d1-read": async (env) => [await env.DB.prepare("SELECT count(*) AS n FROM r").first("n"), await env.DB.prepare("SELECT * FROM w").raw()],
