@@ -14,7 +14,7 @@ import (
 )
 
 // Issue is a configuration key the importer did not map: its path in the file
-// (e.g. "kv_namespaces", "env.staging.services[0].environment") and why.
+// (e.g. "r2_buckets", "env.staging.services[0].environment") and why.
 type Issue struct {
 	Path   string
 	Reason string
