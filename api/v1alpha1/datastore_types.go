@@ -174,7 +174,8 @@ type QueueConsumer struct {
 	// +optional
 	RetryDelay *int32 `json:"retryDelay,omitempty"`
 	// deadLetterQueue receives messages that used up maxRetries; they are kept on this
-	// Queue's host under that queue name (docs/queues.md).
+	// Queue's host under that queue name and delivered to the consumer of the Queue of
+	// that name when it is the same Worker (docs/queues.md).
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional

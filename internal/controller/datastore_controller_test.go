@@ -143,22 +143,35 @@ func TestQueueHostRunsConsumer(t *testing.T) {
 	if err := k8sClient.Create(ctx, workerFixture(ns, "mailer")); err != nil {
 		t.Fatal(err)
 	}
+	// The dead letter queue, consumed by the same Worker: its consumer joins the host's.
+	dlq := &fleetv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "jobs-dlq"},
+		Spec: fleetv1alpha1.QueueSpec{Consumers: []fleetv1alpha1.QueueConsumer{{Worker: "mailer"}}}}
+	if err := k8sClient.Create(ctx, dlq); err != nil {
+		t.Fatal(err)
+	}
 	sts := &appsv1.StatefulSet{}
 	eventually(t, "queue host", func() error {
 		return k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.DataSetName(render.DataQueue, "jobs")}, sts)
 	})
-	cfg := &corev1.ConfigMap{}
-	for _, v := range sts.Spec.Template.Spec.Volumes {
-		if v.Name == "config" {
-			if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: v.ConfigMap.Name}, cfg); err != nil {
-				t.Fatal(err)
+	eventually(t, "queue host config", func() error {
+		if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: render.DataSetName(render.DataQueue, "jobs")}, sts); err != nil {
+			return err
+		}
+		cfg := &corev1.ConfigMap{}
+		for _, v := range sts.Spec.Template.Spec.Volumes {
+			if v.Name == "config" {
+				if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: v.ConfigMap.Name}, cfg); err != nil {
+					return err
+				}
 			}
 		}
-	}
-	conf := cfg.Data[podcontract.ConfigFile]
-	for _, want := range []string{`bundled = "/workerd/queues.js"`, `(name = "CONSUMER", service = "mailer")`, `\"deadLetterQueue\":\"jobs-dlq\"`, `(name = "mailer", worker = (`} {
-		if !strings.Contains(conf, want) {
-			t.Errorf("queue host config lacks %s:\n%s", want, conf)
+		conf := cfg.Data[podcontract.ConfigFile]
+		for _, want := range []string{`bundled = "/workerd/queues.js"`, `(name = "CONSUMER", service = "mailer")`, `\"deadLetterQueue\":\"jobs-dlq\"`,
+			`\"jobs-dlq\":{\"consumer\":\"CONSUMER\"`, `(name = "mailer", worker = (`} {
+			if !strings.Contains(conf, want) {
+				return fmt.Errorf("queue host config lacks %s:\n%s", want, conf)
+			}
 		}
-	}
+		return nil
+	})
 }

@@ -254,6 +254,9 @@ func renderDataHosts(m *Manifests, opts render.Options) ([]Rendered, error) {
 		if q := findByName(m.Queues, s[1], s[2]); h.Kind == render.DataQueue && len(q.Spec.Consumers) > 0 {
 			// The host runs the consumer's code (docs/queues.md).
 			h.Consumer = render.QueueConsumerOf(q.Spec.Consumers[0])
+			if d := findByName(m.Queues, s[1], h.Consumer.DeadLetterQueue); d != nil && len(d.Spec.Consumers) > 0 && d.Spec.Consumers[0].Worker == q.Spec.Consumers[0].Worker {
+				h.DeadLetterConsumer = render.QueueConsumerOf(d.Spec.Consumers[0])
+			}
 			var err error
 			if in, err = hostInput(m, s[1], s[0], s[2], q.Spec.Consumers[0].Worker, opts, Addresses{}); err != nil {
 				return nil, err

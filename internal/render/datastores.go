@@ -95,6 +95,10 @@ type DataHost struct {
 	// Consumer is a Queue's consumer: the pods rendered then run the consumer Worker's
 	// code (Input.Worker), whose queue() handler the queue calls in-process.
 	Consumer *QueueConsumer
+	// DeadLetterConsumer, when set, are the settings of the consumer of the Queue named
+	// by Consumer.DeadLetterQueue, which is the same Worker: the dead letters, kept in
+	// this store, are delivered to it with batch.queue = that name (docs/queues.md).
+	DeadLetterConsumer *QueueConsumer
 }
 
 // QueueConsumer are a consumer's settings as /workerd/queues.js reads them (CONSUMERS);
@@ -112,6 +116,14 @@ type QueueConsumer struct {
 func QueueConsumerOf(c v1alpha1.QueueConsumer) *QueueConsumer {
 	return &QueueConsumer{MaxBatchSize: c.MaxBatchSize, MaxBatchTimeout: c.MaxBatchTimeout, MaxRetries: c.MaxRetries,
 		RetryDelay: c.RetryDelay, DeadLetterQueue: c.DeadLetterQueue, MaxConcurrency: c.MaxConcurrency}
+}
+
+// consumerConfig is one CONSUMERS entry of queues.js: the consumer binding and c.
+func consumerConfig(c *QueueConsumer) map[string]any {
+	cons := map[string]any{"consumer": queueConsumerBinding}
+	raw, _ := json.Marshal(c)
+	_ = json.Unmarshal(raw, &cons)
+	return cons
 }
 
 // queueConsumerBinding is the queue Worker's binding to the consumer (CONSUMERS.consumer).
@@ -242,10 +254,11 @@ func (k *dataKind) writeHost(x *extras, h DataHost) error {
 	case h.Kind == DataKV:
 		binds = append(binds, tuple(named("BLOBS"), kv("service", Quote(DataBlobsService))))
 	case h.Kind == DataQueue && h.Consumer != nil:
-		cons := map[string]any{"consumer": queueConsumerBinding}
-		raw, _ := json.Marshal(h.Consumer)
-		_ = json.Unmarshal(raw, &cons)
-		cfg, _ := json.Marshal(map[string]any{h.Name: cons})
+		consumers := map[string]any{h.Name: consumerConfig(h.Consumer)}
+		if h.DeadLetterConsumer != nil && h.Consumer.DeadLetterQueue != "" {
+			consumers[h.Consumer.DeadLetterQueue] = consumerConfig(h.DeadLetterConsumer)
+		}
+		cfg, _ := json.Marshal(consumers)
 		binds = append(binds, tuple(named(queueConsumerBinding), kv("service", Quote(WorkerServiceName(k.in.Worker.Name)))),
 			tuple(named("CONSUMERS"), kv("json", Quote(string(cfg)))))
 	}

@@ -237,7 +237,8 @@ const queuesAPI = "https://developers.cloudflare.com/queues/configuration/javasc
 // TestQueueConformance runs a Queue through real workerd: its host pod runs the
 // consumer Worker's code (testdata/data/conformance.js, which records every delivery
 // in a KVNamespace) with /workerd/queues.js, and a producer Worker sends to it through
-// the gateway. Consumer settings: maxBatchTimeout 0, maxRetries 2, deadLetterQueue.
+// the gateway. Consumer settings: maxBatchTimeout 0, maxRetries 2, deadLetterQueue
+// jobs-dlq consumed by the same Worker.
 func TestQueueConformance(t *testing.T) {
 	bin := testenv.WorkerdBinary(t)
 	kvRef, qRef := render.DataRef{Kind: render.DataKV, Name: "store"}, render.DataRef{Kind: render.DataQueue, Name: "jobs"}
@@ -254,7 +255,8 @@ func TestQueueConformance(t *testing.T) {
 	stores, externals := dataBindings(consumer, map[render.DataRef]string{kvRef: kvHost.Addrs[podcontract.GatewaySocket]})
 	zero, two := int32(0), int32(2)
 	h := render.DataHost{Kind: render.DataQueue, Namespace: "default", Name: "jobs",
-		Consumer: &render.QueueConsumer{MaxBatchTimeout: &zero, MaxRetries: &two, DeadLetterQueue: "jobs-dlq"}}
+		Consumer:           &render.QueueConsumer{MaxBatchTimeout: &zero, MaxRetries: &two, DeadLetterQueue: "jobs-dlq"},
+		DeadLetterConsumer: &render.QueueConsumer{MaxBatchTimeout: &zero}}
 	qHost := startHost(t, bin, t.TempDir(), render.Input{Worker: consumer, DataHost: &h, DataStores: stores}, externals)
 	c := startDataClient(t, bin, map[render.DataRef]string{kvRef: kvHost.Addrs[podcontract.GatewaySocket], qRef: qHost.Addrs[podcontract.GatewaySocket]})
 	addr := c.Addrs[podcontract.HTTPSocket]
@@ -274,8 +276,10 @@ func TestQueueConformance(t *testing.T) {
 		}
 	}
 	// Every message is delivered; a retried one again with attempts+1, the one that
-	// always fails maxRetries+1 = 3 times, then it goes to the dead letter queue
-	// (https://developers.cloudflare.com/queues/configuration/batching-retries/).
+	// always fails maxRetries+1 = 3 times, then it goes to the dead letter queue, whose
+	// consumer (the same Worker) gets it once, with batch.queue "jobs-dlq"
+	// (https://developers.cloudflare.com/queues/configuration/batching-retries/,
+	// https://developers.cloudflare.com/queues/configuration/dead-letter-queues/).
 	want := map[string]string{
 		"q/jobs/plain/1":                `{"kind":"[object Object]","body":{"id":"plain"},"attempts":1,"ts":true}`,
 		"q/jobs/text-body/1":            `{"kind":"[object String]","body":"text-body","attempts":1,"ts":true}`,
@@ -288,6 +292,7 @@ func TestQueueConformance(t *testing.T) {
 		"q/jobs/always-fails/1":         `{"kind":"[object Object]","body":{"id":"always-fails","fail":true},"attempts":1,"ts":true}`,
 		"q/jobs/always-fails/2":         `{"kind":"[object Object]","body":{"id":"always-fails","fail":true},"attempts":2,"ts":true}`,
 		"q/jobs/always-fails/3":         `{"kind":"[object Object]","body":{"id":"always-fails","fail":true},"attempts":3,"ts":true}`,
+		"q/jobs-dlq/always-fails/1":     `{"kind":"[object Object]","body":{"id":"always-fails","fail":true},"attempts":1,"ts":true}`,
 		"q/jobs/ra-1/1":                 `{"kind":"[object Object]","body":{"id":"ra-1","retryAllOnce":true},"attempts":1,"ts":true}`,
 		"q/jobs/ra-1/2":                 `{"kind":"[object Object]","body":{"id":"ra-1","retryAllOnce":true},"attempts":2,"ts":true}`,
 		"q/jobs/aa-1/1":                 `{"kind":"[object Object]","body":{"id":"aa-1","ackAll":true},"attempts":1,"ts":true}`,

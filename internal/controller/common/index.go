@@ -32,6 +32,8 @@ const (
 	IndexWorkerKVRef       = ".spec.bindings.kvNamespace.name"
 	IndexWorkerD1Ref       = ".spec.bindings.d1Database.name"
 	IndexWorkerQueueRef    = ".spec.bindings.queue.name"
+	// IndexQueueDeadLetter indexes Queues by their consumer's deadLetterQueue.
+	IndexQueueDeadLetter = ".spec.consumers.deadLetterQueue"
 	// IndexD1MigrationsConfigMap indexes D1Databases by their migrations ConfigMap.
 	IndexD1MigrationsConfigMap = ".spec.migrations.configMap.name"
 )
@@ -48,6 +50,17 @@ func SetupIndexes(mgr ctrl.Manager) error {
 	ctx := context.Background()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleetv1alpha1.DurableObjectNamespace{}, IndexWorkerRef, func(o client.Object) []string {
 		return []string{o.(*fleetv1alpha1.DurableObjectNamespace).Spec.WorkerRef.Name}
+	}); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleetv1alpha1.Queue{}, IndexQueueDeadLetter, func(o client.Object) []string {
+		var out []string
+		for _, c := range o.(*fleetv1alpha1.Queue).Spec.Consumers {
+			if c.DeadLetterQueue != "" {
+				out = append(out, c.DeadLetterQueue)
+			}
+		}
+		return out
 	}); err != nil {
 		return err
 	}

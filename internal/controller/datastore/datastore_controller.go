@@ -138,8 +138,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	case render.DataD1:
 		b = b.Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(common.Referencing[fleetv1alpha1.D1DatabaseList](r.Client, common.IndexD1MigrationsConfigMap)))
 	case render.DataQueue:
-		// The host runs the consumer's code: re-render on what that rendering reads.
-		b = common.WatchWorkerReaders[fleetv1alpha1.QueueList](b, r.Client)
+		// The host runs the consumer's code: re-render on what that rendering reads,
+		// and on the Queues named as dead letter queues (their consumer).
+		b = common.WatchWorkerReaders[fleetv1alpha1.QueueList](b, r.Client).
+			Watches(&fleetv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(common.Referencing[fleetv1alpha1.QueueList](r.Client, common.IndexQueueDeadLetter)))
 	}
 	return b.Named(string(r.Kind)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: common.MaxConcurrentReconciles}).

@@ -52,6 +52,7 @@ func (s *store) host(ctx context.Context, c client.Client, h *render.DataHost) e
 		if len(o.Spec.Consumers) > 0 {
 			s.consumer = o.Spec.Consumers[0].Worker
 			h.Consumer = render.QueueConsumerOf(o.Spec.Consumers[0])
+			return s.deadLetters(ctx, c, o, h)
 		}
 	case *fleetv1alpha1.D1Database:
 		s.storage = o.Spec.Storage
@@ -72,6 +73,28 @@ func (s *store) host(ctx context.Context, c client.Client, h *render.DataHost) e
 		if n := len(h.Migrations); n > 0 {
 			s.lastMigration = h.Migrations[n-1].Name
 		}
+	}
+	return nil
+}
+
+// deadLetters sets h.DeadLetterConsumer when the Queue named by the consumer's
+// deadLetterQueue exists and is consumed by the same Worker: its consumer then receives
+// the dead letters kept in this store (docs/queues.md "Dead letters").
+func (s *store) deadLetters(ctx context.Context, c client.Client, o *fleetv1alpha1.Queue, h *render.DataHost) error {
+	name := o.Spec.Consumers[0].DeadLetterQueue
+	if name == "" {
+		return nil
+	}
+	dlq := &fleetv1alpha1.Queue{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: name}, dlq)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if len(dlq.Spec.Consumers) > 0 && dlq.Spec.Consumers[0].Worker == s.consumer {
+		h.DeadLetterConsumer = render.QueueConsumerOf(dlq.Spec.Consumers[0])
 	}
 	return nil
 }

@@ -172,7 +172,8 @@ async function consume(batch, env) {
     const kind = Object.prototype.toString.call(b);
     const shown = b instanceof ArrayBuffer ? [...new Uint8Array(b)] : b instanceof Date ? b.getTime() : b;
     await env.KV.put(`q/${batch.queue}/${id}/${m.attempts}`, JSON.stringify({ kind, body: shown, attempts: m.attempts, ts: m.timestamp instanceof Date }));
-    if (b?.ackAll) all = "ack";
+    if (batch.queue.endsWith("-dlq")) m.ack(); // dead letters: recorded, done
+    else if (b?.ackAll) all = "ack";
     else if (b?.retryAllOnce) all = m.attempts === 1 ? "retry" : "ack";
     else if (b?.fail) m.retry();
     else m.ack();
