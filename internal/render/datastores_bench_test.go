@@ -16,10 +16,10 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
-// BenchmarkDataBindings measures KV get, KV put and a D1 point query made by Worker
-// code, two ways: "pods", the Worker and the store's host in two workerd processes as
+// BenchmarkDataBindings measures KV get, KV put, a D1 point query and a queue send
+// (no consumer) made by Worker code, two ways: "pods", the Worker and the store's host in two workerd processes as
 // the operator renders them (the binding crosses an external service over loopback; no
-// TLS), and "single-process", the Worker and the same built-in Worker (kv.js, d1.js)
+// TLS), and "single-process", the Worker and the same built-in Worker (kv.js, d1.js, queues.js)
 // in one process, as `wrangler dev` runs them. Each iteration is one HTTP request to
 // the Worker, so both include the same HTTP overhead.
 // Metrics: p50-us, p99-us, ops/s (one client, sequential).
@@ -27,7 +27,7 @@ import (
 //	go test ./internal/render -run '^$' -bench DataBindings -benchtime 2000x
 func BenchmarkDataBindings(b *testing.B) {
 	bin := testenv.WorkerdBinary(b)
-	for _, kind := range []render.DataKind{render.DataKV, render.DataD1} {
+	for _, kind := range []render.DataKind{render.DataKV, render.DataD1, render.DataQueue} {
 		ref := render.DataRef{Kind: kind, Name: "bench"}
 		h := render.DataHost{Kind: kind, Namespace: "default", Name: "bench"}
 		host := startDataHost(b, bin, b.TempDir(), h)
@@ -35,7 +35,7 @@ func BenchmarkDataBindings(b *testing.B) {
 		w := benchClient(b)
 		stores, _ := dataBindings(w, map[render.DataRef]string{ref: ""})
 		single := startHost(b, bin, b.TempDir(), render.Input{Worker: w, DataHost: &h, DataStores: stores}, nil)
-		cases := map[render.DataKind][]string{render.DataKV: {"bench-kv-get", "bench-kv-put"}, render.DataD1: {"bench-d1-point"}}[kind]
+		cases := map[render.DataKind][]string{render.DataKV: {"bench-kv-get", "bench-kv-put"}, render.DataD1: {"bench-d1-point"}, render.DataQueue: {"bench-q-send"}}[kind]
 		for _, mode := range []struct {
 			name string
 			addr string

@@ -112,6 +112,7 @@ const cases = {
   },
   "bench-kv-get": (env) => env.KV.get("bench"),
   "bench-kv-put": async (env) => (await env.KV.put("bench", "value"), "ok"),
+  "bench-q-send": async (env) => (await env.Q.send({ n: 1 }), "ok"),
   "bench-d1-point": (env) => env.DB.prepare("SELECT v FROM bench WHERE id = ?").bind(1).first("v"),
 
   // Reads only: what the cases above wrote (the restart check).
