@@ -221,6 +221,15 @@ func TestDataStoresSurviveKills(t *testing.T) {
 	if db.Status.LastMigration != "0002_delivered.sql" {
 		t.Errorf("status.lastMigration = %q, want 0002_delivered.sql", db.Status.LastMigration)
 	}
+	// Leave the manager serving for the next test: its webhooks answer again.
+	eventually(t, 2*time.Minute, "the manager's webhooks answer", func() error {
+		w := &fleetv1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "stash-probe"}, Spec: fleetv1alpha1.WorkerSpec{
+			CompatibilityDate: "2026-11-01",
+			Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
+				Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: ptr.To(module("probe"))}}}},
+		}}
+		return k8sClient.Create(context.Background(), w, client.DryRunAll)
+	})
 }
 
 func missingFrom(want, have []string) []string {
