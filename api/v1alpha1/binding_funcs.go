@@ -12,6 +12,9 @@ const (
 	BindingService                BindingKind = "service"
 	BindingDurableObjectNamespace BindingKind = "durableObjectNamespace"
 	BindingWorkflow               BindingKind = "workflow"
+	BindingKVNamespace            BindingKind = "kvNamespace"
+	BindingD1Database             BindingKind = "d1Database"
+	BindingQueue                  BindingKind = "queue"
 )
 
 // Kinds of the objects a binding references (Binding.Reference). Every reference is by
@@ -21,6 +24,9 @@ const (
 	ReferenceWorker                 = "Worker"
 	ReferenceDurableObjectNamespace = "DurableObjectNamespace"
 	ReferenceWorkflow               = "Workflow"
+	ReferenceKVNamespace            = "KVNamespace"
+	ReferenceD1Database             = "D1Database"
+	ReferenceQueue                  = "Queue"
 )
 
 // bindingField is what one binding kind is on the API side: which field holds it and
@@ -65,6 +71,15 @@ var bindingFields = []bindingField{
 	{kind: BindingWorkflow, object: ReferenceWorkflow,
 		set: func(b *Binding) bool { return b.Workflow != nil },
 		ref: func(b *Binding) string { return b.Workflow.Name }},
+	{kind: BindingKVNamespace, object: ReferenceKVNamespace,
+		set: func(b *Binding) bool { return b.KVNamespace != nil },
+		ref: func(b *Binding) string { return b.KVNamespace.Name }},
+	{kind: BindingD1Database, object: ReferenceD1Database,
+		set: func(b *Binding) bool { return b.D1Database != nil },
+		ref: func(b *Binding) string { return b.D1Database.Name }},
+	{kind: BindingQueue, object: ReferenceQueue,
+		set: func(b *Binding) bool { return b.Queue != nil },
+		ref: func(b *Binding) string { return b.Queue.Name }},
 }
 
 // BindingKinds lists every binding kind in the API's order.

@@ -32,6 +32,9 @@ func TestBindingHelpers(t *testing.T) {
 		{b: v1alpha1.Binding{Workflow: ref("flow")}, kind: v1alpha1.BindingWorkflow, refKind: v1alpha1.ReferenceWorkflow, refName: "flow"},
 		{b: v1alpha1.Binding{}},
 		{b: v1alpha1.Binding{Text: s("a"), Workflow: ref("flow")}},
+		{b: v1alpha1.Binding{KVNamespace: ref("cache")}, kind: v1alpha1.BindingKVNamespace, refKind: v1alpha1.ReferenceKVNamespace, refName: "cache"},
+		{b: v1alpha1.Binding{D1Database: ref("db")}, kind: v1alpha1.BindingD1Database, refKind: v1alpha1.ReferenceD1Database, refName: "db"},
+		{b: v1alpha1.Binding{Queue: ref("jobs")}, kind: v1alpha1.BindingQueue, refKind: v1alpha1.ReferenceQueue, refName: "jobs"},
 	}
 	for _, tc := range cases {
 		if got := tc.b.Kind(); got != tc.kind {
@@ -61,7 +64,7 @@ func TestBindingHelpers(t *testing.T) {
 	if got := w.ReferencedNames(v1alpha1.ReferenceSecret); !reflect.DeepEqual(got, []string{"tok"}) {
 		t.Errorf("ReferencedNames(Secret) = %v", got)
 	}
-	want := []v1alpha1.BindingKind{"text", "json", "secretKeyRef", "service", "durableObjectNamespace", "workflow"}
+	want := []v1alpha1.BindingKind{"text", "json", "secretKeyRef", "service", "durableObjectNamespace", "workflow", "kvNamespace", "d1Database", "queue"}
 	if got := v1alpha1.BindingKinds(); !reflect.DeepEqual(got, want) {
 		t.Errorf("BindingKinds = %v", got)
 	}

@@ -348,7 +348,7 @@ type WorkerAssets struct {
 }
 
 // Binding is one entry of the Worker's env. Exactly one value field is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace or workflow must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow), has(self.kvNamespace), has(self.d1Database), has(self.queue)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace, workflow, kvNamespace, d1Database or queue must be set"
 type Binding struct {
 	// name of the binding in env: a JavaScript identifier, 1 to 64 characters.
 	// +kubebuilder:validation:MinLength=1
@@ -382,6 +382,18 @@ type Binding struct {
 	// workflow binds a Workflow of the same namespace.
 	// +optional
 	Workflow *LocalObjectReference `json:"workflow,omitempty"`
+
+	// kvNamespace binds a KVNamespace of the same namespace (docs/kv.md).
+	// +optional
+	KVNamespace *LocalObjectReference `json:"kvNamespace,omitempty"`
+
+	// d1Database binds a D1Database of the same namespace (docs/d1.md).
+	// +optional
+	D1Database *LocalObjectReference `json:"d1Database,omitempty"`
+
+	// queue binds a Queue of the same namespace as a producer (docs/queues.md).
+	// +optional
+	Queue *LocalObjectReference `json:"queue,omitempty"`
 }
 
 // ServiceBinding names another Worker and optionally one of its named entrypoints.

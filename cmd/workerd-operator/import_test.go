@@ -41,9 +41,24 @@ export default { async fetch(req, env) { return new Response(await env.MY_DURABL
 		t.Fatalf("render --check on %v: exit %d\n%s", files, code, stderr)
 	}
 
-	_, stderr, code = runCommand(t, bin, "import", filepath.Join(templates, "d1-template"), "--bundle", bundle)
-	if code != 1 || !strings.Contains(stderr, "d1_databases: no D1 binding kind yet") || !strings.Contains(stderr, "--allow-unsupported") {
-		t.Errorf("import d1-template: exit %d\n%s", code, stderr)
+	// d1-template: a D1Database with its migrations ConfigMap; its host pod starts too.
+	d1 := t.TempDir()
+	if _, stderr, code = runCommand(t, bin, "import", filepath.Join(templates, "d1-template"), "--bundle", bundle, "-o", d1); code != 0 {
+		t.Fatalf("import d1-template: exit %d\n%s", code, stderr)
+	}
+	files, _ = filepath.Glob(filepath.Join(d1, "*-*.yaml"))
+	args = []string{"render", "--check", "--workerd", workerd}
+	for _, f := range files {
+		args = append(args, "-f", f)
+	}
+	_, stderr, code = runCommand(t, bin, args...)
+	if code != 0 || !strings.Contains(stderr, "check default/d1-template-database-d1: ok") {
+		t.Fatalf("render --check on %v: exit %d\n%s", files, code, stderr)
+	}
+
+	_, stderr, code = runCommand(t, bin, "import", filepath.Join(templates, "r2-explorer-template"), "--bundle", bundle)
+	if code != 1 || !strings.Contains(stderr, "r2_buckets: no R2 binding kind yet") || !strings.Contains(stderr, "--allow-unsupported") {
+		t.Errorf("import r2-explorer-template: exit %d\n%s", code, stderr)
 	}
 
 	// A project with assets needs an image; with --assets-image it imports and checks.

@@ -6,9 +6,11 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/internal/controller/common"
 	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
+	"github.com/workerd-operator/workerd-operator/internal/controller/datastore"
 	"github.com/workerd-operator/workerd-operator/internal/controller/durableobjectnamespace"
 	"github.com/workerd-operator/workerd-operator/internal/controller/worker"
 	"github.com/workerd-operator/workerd-operator/internal/controller/workflow"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/specs"
 )
 
@@ -30,6 +32,11 @@ func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.Dispatcher
 	}
 	if err := (&workflow.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events}).SetupWithManager(mgr); err != nil {
 		return err
+	}
+	for _, kind := range []render.DataKind{render.DataKV, render.DataD1, render.DataQueue} {
+		if err := (&datastore.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events, Kind: kind}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	if cron.APIReader == nil {
 		cron.APIReader = mgr.GetAPIReader()

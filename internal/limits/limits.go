@@ -296,7 +296,7 @@ var table = []Limit{
 		How: "the defaulting webhook adds spec.limits.subrequests with this value"},
 	{Name: SubrequestsInternal, Description: "Subrequests per invocation to Cloudflare services (KV, R2, D1...); on Paid the configured subrequests limit applies.", Unit: Count,
 		Values: per(1000, 10000000, 10000000), Source: DocWorkersLimits, Provenance: Documented, Enforcement: NotEnforced,
-		How: "not enforced: there are no Cloudflare services behind a self-hosted workerd"},
+		How: "not enforced: calls to KVNamespace, D1Database and Queue bindings (docs/kv.md) are not counted"},
 	{Name: MemoryMiB, Description: "Memory per isolate (JS heap + Wasm); spec.limits.memoryMiB may not exceed it.", Unit: MiB,
 		Values: per(128, 128, 4096), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Pod,
 		How:     "admission caps spec.limits.memoryMiB; the pod sets V8 --max-old-space-size and the container memory limit from it",

@@ -171,6 +171,20 @@ func (r Rendered) LocalOptions(dir string) (LocalOptions, error) {
 		o.Env = []string{render.PodNameEnv + "=" + r.PodSet() + "-0"}
 	case v1alpha1.ReferenceWorkflow:
 		o.Sockets = append(o.Sockets, podcontract.WorkflowSocket)
+	case v1alpha1.ReferenceKVNamespace, v1alpha1.ReferenceD1Database, v1alpha1.ReferenceQueue:
+		// A data store's host (docs/kv.md): the gateway and its storage directories.
+		o.Sockets = append(o.Sockets, podcontract.GatewaySocket)
+		dirs := []string{render.DOStorageService}
+		if r.HostKind == v1alpha1.ReferenceKVNamespace {
+			dirs = append(dirs, render.DataBlobsService)
+		}
+		for _, svc := range dirs {
+			st := filepath.Join(dir, svc)
+			if err := os.MkdirAll(st, 0o755); err != nil {
+				return o, err
+			}
+			o.Args = append(o.Args, fmt.Sprintf("--directory-path=%s=%s", svc, st))
+		}
 	}
 	return o, nil
 }

@@ -31,6 +31,9 @@ type Manifests struct {
 	DurableObjectNamespaces []*v1alpha1.DurableObjectNamespace
 	Workflows               []*v1alpha1.Workflow
 	CronSchedules           []*v1alpha1.CronSchedule
+	KVNamespaces            []*v1alpha1.KVNamespace
+	D1Databases             []*v1alpha1.D1Database
+	Queues                  []*v1alpha1.Queue
 	ConfigMaps              []*corev1.ConfigMap
 	Secrets                 []*corev1.Secret
 	Others                  [][]byte
@@ -43,8 +46,11 @@ var kinds = map[[2]string]func(doc []byte, m *Manifests) error{
 	{v1alpha1.GroupVersion.Group, "DurableObjectNamespace"}: decodeAppend(func(m *Manifests) *[]*v1alpha1.DurableObjectNamespace { return &m.DurableObjectNamespaces }),
 	{v1alpha1.GroupVersion.Group, "Workflow"}:               decodeAppend(func(m *Manifests) *[]*v1alpha1.Workflow { return &m.Workflows }),
 	{v1alpha1.GroupVersion.Group, "CronSchedule"}:           decodeAppend(func(m *Manifests) *[]*v1alpha1.CronSchedule { return &m.CronSchedules }),
-	{"", "ConfigMap"}: decodeAppend(func(m *Manifests) *[]*corev1.ConfigMap { return &m.ConfigMaps }),
-	{"", "Secret"}:    decodeAppend(func(m *Manifests) *[]*corev1.Secret { return &m.Secrets }),
+	{v1alpha1.GroupVersion.Group, "KVNamespace"}:            decodeAppend(func(m *Manifests) *[]*v1alpha1.KVNamespace { return &m.KVNamespaces }),
+	{v1alpha1.GroupVersion.Group, "D1Database"}:             decodeAppend(func(m *Manifests) *[]*v1alpha1.D1Database { return &m.D1Databases }),
+	{v1alpha1.GroupVersion.Group, "Queue"}:                  decodeAppend(func(m *Manifests) *[]*v1alpha1.Queue { return &m.Queues }),
+	{"", "ConfigMap"}:                                       decodeAppend(func(m *Manifests) *[]*corev1.ConfigMap { return &m.ConfigMaps }),
+	{"", "Secret"}:                                          decodeAppend(func(m *Manifests) *[]*corev1.Secret { return &m.Secrets }),
 }
 
 // decodeAppend decodes a document strictly into a new T and appends it to field(m).
@@ -141,6 +147,9 @@ func (r Rendered) PodSet() string {
 	case v1alpha1.ReferenceWorkflow:
 		return render.EngineSetName(r.HostName)
 	}
+	if k, ok := dataKindOf[r.HostKind]; ok {
+		return render.DataSetName(k, r.HostName)
+	}
 	return r.Worker.Name
 }
 
@@ -154,6 +163,9 @@ func (r Rendered) Title() string {
 	what := "shard"
 	if r.HostKind == v1alpha1.ReferenceWorkflow {
 		what = "engine"
+	}
+	if _, ok := dataKindOf[r.HostKind]; ok {
+		return fmt.Sprintf("%s %s%s (host pod)", r.HostKind, id, r.HostName)
 	}
 	return fmt.Sprintf("%s %s%s (%s pods of Worker %s)", r.HostKind, id, r.HostName, what, r.Worker.Name)
 }
@@ -198,7 +210,66 @@ func RenderManifestsWith(m *Manifests, opts render.Options, a Addresses) ([]Rend
 		out = append(out, r)
 	}
 	hosts, err := renderHosts(m, opts, a)
-	return append(out, hosts...), err
+	if err != nil {
+		return nil, err
+	}
+	data, err := renderDataHosts(m, opts)
+	return append(append(out, hosts...), data...), err
+}
+
+// dataKindOf maps the data store kinds to theirs in render.
+var dataKindOf = map[string]render.DataKind{
+	v1alpha1.ReferenceKVNamespace: render.DataKV, v1alpha1.ReferenceD1Database: render.DataD1, v1alpha1.ReferenceQueue: render.DataQueue,
+}
+
+// dataStores lists m's data stores as (kind, namespace, name).
+func dataStores(m *Manifests) [][3]string {
+	var out [][3]string
+	for _, o := range sortedByName(m.KVNamespaces) {
+		out = append(out, [3]string{v1alpha1.ReferenceKVNamespace, namespaceOf(o.Namespace), o.Name})
+	}
+	for _, o := range sortedByName(m.D1Databases) {
+		out = append(out, [3]string{v1alpha1.ReferenceD1Database, namespaceOf(o.Namespace), o.Name})
+	}
+	for _, o := range sortedByName(m.Queues) {
+		out = append(out, [3]string{v1alpha1.ReferenceQueue, namespaceOf(o.Namespace), o.Name})
+	}
+	return out
+}
+
+// renderDataHosts renders the host pod of every KVNamespace, D1Database and Queue of
+// m (a D1Database's migrations from its ConfigMap in m).
+func renderDataHosts(m *Manifests, opts render.Options) ([]Rendered, error) {
+	var out []Rendered
+	for _, s := range dataStores(m) {
+		h := render.DataHost{Kind: dataKindOf[s[0]], Namespace: s[1], Name: s[2]}
+		if db := findByName(m.D1Databases, s[1], s[2]); h.Kind == render.DataD1 && db.Spec.Migrations != nil {
+			cm := findByName(m.ConfigMaps, s[1], db.Spec.Migrations.ConfigMap.Name)
+			if cm == nil {
+				return nil, fmt.Errorf("D1Database %s/%s: spec.migrations.configMap: ConfigMap %q is not in the files", s[1], s[2], db.Spec.Migrations.ConfigMap.Name)
+			}
+			h.Migrations, h.MigrationsTable = render.MigrationsOf(cm.Data), db.Spec.Migrations.Table
+		}
+		in := render.Input{Worker: render.DataHostWorker(h), Options: opts}
+		if q := findByName(m.Queues, s[1], s[2]); h.Kind == render.DataQueue && len(q.Spec.Consumers) > 0 {
+			// The host runs the consumer's code (docs/queues.md).
+			h.Consumer = render.QueueConsumerOf(q.Spec.Consumers[0])
+			if d := findByName(m.Queues, s[1], h.Consumer.DeadLetterQueue); d != nil && len(d.Spec.Consumers) > 0 && d.Spec.Consumers[0].Worker == q.Spec.Consumers[0].Worker {
+				h.DeadLetterConsumer = render.QueueConsumerOf(d.Spec.Consumers[0])
+			}
+			var err error
+			if in, err = hostInput(m, s[1], s[0], s[2], q.Spec.Consumers[0].Worker, opts, Addresses{}); err != nil {
+				return nil, err
+			}
+		}
+		in.DataHost = &h
+		r, err := renderOne(in, s[0], s[2], render.DataHostArgs(in.Worker, h.Kind))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // renderHosts renders the shard pods of every DurableObjectNamespace and the engine
@@ -275,6 +346,13 @@ func inputFor(m *Manifests, w *v1alpha1.Worker, opts render.Options, a Addresses
 	for _, wf := range m.Workflows {
 		if namespaceOf(wf.Namespace) == ns {
 			in.Workflows[wf.Name] = render.WorkflowTarget{Address: address(a.Engine, wf, func() string { return render.WorkflowTargetFor(ns, wf.Name, opts).Address })}
+		}
+	}
+	in.DataStores = map[render.DataRef]string{}
+	for _, s := range dataStores(m) {
+		if s[1] == ns {
+			k := dataKindOf[s[0]]
+			in.DataStores[render.DataRef{Kind: k, Name: s[2]}] = render.DataAddress(ns, k, s[2], opts)
 		}
 	}
 	if cs := w.Spec.Source.ConfigMap; cs != nil {

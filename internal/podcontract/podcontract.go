@@ -149,6 +149,10 @@ const (
 	LabelWorker    = "fleet.workerd-operator.io/worker"
 	LabelDONS      = "fleet.workerd-operator.io/durable-object-namespace"
 	LabelWorkflow  = "fleet.workerd-operator.io/workflow"
+	// Data store host pods (docs/kv.md, docs/d1.md, docs/queues.md): the owner's name.
+	LabelKVNamespace = "fleet.workerd-operator.io/kv-namespace"
+	LabelD1Database  = "fleet.workerd-operator.io/d1-database"
+	LabelQueue       = "fleet.workerd-operator.io/queue"
 
 	// AnnotationVersion on the pod template is the rendered config's content hash.
 	AnnotationVersion = "fleet.workerd-operator.io/version"
@@ -159,6 +163,7 @@ const (
 	ComponentWorker         = "worker"
 	ComponentDOShard        = "do-shard"
 	ComponentWorkflowEngine = "workflow-engine"
+	ComponentDataStore      = "data-store"
 
 	// ManagedBy is the value of LabelManagedBy.
 	ManagedBy = "workerd-operator"

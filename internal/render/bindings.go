@@ -39,6 +39,9 @@ var bindingKinds = []struct {
 	{v1alpha1.BindingService, newServiceKind},
 	{v1alpha1.BindingDurableObjectNamespace, newDOKind},
 	{v1alpha1.BindingWorkflow, newWorkflowKind},
+	{v1alpha1.BindingKVNamespace, newDataKind(DataKV)},
+	{v1alpha1.BindingD1Database, newDataKind(DataD1)},
+	{v1alpha1.BindingQueue, newDataKind(DataQueue)},
 }
 
 // kindOf classifies a binding. Only tests replace it, to plug in a kind the API lacks.

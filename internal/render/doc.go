@@ -22,7 +22,8 @@
 // binding kinds, and writeConfig (config.go) writes the text with the capnp writer
 // (capnp.go). A binding kind is one type implementing bindingKind, one row in
 // bindingKinds: text, json, secretKeyRef and service in bindings.go,
-// durableObjectNamespace in durableobjects.go, workflow in workflows.go. Which field of
+// durableObjectNamespace in durableobjects.go, workflow in workflows.go, kvNamespace,
+// d1Database and queue in datastores.go. Which field of
 // an entry is set is decided once, by v1alpha1.Binding.Kind.
 //
 // Services in the config: the user's Worker (named after the Worker, or
@@ -68,4 +69,9 @@
 //   - workflow (workflows.go, docs/workflows.md): a `wrapped` binding over the engine's
 //     sidecar, given Input.Workflows; Input.WorkflowHosts renders an engine pod with the
 //     runner worker and the workflows socket.
+//   - kvNamespace, d1Database, queue (datastores.go, docs/kv.md, docs/d1.md,
+//     docs/queues.md): workerd's own kvNamespace, d1-api `wrapped` and queue bindings
+//     over an external service "<kind>:<name>" to the store's gateway, given
+//     Input.DataStores; Input.DataHost renders the store's host pod running the
+//     bundled /workerd/kv.js, d1.js or queues.js (a Queue's with its consumer's code).
 package render

@@ -68,6 +68,12 @@ type Input struct {
 	// WorkflowHosts are the Workflows whose engine runs in the pods being rendered
 	// (runner worker + `workflows` socket, WorkflowEngineArgs; workflows.go).
 	WorkflowHosts []WorkflowHost
+	// DataStores maps a KVNamespace, D1Database or Queue to its gateway address
+	// (DataAddress), for every kvNamespace, d1Database and queue binding (datastores.go).
+	DataStores map[DataRef]string
+	// DataHost, when set, is the store whose host pod is rendered; Worker is then
+	// DataHostWorker(*DataHost).
+	DataHost *DataHost
 }
 
 // File is one rendered file.

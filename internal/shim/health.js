@@ -2,6 +2,8 @@
 //   GET /healthz -> 200 "ok"     liveness: answered inside the workerd process
 //   GET /readyz  -> 200 "ready"  readiness: also asks the sidecar's GET /healthz;
 //                   503 "not ready: sidecar ..." when the sidecar is down or unhealthy
+//                   On a D1Database's host (env.DATA bound) also its migrations:
+//                   503 "not ready: ..." until they are applied (datahost.js).
 //   GET /_workerd-operator/drain -> on a Durable Object shard pod (env.GATEWAY bound), the
 //                   gateway worker's drain (gateway.js), the pod's preStop hook: the
 //                   kubelet cannot present the client certificate the gateway socket
@@ -10,6 +12,7 @@
 // env.SIDECAR is the `external` service "sidecar" ($(POD_IP):9092 by flag); env.GATEWAY
 // the gateway worker of a shard pod (in-process).
 const DRAIN_PATH = "/_workerd-operator/drain";
+const READY_PATH = "/_workerd-operator/ready";
 const DRAIN_TOKEN_HEADER = "x-workerd-operator-drain-token";
 
 // sameToken compares in time independent of where the strings differ.
@@ -39,6 +42,12 @@ export default {
         const body = await res.text();
         if (res.status < 200 || res.status > 299) {
           return new Response(`not ready: sidecar /healthz answered ${res.status}: ${body.slice(0, 200)}\n`, { status: 503 });
+        }
+        if (env.DATA) {
+          const data = await env.DATA.fetch("http://data" + READY_PATH).catch((e) => new Response(String(e && e.message ? e.message : e), { status: 503 }));
+          if (data.status !== 200) {
+            return new Response(`not ready: ${(await data.text()).slice(0, 500)}\n`, { status: 503 });
+          }
         }
         return new Response("ready\n");
       }

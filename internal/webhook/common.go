@@ -220,6 +220,9 @@ var referenceGVK = map[string]schema.GroupVersionKind{
 	v1alpha1.ReferenceWorker:                 gvkWorker,
 	v1alpha1.ReferenceDurableObjectNamespace: gvkDON,
 	v1alpha1.ReferenceWorkflow:               gvkWorkflow,
+	v1alpha1.ReferenceKVNamespace:            v1alpha1.GroupVersion.WithKind("KVNamespace"),
+	v1alpha1.ReferenceD1Database:             v1alpha1.GroupVersion.WithKind("D1Database"),
+	v1alpha1.ReferenceQueue:                  v1alpha1.GroupVersion.WithKind("Queue"),
 }
 
 // workerProfile returns the limit profile of Worker ns/name, the operator's default

@@ -7,13 +7,14 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 )
 
 // Issue is a configuration key the importer did not map: its path in the file
-// (e.g. "kv_namespaces", "env.staging.services[0].environment") and why.
+// (e.g. "r2_buckets", "env.staging.services[0].environment") and why.
 type Issue struct {
 	Path   string
 	Reason string
@@ -27,6 +28,11 @@ type Result struct {
 	DurableObjectNamespaces []*v1alpha1.DurableObjectNamespace
 	Workflows               []*v1alpha1.Workflow
 	CronSchedules           []*v1alpha1.CronSchedule
+	KVNamespaces            []*v1alpha1.KVNamespace
+	D1Databases             []*v1alpha1.D1Database
+	Queues                  []*v1alpha1.Queue
+	// ConfigMaps hold D1 migrations (d1_databases[].migrations_dir).
+	ConfigMaps []*corev1.ConfigMap
 	// Unsupported are the keys that did not map, sorted by path.
 	Unsupported []Issue
 	// Ignored are keys without effect here (deployment or dashboard settings).
@@ -54,13 +60,15 @@ type converter struct {
 	bundled    bool
 	// assetsPath is the path of the `assets` key, mapped once the others are (assets.go).
 	assetsPath string
+	// dir is the project directory (D1 migrations are read from it).
+	dir string
 }
 
 // Convert maps eff (one environment of cfg) to objects without reading any code;
 // bundled says whether the modules come from a wrangler bundle (then bundler keys
 // are already applied). Objects get namespace ns when it is not "".
 func Convert(cfg *Config, eff *Effective, ns string, bundled bool) (*Result, error) {
-	c := &converter{eff: eff, res: &Result{}, sqlClasses: map[string]bool{}, bundled: bundled}
+	c := &converter{eff: eff, res: &Result{}, sqlClasses: map[string]bool{}, bundled: bundled, dir: cfg.Dir}
 	c.name = dnsName(stringOr(eff.Values["name"], filepath.Base(cfg.Dir)))
 	date, ok := eff.Values["compatibility_date"].(string)
 	if !ok || date == "" {
@@ -101,6 +109,18 @@ func (c *converter) objects() []metav1.Object {
 	for _, cs := range c.res.CronSchedules {
 		out = append(out, cs)
 	}
+	for _, o := range c.res.KVNamespaces {
+		out = append(out, o)
+	}
+	for _, o := range c.res.ConfigMaps {
+		out = append(out, o)
+	}
+	for _, o := range c.res.D1Databases {
+		out = append(out, o)
+	}
+	for _, o := range c.res.Queues {
+		out = append(out, o)
+	}
 	return out
 }
 
@@ -128,6 +148,12 @@ func (c *converter) key(k, path string, v any) {
 		c.workflows(path, v)
 	case "services":
 		c.services(path, v)
+	case "kv_namespaces":
+		c.kvNamespaces(path, v)
+	case "d1_databases":
+		c.d1Databases(path, v)
+	case "queues":
+		c.queues(path, v)
 	case "triggers":
 		c.triggers(path, v)
 	case "limits":

@@ -118,6 +118,18 @@ func (r *Result) Objects() []any {
 	for _, c := range r.CronSchedules {
 		out = append(out, c)
 	}
+	for _, o := range r.KVNamespaces {
+		out = append(out, o)
+	}
+	for _, o := range r.ConfigMaps {
+		out = append(out, o)
+	}
+	for _, o := range r.D1Databases {
+		out = append(out, o)
+	}
+	for _, o := range r.Queues {
+		out = append(out, o)
+	}
 	return out
 }
 

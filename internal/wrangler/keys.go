@@ -35,10 +35,7 @@ const bundlerReason = "applied by wrangler when it bundles; bundle with `wrangle
 
 // unsupportedKeys are known wrangler keys the API has no field for yet.
 var unsupportedKeys = map[string]string{
-	"kv_namespaces":             "no KV binding kind yet",
 	"r2_buckets":                "no R2 binding kind yet",
-	"d1_databases":              "no D1 binding kind yet",
-	"queues":                    "no Queues binding kind yet",
 	"ai":                        "no Workers AI binding kind",
 	"vectorize":                 "no Vectorize binding kind",
 	"hyperdrive":                "no Hyperdrive binding kind",

@@ -123,7 +123,8 @@ func standInBundle(t *testing.T) string {
 func checkRenders(t *testing.T, res *wrangler.Result) {
 	t.Helper()
 	m := &localrun.Manifests{Workers: []*v1alpha1.Worker{res.Worker}, DurableObjectNamespaces: res.DurableObjectNamespaces,
-		Workflows: res.Workflows, CronSchedules: res.CronSchedules}
+		Workflows: res.Workflows, CronSchedules: res.CronSchedules,
+		KVNamespaces: res.KVNamespaces, D1Databases: res.D1Databases, Queues: res.Queues, ConfigMaps: res.ConfigMaps}
 	if _, err := localrun.RenderManifests(m, render.Options{}); err != nil {
 		t.Errorf("%s: render: %v", res.Worker.Name, err)
 	}

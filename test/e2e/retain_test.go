@@ -74,6 +74,12 @@ func waitReady(t *testing.T, o client.Object, timeout time.Duration) {
 			conds, observed = x.Status.Conditions, x.Status.ObservedGeneration
 		case *fleetv1alpha1.Worker:
 			conds, observed = x.Status.Conditions, x.Status.ObservedGeneration
+		case *fleetv1alpha1.KVNamespace:
+			conds, observed = x.Status.Conditions, x.Status.ObservedGeneration
+		case *fleetv1alpha1.D1Database:
+			conds, observed = x.Status.Conditions, x.Status.ObservedGeneration
+		case *fleetv1alpha1.Queue:
+			conds, observed = x.Status.Conditions, x.Status.ObservedGeneration
 		}
 		c := meta.FindStatusCondition(conds, fleetv1alpha1.ConditionReady)
 		if c == nil || c.Status != metav1.ConditionTrue || observed != o.GetGeneration() {

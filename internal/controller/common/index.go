@@ -29,6 +29,13 @@ const (
 	IndexWorkerDONSRef     = ".spec.bindings.durableObjectNamespace.name"
 	IndexWorkerWorkflowRef = ".spec.bindings.workflow.name"
 	IndexWorkerRef         = ".spec.workerRef.name"
+	IndexWorkerKVRef       = ".spec.bindings.kvNamespace.name"
+	IndexWorkerD1Ref       = ".spec.bindings.d1Database.name"
+	IndexWorkerQueueRef    = ".spec.bindings.queue.name"
+	// IndexQueueDeadLetter indexes Queues by their consumer's deadLetterQueue.
+	IndexQueueDeadLetter = ".spec.consumers.deadLetterQueue"
+	// IndexD1MigrationsConfigMap indexes D1Databases by their migrations ConfigMap.
+	IndexD1MigrationsConfigMap = ".spec.migrations.configMap.name"
 )
 
 // MaxConcurrentReconciles is how many objects of one kind are reconciled at once:
@@ -43,6 +50,35 @@ func SetupIndexes(mgr ctrl.Manager) error {
 	ctx := context.Background()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleetv1alpha1.DurableObjectNamespace{}, IndexWorkerRef, func(o client.Object) []string {
 		return []string{o.(*fleetv1alpha1.DurableObjectNamespace).Spec.WorkerRef.Name}
+	}); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleetv1alpha1.Queue{}, IndexQueueDeadLetter, func(o client.Object) []string {
+		var out []string
+		for _, c := range o.(*fleetv1alpha1.Queue).Spec.Consumers {
+			if c.DeadLetterQueue != "" {
+				out = append(out, c.DeadLetterQueue)
+			}
+		}
+		return out
+	}); err != nil {
+		return err
+	}
+	// A Queue's host runs its consumer's code, as a shard runs its workerRef's.
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleetv1alpha1.Queue{}, IndexWorkerRef, func(o client.Object) []string {
+		var out []string
+		for _, c := range o.(*fleetv1alpha1.Queue).Spec.Consumers {
+			out = append(out, c.Worker)
+		}
+		return out
+	}); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleetv1alpha1.D1Database{}, IndexD1MigrationsConfigMap, func(o client.Object) []string {
+		if m := o.(*fleetv1alpha1.D1Database).Spec.Migrations; m != nil {
+			return []string{m.ConfigMap.Name}
+		}
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -61,6 +97,9 @@ func setupWorkerIndexes(mgr ctrl.Manager) error {
 		{IndexWorkerServiceRef, fleetv1alpha1.ReferenceWorker},
 		{IndexWorkerDONSRef, fleetv1alpha1.ReferenceDurableObjectNamespace},
 		{IndexWorkerWorkflowRef, fleetv1alpha1.ReferenceWorkflow},
+		{IndexWorkerKVRef, fleetv1alpha1.ReferenceKVNamespace},
+		{IndexWorkerD1Ref, fleetv1alpha1.ReferenceD1Database},
+		{IndexWorkerQueueRef, fleetv1alpha1.ReferenceQueue},
 	} {
 		if err := idx.IndexField(ctx, &fleetv1alpha1.Worker{}, ix.name, func(o client.Object) []string {
 			return o.(*fleetv1alpha1.Worker).ReferencedNames(ix.kind)
@@ -93,6 +132,9 @@ func WatchWorkerReaders[L any, PL interface {
 		Watches(&fleetv1alpha1.Worker{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, true, IndexWorkerServiceRef)), specChanged).
 		Watches(&fleetv1alpha1.DurableObjectNamespace{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerDONSRef)), specChanged).
 		Watches(&fleetv1alpha1.Workflow{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerWorkflowRef)), specChanged).
+		Watches(&fleetv1alpha1.KVNamespace{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerKVRef)), specChanged).
+		Watches(&fleetv1alpha1.D1Database{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerD1Ref)), specChanged).
+		Watches(&fleetv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerQueueRef)), specChanged).
 		WatchesMetadata(secretMeta, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerSecrets))).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerConfigMap)))
 }

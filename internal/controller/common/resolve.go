@@ -31,10 +31,11 @@ type workerInputs struct {
 // RenderWorker renders the pods of Worker w after reading everything it references:
 // its inputs (resolveInputs), the DurableObjectNamespaces and Workflows it binds. host,
 // when set, is the DurableObjectNamespace whose shards are rendered; wfHosts are the
-// Workflows whose engine runs in the pods. It returns the output and the inputs hash.
+// Workflows whose engine runs in the pods; more change the renderer's input last (a
+// Queue's host pod running its consumer's code). It returns the output and the inputs hash.
 // A missing reference or a spec the renderer refuses is Blocked. What it reads is
 // what WorkerReaders maps back to the objects rendering w.
-func RenderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1alpha1.Worker, host *fleetv1alpha1.DurableObjectNamespace, wfHosts []render.WorkflowHost) (*render.Output, string, error) {
+func RenderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1alpha1.Worker, host *fleetv1alpha1.DurableObjectNamespace, wfHosts []render.WorkflowHost, more ...func(*render.Input)) (*render.Output, string, error) {
 	in, err := resolver{Client: c, Options: opts}.resolveInputs(ctx, w)
 	if err != nil {
 		return nil, "", err
@@ -47,6 +48,10 @@ func RenderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1
 	if err != nil {
 		return nil, "", err
 	}
+	stores, err := resolveDataStores(ctx, c, w, opts)
+	if err != nil {
+		return nil, "", err
+	}
 	hash, err := internalTLSHash(ctx, opts, w.Namespace, in.hash)
 	if err != nil {
 		return nil, "", err
@@ -54,10 +59,13 @@ func RenderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1
 	rin := render.Input{
 		Worker: w, ConfigMap: in.configMap, Services: in.services,
 		Options:        render.Options{ClusterDomain: opts.ClusterDomain, InternalTLS: true},
-		DurableObjects: dos, Workflows: wfs, WorkflowHosts: wfHosts,
+		DurableObjects: dos, Workflows: wfs, WorkflowHosts: wfHosts, DataStores: stores,
 	}
 	if host != nil {
 		rin.Host = host.Name
+	}
+	for _, f := range more {
+		f(&rin)
 	}
 	out, err := render.Render(rin)
 	if err != nil {
@@ -220,4 +228,56 @@ func resolveWorkflows(ctx context.Context, c client.Client, w *fleetv1alpha1.Wor
 		out[wf.Name] = render.WorkflowTargetFor(w.Namespace, wf.Name, render.Options{ClusterDomain: opts.ClusterDomain})
 	}
 	return out, nil
+}
+
+// dataStoreKinds maps the reference kinds of data store bindings to their store kind
+// and an empty object of that kind.
+var dataStoreKinds = map[string]struct {
+	kind render.DataKind
+	obj  func() client.Object
+}{
+	fleetv1alpha1.ReferenceKVNamespace: {render.DataKV, func() client.Object { return &fleetv1alpha1.KVNamespace{} }},
+	fleetv1alpha1.ReferenceD1Database:  {render.DataD1, func() client.Object { return &fleetv1alpha1.D1Database{} }},
+	fleetv1alpha1.ReferenceQueue:       {render.DataQueue, func() client.Object { return &fleetv1alpha1.Queue{} }},
+}
+
+// resolveDataStores gives the gateway address of every KVNamespace, D1Database and
+// Queue w binds. A missing one is an *errBlocked naming the binding.
+func resolveDataStores(ctx context.Context, c client.Client, w *fleetv1alpha1.Worker, opts Options) (map[render.DataRef]string, error) {
+	out := map[render.DataRef]string{}
+	for i, b := range w.Spec.Bindings {
+		ref, name := b.Reference()
+		k, ok := dataStoreKinds[ref]
+		if !ok {
+			continue
+		}
+		err := c.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, k.obj())
+		if apierrors.IsNotFound(err) {
+			return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
+				message: fmt.Sprintf("spec.bindings[%d] (%s): %s %q not found in namespace %q", i, b.Name, ref, name, w.Namespace)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[render.DataRef{Kind: k.kind, Name: name}] = render.DataAddress(w.Namespace, k.kind, name, render.Options{ClusterDomain: opts.ClusterDomain})
+	}
+	return out, nil
+}
+
+// RenderDataHost renders the host pod of data store h (render.DataHostWorker) with
+// internal TLS on, and returns the output and the inputs hash (the namespace's internal
+// TLS Secret, so a renewed certificate rolls the pod).
+func RenderDataHost(ctx context.Context, opts Options, h render.DataHost, services map[string]render.ServiceTarget) (*render.Output, string, error) {
+	hash, err := internalTLSHash(ctx, opts, h.Namespace, "")
+	if err != nil {
+		return nil, "", err
+	}
+	out, err := render.Render(render.Input{
+		Worker: render.DataHostWorker(h), DataHost: &h, Services: services,
+		Options: render.Options{ClusterDomain: opts.ClusterDomain, InternalTLS: true},
+	})
+	if err != nil {
+		return nil, "", &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
+	}
+	return out, hash, nil
 }

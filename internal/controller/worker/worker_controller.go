@@ -144,6 +144,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(common.PodOwner(podcontract.LabelWorker, podcontract.ComponentWorker))).
 		Watches(&fleetv1alpha1.DurableObjectNamespace{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerDONSRef))).
 		Watches(&fleetv1alpha1.Workflow{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerWorkflowRef))).
+		Watches(&fleetv1alpha1.KVNamespace{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerKVRef))).
+		Watches(&fleetv1alpha1.D1Database{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerD1Ref))).
+		Watches(&fleetv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerQueueRef))).
 		Named("worker").
 		WithOptions(controller.Options{MaxConcurrentReconciles: common.MaxConcurrentReconciles}).
 		Complete(r)

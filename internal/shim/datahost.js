@@ -1,0 +1,71 @@
+// datahost.js: the Worker of a data store's host pod (docs/kv.md, docs/d1.md,
+// docs/queues.md). The store itself is workerd's built-in Worker (/workerd/kv.js,
+// /workerd/d1.js, /workerd/queues.js) behind the gateway socket; this module answers the
+// pod's plain http and rpc sockets, which must not expose the store, and fronts D1.
+import { WorkerEntrypoint } from "cloudflare:workers";
+
+export default {
+  fetch() {
+    return new Response("this pod hosts a data store: reach it through a kvNamespace, d1Database or queue binding\n", { status: 404 });
+  },
+};
+
+// Migrations of D1 (env.MIGRATIONS: {table, files: [{name, sql}]}, in order), applied
+// once per process before the first call reaches the database. Each file runs with its
+// record in the table in one call of /workerd/d1.js, so one transaction: a file is
+// applied and recorded, or neither. The table is wrangler's
+// (packages/wrangler/src/d1/migrations/helpers.ts in cloudflare/workers-sdk).
+let migrated;
+const READY_PATH = "/_workerd-operator/ready";
+
+async function migrate(env) {
+  const m = env.MIGRATIONS;
+  if (!m || !Array.isArray(m.files) || m.files.length === 0) return;
+  const table = `"${m.table}"`;
+  const q = (sql, params = []) => ({ sql, params });
+  const run = (queries) => env.STORE.query({ queries });
+  await run([q(`CREATE TABLE IF NOT EXISTS ${table}(
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    name       TEXT UNIQUE,
+    applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL
+)`)]);
+  const res = await run([q(`SELECT name FROM ${table}`)]);
+  const done = new Set((res.results?.[0]?.data?.rows ?? []).map((r) => r[0]));
+  for (const f of m.files) {
+    if (done.has(f.name)) continue;
+    try {
+      await run([q(f.sql), q(`INSERT INTO ${table} (name) VALUES (?)`, [f.name])]);
+    } catch (e) {
+      throw new Error(`D1 migration ${f.name} failed: ${e && e.message ? e.message : e}`);
+    }
+  }
+}
+
+function ready(env) {
+  migrated ??= migrate(env).catch((e) => {
+    migrated = undefined;
+    throw e;
+  });
+  return migrated;
+}
+
+// D1Gateway is what the gateway socket serves on a D1Database's pod: the two protocols
+// of the d1-api binding (RPC query() and POST /query, /execute), after the migrations.
+export class D1Gateway extends WorkerEntrypoint {
+  async query(arg) {
+    await ready(this.env);
+    return this.env.STORE.query(arg);
+  }
+
+  async fetch(request) {
+    // The host's readiness (health.js): ready once the migrations are applied.
+    if (new URL(request.url).pathname === READY_PATH) {
+      return ready(this.env).then(
+        () => new Response("ready\n"),
+        (e) => new Response(String(e && e.message ? e.message : e), { status: 503 }),
+      );
+    }
+    await ready(this.env);
+    return this.env.STORE.fetch(request);
+  }
+}

@@ -1,0 +1,50 @@
+package wrangler
+
+import (
+	"strings"
+	"testing"
+)
+
+// kv_namespaces, d1_databases (with migrations_dir) and queues map to KVNamespace,
+// D1Database (+ migrations ConfigMap) and Queue objects and bindings
+// (https://developers.cloudflare.com/workers/wrangler/configuration/#kv-namespaces,
+// #d1-databases, #queues).
+func TestDataStoreKeys(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"wrangler.jsonc": `{
+  "name": "shop", "main": "index.js", "compatibility_date": "2025-01-01",
+  "kv_namespaces": [{"binding": "CACHE", "id": "abc"}],
+  "d1_databases": [{"binding": "DB", "database_name": "shop-db", "database_id": "x", "migrations_dir": "db/migrations"}],
+  "queues": {
+    "producers": [{"binding": "JOBS", "queue": "jobs"}],
+    "consumers": [{"queue": "jobs", "max_batch_size": 5, "max_retries": 2, "dead_letter_queue": "jobs-dlq", "retry_delay": 10}]
+  }
+}`,
+		"index.js":                 "export default {}",
+		"db/migrations/0001_a.sql": "CREATE TABLE a (id INTEGER);",
+		"db/migrations/notes.txt":  "ignored",
+	})
+	res, err := Import(Options{Path: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := res.WriteYAML(&b); err != nil {
+		t.Fatal(err)
+	}
+	y := b.String()
+	for _, want := range []string{
+		"kvNamespace:\n      name: shop-cache", "d1Database:\n      name: shop-db", "queue:\n      name: jobs",
+		"kind: KVNamespace\nmetadata:\n  name: shop-cache",
+		"kind: ConfigMap\nmetadata:\n  name: shop-db-migrations", "0001_a.sql: CREATE TABLE a (id INTEGER);",
+		"kind: D1Database\nmetadata:\n  name: shop-db\nspec:\n  migrations:\n    configMap:\n      name: shop-db-migrations",
+		"kind: Queue\nmetadata:\n  name: jobs\nspec:\n  consumers:\n  - deadLetterQueue: jobs-dlq\n    maxBatchSize: 5\n    maxRetries: 2\n    retryDelay: 10\n    worker: shop",
+	} {
+		if !strings.Contains(y, want) {
+			t.Errorf("missing %q in:\n%s", want, y)
+		}
+	}
+	if strings.Contains(y, "notes.txt") {
+		t.Errorf("a non-.sql file became a migration:\n%s", y)
+	}
+}
