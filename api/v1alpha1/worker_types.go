@@ -84,6 +84,36 @@ type WorkerSpec struct {
 	// service configures the Service in front of the pods.
 	// +optional
 	Service *WorkerServiceSpec `json:"service,omitempty"`
+
+	// outbound says where the Worker's code may connect: fetch() to other hosts and
+	// connect() sockets (docs/outbound.md). Unset: the operator's default (the cluster's
+	// Service and Pod CIDRs and the public internet), within what the cluster admin allows.
+	// +optional
+	Outbound *OutboundSpec `json:"outbound,omitempty"`
+}
+
+// OutboundSpec is the allow and deny lists of the Worker's network, as workerd's network
+// service takes them: CIDRs ("10.96.0.0/12", an address alone is one host) and the tokens
+// public, private and local. A connection is allowed when its address matches an allow
+// entry and no deny entry.
+type OutboundSpec struct {
+	// allow lists where the Worker may connect; each entry must be within what the
+	// cluster admin allows. Empty or unset: the operator's default.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^(public|private|local|[0-9a-fA-F.:]+(/[0-9]{1,3})?)$`
+	// +listType=set
+	// +optional
+	Allow []string `json:"allow,omitempty"`
+
+	// deny lists where the Worker may not connect, even if allow matches. The cluster
+	// admin's deny list always applies besides it.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^(public|private|local|[0-9a-fA-F.:]+(/[0-9]{1,3})?)$`
+	// +listType=set
+	// +optional
+	Deny []string `json:"deny,omitempty"`
 }
 
 // WorkerSource is where the Worker's modules come from. Exactly one field is set.

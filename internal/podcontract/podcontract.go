@@ -77,6 +77,9 @@ const (
 	// SidecarService is the external service name of the sidecar
 	// (--external-addr=sidecar=...).
 	SidecarService = "sidecar"
+	// InternetService is workerd's reserved name of the network service a Worker's
+	// globalOutbound defaults to; the operator renders it from spec.outbound.
+	InternetService = "internet"
 	// HealthService and TriggerService are the shim workers' service names.
 	HealthService  = "workerd-operator:health"
 	TriggerService = "workerd-operator:trigger"

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/shim"
 )
@@ -35,6 +36,11 @@ type Options struct {
 	// InternalTLS makes the cross-pod sockets and external services mutual TLS with the
 	// pod's internal TLS files (tls.go); the manager sets it, local runs do not.
 	InternalTLS bool
+	// Outbound is the operator's outbound default: Allow applies to Workers whose
+	// spec.outbound.allow is empty, Deny to every Worker (manager flags
+	// --outbound-default-allow and --outbound-deny; docs/outbound.md). Both empty and no
+	// spec.outbound: no network service is rendered and workerd allows public addresses.
+	Outbound outbound.Rules
 }
 
 // ServiceTarget is where a service binding reaches another Worker.
@@ -112,6 +118,9 @@ func Render(in Input) (*Output, error) {
 	}
 	x, err := renderBindings(in)
 	if err != nil {
+		return nil, err
+	}
+	if err := renderOutbound(in, x); err != nil {
 		return nil, err
 	}
 	flags, err := sortedFlags(in.Worker.Spec.CompatibilityFlags)
