@@ -22,12 +22,13 @@ const Doc = "docs/outbound.md"
 
 // Ranges of the tokens as the pinned workerd applies them (checked against workerd
 // 1.20261117.1 in TestTokenRangesMatchWorkerd): "private" covers loopback too, and
-// "public" is every address that is neither private nor reserved.
+// "public" is every address that is neither private nor multicast/reserved (224.0.0.0/3,
+// which no token allows; 0.0.0.0/8 counts as public).
 var (
 	localRanges   = prefixes("127.0.0.0/8", "::1/128")
 	privateRanges = prefixes("10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
 		"172.16.0.0/12", "192.168.0.0/16", "::1/128", "fc00::/7", "fe80::/10")
-	reservedRanges = prefixes("0.0.0.0/8", "224.0.0.0/3", "ff00::/8", "::/128")
+	reservedRanges = prefixes("224.0.0.0/3", "ff00::/8")
 )
 
 func prefixes(ss ...string) []netip.Prefix {
@@ -37,6 +38,12 @@ func prefixes(ss ...string) []netip.Prefix {
 	}
 	return out
 }
+
+// DefaultAllow is the operator's default allow list (manager flag
+// --outbound-default-allow, Helm outbound.defaultAllow): the public internet, kubeadm's
+// default Service CIDR and the Pod CIDR of kind and of flannel's default. Set it to your
+// cluster's Service and Pod CIDRs.
+var DefaultAllow = []string{Public, "10.96.0.0/12", "10.244.0.0/16"}
 
 // Rules are the allow and deny lists of workerd's network service.
 type Rules struct {

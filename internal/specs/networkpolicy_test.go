@@ -2,6 +2,8 @@ package specs
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
@@ -169,5 +172,54 @@ func TestNetworkPolicyCoversEveryPort(t *testing.T) {
 		if got := fmt.Sprint(p.Labels[podcontract.LabelManagedBy]); got != podcontract.ManagedBy {
 			t.Errorf("%s pod labels %v lack %s", name, p.Labels, podcontract.LabelManagedBy)
 		}
+	}
+}
+
+// TestNetworkPolicyEgressFollowsOutbound: the pods' egress is what workerd's network
+// service allows the Worker (spec.outbound over the operator's default), plus DNS and
+// the namespace's workerd pods, on the Worker's, the shards' and the engine's policies.
+func TestNetworkPolicyEgressFollowsOutbound(t *testing.T) {
+	opts := managerOptions()
+	opts.Outbound = outbound.Rules{Allow: []string{"10.96.0.0/12", "10.244.0.0/16"}, Deny: []string{"10.96.0.10/32"}}
+	cases := []struct {
+		name string
+		spec *fleetv1alpha1.OutboundSpec
+		want []networkingv1.IPBlock
+	}{
+		{"default", nil, []networkingv1.IPBlock{{CIDR: "10.96.0.0/12", Except: []string{"10.96.0.10/32"}}, {CIDR: "10.244.0.0/16"}}},
+		{"author's allow and deny", &fleetv1alpha1.OutboundSpec{Allow: []string{"10.96.0.0/16", "192.0.2.7"}, Deny: []string{"10.96.1.0/24"}},
+			[]networkingv1.IPBlock{{CIDR: "10.96.0.0/16", Except: []string{"10.96.1.0/24", "10.96.0.10/32"}}, {CIDR: "192.0.2.7/32"}}},
+		{"loopback only", &fleetv1alpha1.OutboundSpec{Allow: []string{"local"}}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := fixtureWorker(func(w *fleetv1alpha1.Worker) { w.Spec.Outbound = c.spec })
+			out, err := render.Render(render.Input{Worker: w})
+			if err != nil {
+				t.Fatal(err)
+			}
+			np := BuildWorkerChildren(w, out, "inputs", opts).NetworkPolicy
+			if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+				t.Fatalf("policyTypes %v: egress not restricted", np.Spec.PolicyTypes)
+			}
+			var blocks []networkingv1.IPBlock
+			dns, pods := false, false
+			for _, r := range np.Spec.Egress {
+				for _, p := range r.To {
+					switch {
+					case p.IPBlock != nil:
+						blocks = append(blocks, *p.IPBlock)
+					case p.PodSelector != nil && p.NamespaceSelector == nil:
+						pods = reflect.DeepEqual(p.PodSelector.MatchLabels, WorkerdPodLabels())
+					}
+				}
+				if len(r.To) == 0 && len(r.Ports) == 2 && r.Ports[0].Port.IntValue() == 53 {
+					dns = true
+				}
+			}
+			if !reflect.DeepEqual(blocks, c.want) || !dns || !pods {
+				t.Errorf("egress %+v: ipBlocks %+v (want %+v), DNS %v, workerd pods %v", np.Spec.Egress, blocks, c.want, dns, pods)
+			}
+		})
 	}
 }

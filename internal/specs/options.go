@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
+	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 )
@@ -45,6 +46,10 @@ type Options struct {
 	// its successor starts only after it is gone, and callers wait for that (at most
 	// 60 s, docs/durable-objects.md "Rollouts"). Default 10.
 	ShardDrainSeconds int64
+	// Outbound is the operator's outbound default: Allow for Workers without
+	// spec.outbound.allow, Deny for every Worker (render.Options.Outbound,
+	// docs/outbound.md). Default: outbound.DefaultAllow, no deny.
+	Outbound outbound.Rules
 }
 
 // DefaultOptions are the defaults of the manager's flags.
@@ -58,6 +63,7 @@ func DefaultOptions() Options {
 		DrainSeconds:           30,
 		ShardDrainSeconds:      10,
 		NetworkPolicies:        true,
+		Outbound:               outbound.Rules{Allow: outbound.DefaultAllow},
 	}
 }
 

@@ -61,7 +61,7 @@ func BuildWorkerChildren(w *fleetv1alpha1.Worker, out *render.Output, inputsHash
 		RPCService: buildWorkerRPCService(w),
 		NetworkPolicy: buildNetworkPolicy(metav1.ObjectMeta{
 			Name: w.Name, Namespace: w.Namespace, Labels: workerLabels(w), OwnerReferences: []metav1.OwnerReference{ownerRef(w)},
-		}, WorkerSelector(w.Name), &dep.Spec.Template.Spec, opts),
+		}, WorkerSelector(w.Name), &dep.Spec.Template.Spec, opts, w),
 	}
 }
 
