@@ -96,6 +96,9 @@ func install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := cluster.LocalizeInstall(objs); err != nil {
+		return err
+	}
 	if err := cluster.Apply(ctx, objs, 5*time.Minute); err != nil {
 		return fmt.Errorf("apply install bundle: %w", err)
 	}
