@@ -12,6 +12,7 @@ const (
 	BindingService                BindingKind = "service"
 	BindingDurableObjectNamespace BindingKind = "durableObjectNamespace"
 	BindingWorkflow               BindingKind = "workflow"
+	BindingHyperdrive             BindingKind = "hyperdrive"
 )
 
 // Kinds of the objects a binding references (Binding.Reference). Every reference is by
@@ -65,6 +66,9 @@ var bindingFields = []bindingField{
 	{kind: BindingWorkflow, object: ReferenceWorkflow,
 		set: func(b *Binding) bool { return b.Workflow != nil },
 		ref: func(b *Binding) string { return b.Workflow.Name }},
+	{kind: BindingHyperdrive, object: ReferenceSecret,
+		set: func(b *Binding) bool { return b.Hyperdrive != nil },
+		ref: func(b *Binding) string { return b.Hyperdrive.SecretRef.Name }},
 }
 
 // BindingKinds lists every binding kind in the API's order.

@@ -239,7 +239,7 @@ type ImageSource struct {
 }
 
 // Binding is one entry of the Worker's env. Exactly one value field is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace or workflow must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow), has(self.hyperdrive)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace, workflow or hyperdrive must be set"
 type Binding struct {
 	// name of the binding in env: a JavaScript identifier, 1 to 64 characters.
 	// +kubebuilder:validation:MinLength=1
@@ -273,6 +273,22 @@ type Binding struct {
 	// workflow binds a Workflow of the same namespace.
 	// +optional
 	Workflow *LocalObjectReference `json:"workflow,omitempty"`
+
+	// hyperdrive binds a PostgreSQL or MySQL database as Cloudflare Hyperdrive does
+	// (env.X.connectionString, host, port, user, password, database), without
+	// Hyperdrive's pooling and caching (docs/outbound.md).
+	// +optional
+	Hyperdrive *HyperdriveBinding `json:"hyperdrive,omitempty"`
+}
+
+// HyperdriveBinding names the Secret that holds the database's address and
+// credentials. They reach workerd as files of the Secret mounted into the pod and as
+// environment variables, never through a ConfigMap.
+type HyperdriveBinding struct {
+	// secretRef names a Secret of the Worker's namespace with the keys host, port,
+	// database, user, password and scheme ("postgres" or "mysql"); all six are required.
+	// +required
+	SecretRef LocalObjectReference `json:"secretRef"`
 }
 
 // ServiceBinding names another Worker and optionally one of its named entrypoints.

@@ -76,6 +76,16 @@ type Input struct {
 	WorkflowHosts []WorkflowHost
 }
 
+// SecretVolume is a Secret mounted, every key a file, at ConfigDir/Dir.
+type SecretVolume struct {
+	// Name of the pod volume (a DNS label).
+	Name string
+	// Secret is the Secret's name in the Worker's namespace.
+	Secret string
+	// Dir is relative to ConfigDir, e.g. "hyperdrive/DB".
+	Dir string
+}
+
 // File is one rendered file.
 type File struct {
 	// Key is a valid ConfigMap key for the file (Path with "/" replaced by "__").
@@ -101,6 +111,12 @@ type Output struct {
 	// Env are the workerd container's env vars: WORKERD_SECRET_<NAME> valueFrom
 	// secretKeyRef, sorted by name.
 	Env []corev1.EnvVar
+	// Args are more workerd args, after those of Args/ShardArgs (a hyperdrive binding's
+	// --external-addr, expanded by Kubernetes from Env).
+	Args []string
+	// SecretVolumes are Secrets the pod mounts under ConfigDir for the config to embed
+	// (hyperdrive bindings), sorted by Dir.
+	SecretVolumes []SecretVolume
 	// Version is a content hash (16 hex chars) of everything the pod runs: config,
 	// module bytes (including External) and secret references (names, never values).
 	Version string
@@ -134,7 +150,7 @@ func Render(in Input) (*Output, error) {
 	}
 	external := append([]File(nil), src.external...)
 	sort.Slice(external, func(i, j int) bool { return external[i].Path < external[j].Path })
-	out := &Output{Files: files, External: external, Env: x.env}
+	out := &Output{Files: files, External: external, Env: x.env, Args: x.args, SecretVolumes: x.secretVolumes}
 	out.Version = version(out)
 	return out, nil
 }
@@ -225,6 +241,12 @@ func version(o *Output) string {
 	}
 	for _, f := range o.External {
 		put("external", f.Path, string(f.Data))
+	}
+	for _, a := range o.Args {
+		put("arg", a)
+	}
+	for _, v := range o.SecretVolumes {
+		put("secretVolume", v.Name, v.Secret, v.Dir)
 	}
 	for _, e := range o.Env {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {

@@ -144,7 +144,7 @@ func shardPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash st
 			continue
 		}
 		if p.workerdArgs != nil {
-			c.Args = p.workerdArgs
+			c.Args = append(append([]string(nil), p.workerdArgs...), out.Args...)
 		}
 		c.Ports = append(c.Ports, p.workerdPorts...)
 		c.VolumeMounts = append(c.VolumeMounts, p.workerdMounts...)

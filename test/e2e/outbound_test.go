@@ -1,0 +1,180 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/failure"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+)
+
+// reacherModule fetches ?u= or exchanges a line with the TCP peer ?a= over connect()
+// (cloudflare:sockets), and says what it got or the error it caught.
+const reacherModule = `import { connect } from "cloudflare:sockets";
+export default {
+  async fetch(request) {
+    const q = new URL(request.url).searchParams;
+    try {
+      if (q.has("u")) {
+        const r = await fetch(q.get("u"));
+        return new Response("fetch " + r.status + " " + (await r.text()));
+      }
+      const s = connect(q.get("a"));
+      const w = s.writable.getWriter();
+      await w.write(new TextEncoder().encode("ping\n"));
+      const { value } = await s.readable.getReader().read();
+      await s.close();
+      return new Response("tcp " + new TextDecoder().decode(value).trim());
+    } catch (e) {
+      return new Response("error " + e.message);
+    }
+  },
+};
+`
+
+// tcpEcho listens on addr and answers every line with "echo <line>": the peer of the
+// Worker's connect() (the thing under test is workerd and the rendered policy).
+func tcpEcho(t *testing.T, addr string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				rd := bufio.NewReader(c)
+				for {
+					l, err := rd.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := io.WriteString(c, "echo "+l); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// podCIDRAddr is an address of the local cluster's Pod CIDR far above the addresses it
+// hands out (they count up from .0.2), for test peers that stand in for pods.
+func podCIDRAddr(t *testing.T, last byte) string {
+	t.Helper()
+	ip, _, err := net.ParseCIDR(cluster.ClusterCIDRs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip4 := ip.To4()
+	return net.IPv4(ip4[0], ip4[1], 250, last).String() + ":0"
+}
+
+// TestOutbound is Done means 1 of issue 23 through real workerd pods: under the
+// operator's default (the cluster's Service and Pod CIDRs and the public internet) a
+// Worker fetches another Worker's Service by its cluster name and a pod by its IP, and
+// exchanges a line with a TCP peer over connect(); a CIDR its spec.outbound denies is
+// refused, and the Worker's log names the refused address in a line classified
+// outbound_denied (docs/outbound.md).
+func TestOutbound(t *testing.T) {
+	echo := tcpEcho(t, podCIDRAddr(t, 10))
+	denied := tcpEcho(t, podCIDRAddr(t, 11))
+	deniedHost, _, _ := net.SplitHostPort(denied)
+	w := &fleetv1alpha1.Worker{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "reacher"},
+		Spec: fleetv1alpha1.WorkerSpec{
+			CompatibilityDate: "2026-11-01", Replicas: ptr.To[int32](1),
+			Outbound: &fleetv1alpha1.OutboundSpec{Deny: []string{deniedHost + "/32"}},
+			Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
+				Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: ptr.To(reacherModule),
+			}}}},
+		},
+	}
+	if err := k8sClient.Create(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), w) })
+	waitWorkerReady(t, w.Name)
+	base := serviceURL(t, w.Name) + "/?"
+	hello := workerPods(t, "hello")[0]
+	svc, err := cluster.Client().CoreV1().Services(sampleNS).Get(context.Background(), "hello", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := fmt.Sprintf("http://hello.%s.svc.cluster.local:%d/by-name", sampleNS, svc.Spec.Ports[0].Port)
+	byIP := fmt.Sprintf("http://%s/by-ip", net.JoinHostPort(hello.Status.PodIP, fmt.Sprint(httpPort(hello))))
+	for _, c := range []struct{ query, want string }{
+		{"u=" + url.QueryEscape(byName), "fetch 200 Hello from workerd-operator! You asked for /by-name"},
+		{"u=" + url.QueryEscape(byIP), "fetch 200 Hello from workerd-operator! You asked for /by-ip"},
+		{"a=" + echo, "tcp echo ping"},
+	} {
+		eventually(t, time.Minute, c.query, func() error {
+			got, err := get(base + c.query)
+			if err != nil || !strings.HasPrefix(got, c.want) {
+				return fmt.Errorf("got %q, %v; want %q", got, err, c.want)
+			}
+			return nil
+		})
+	}
+	got, err := get(base + "a=" + denied)
+	if err != nil || !strings.HasPrefix(got, "error ") {
+		t.Errorf("connect() to the denied %s: got %q, %v; want an error", denied, got, err)
+	}
+	deniedLogged(t, w.Name, denied)
+}
+
+func httpPort(p corev1.Pod) int32 {
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.Name == podcontract.HTTPPortName {
+				return port.ContainerPort
+			}
+		}
+	}
+	return 0
+}
+
+// deniedLogged: the Worker's workerd log has workerd's line naming the refused address,
+// and the failure classifier calls it outbound_denied.
+func deniedLogged(t *testing.T, worker, addr string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "the refusal in the workerd log", func() error {
+		for _, p := range workerPods(t, worker) {
+			rc, err := cluster.Client().CoreV1().Pods(sampleNS).GetLogs(p.Name, &corev1.PodLogOptions{Container: "workerd"}).Stream(context.Background())
+			if err != nil {
+				return err
+			}
+			b, _ := io.ReadAll(rc)
+			rc.Close()
+			for _, line := range strings.Split(string(b), "\n") {
+				if !strings.Contains(line, "connecting to "+addr+" is not allowed") {
+					continue
+				}
+				if c := failure.ClassifyMessage(line); c != failure.CauseOutboundDenied {
+					return fmt.Errorf("line %q classified %q, want %q", line, c, failure.CauseOutboundDenied)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no line naming %s is not allowed", addr)
+	})
+}
