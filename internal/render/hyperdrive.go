@@ -48,7 +48,7 @@ func (k *hyperdriveKind) contribute(x *extras) error {
 		x.args = append(x.args, fmt.Sprintf("--external-addr=%s=$(%s):$(%s)", hyperdriveService(e.name), HyperdriveEnv(e.name, "host"), HyperdriveEnv(e.name, "port")))
 		x.services.item(named(hyperdriveService(e.name)), "external = (tcp = ())")
 		sum := sha256.Sum256([]byte(e.name))
-		x.secretVolumes = append(x.secretVolumes, SecretVolume{Name: "hyperdrive-" + hex.EncodeToString(sum[:])[:12], Secret: e.secret, Dir: hyperdriveDir(e.name)})
+		x.secretVolumes = append(x.secretVolumes, SecretVolume{Name: "hyperdrive-" + hex.EncodeToString(sum[:])[:12], Secret: e.secret, Dir: hyperdriveDir(e.name), Keys: HyperdriveKeys})
 	}
 	return nil
 }

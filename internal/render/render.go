@@ -84,6 +84,8 @@ type SecretVolume struct {
 	Secret string
 	// Dir is relative to ConfigDir, e.g. "hyperdrive/DB".
 	Dir string
+	// Keys are the Secret's keys the config embeds (it fails to load without them).
+	Keys []string
 }
 
 // File is one rendered file.
