@@ -42,7 +42,6 @@ var unsupportedKeys = map[string]string{
 	"queues":                    "no Queues binding kind yet",
 	"ai":                        "no Workers AI binding kind",
 	"vectorize":                 "no Vectorize binding kind",
-	"hyperdrive":                "no Hyperdrive binding kind",
 	"analytics_engine_datasets": "no Analytics Engine binding kind",
 	"browser":                   "no Browser Rendering binding kind",
 	"images":                    "no Images binding kind",
