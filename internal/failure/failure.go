@@ -94,7 +94,8 @@ const (
 	CauseUnknown Cause = "unknown"
 )
 
-// Causes lists every Cause: classifyError's in its order, then startup_error and config_error.
+// Causes lists every Cause: classifyError's in its order, outbound_denied, then
+// startup_error and config_error.
 var Causes = []Cause{CauseSQLiteNoMem, CauseSQLiteFull, CauseOOM, CauseCPUExceeded, CauseCloneRefused, CauseRPCTimeout, CauseSubrequestCap, CauseDynamicWorkerCap, CauseCondemnation, CauseHardEvict, CauseOutboundDenied, CauseStartupError, CauseConfigError, CauseUnknown}
 
 // rule matches a lower-cased message: any of its substrings or regexps.

@@ -58,7 +58,7 @@ func TestHyperdrive(t *testing.T) {
 	w := &fleetv1alpha1.Worker{
 		ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "visits"},
 		Spec: fleetv1alpha1.WorkerSpec{
-			CompatibilityDate: "2026-11-01", CompatibilityFlags: []string{"nodejs_compat"}, Replicas: ptr.To[int32](1),
+			CompatibilityDate: "2026-11-01", Replicas: ptr.To[int32](1),
 			Bindings: []fleetv1alpha1.Binding{{Name: "HYPERDRIVE", Hyperdrive: &fleetv1alpha1.HyperdriveBinding{
 				SecretRef: fleetv1alpha1.LocalObjectReference{Name: secret.Name}}}},
 			Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
