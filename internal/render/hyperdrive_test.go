@@ -43,7 +43,7 @@ export default {
 // PostgreSQL through the pinned workerd, with the postgres driver bundled as a template
 // would (esbuild); the credentials come from the Secret's files, never the config.
 func TestHyperdrivePostgres(t *testing.T) {
-	pg := testenv.StartPostgres(t)
+	pg := testenv.StartPostgres(t, "")
 	entry := filepath.Join(t.TempDir(), "index.js")
 	if err := os.WriteFile(entry, []byte(hyperdriveWorker), 0o644); err != nil {
 		t.Fatal(err)

@@ -22,11 +22,11 @@ type Postgres struct {
 	Host, Port, Database, User, Password string
 }
 
-// StartPostgres starts Debian's PostgreSQL (hack/install-postgres.sh) on 127.0.0.1 and
-// a free port with a fresh data directory, a password user and a database, and stops it
+// StartPostgres starts Debian's PostgreSQL (hack/install-postgres.sh) on host (""
+// means 127.0.0.1; any loopback address works on Linux) and a free port with a fresh data directory, a password user and a database, and stops it
 // when t ends. As root the server runs as the postgres user (it refuses root). Without
 // PostgreSQL, and not root to install it, the test is skipped.
-func StartPostgres(t testing.TB) *Postgres {
+func StartPostgres(t testing.TB, host string) *Postgres {
 	t.Helper()
 	bin, err := toolchain.PostgresBin()
 	if err != nil {
@@ -41,7 +41,10 @@ func StartPostgres(t testing.TB) *Postgres {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	pg := &Postgres{Host: "127.0.0.1", Database: "shop", User: "worker", Password: "pw-" + strconv.Itoa(os.Getpid())}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	pg := &Postgres{Host: host, Database: "shop", User: "worker", Password: "pw-" + strconv.Itoa(os.Getpid())}
 	pwfile := filepath.Join(dir, "pw")
 	if err := os.WriteFile(pwfile, []byte(pg.Password+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -61,7 +64,7 @@ func StartPostgres(t testing.TB) *Postgres {
 	if out, err := run("initdb", "-D", data, "-U", pg.User, "--pwfile", pwfile, "--auth", "scram-sha-256", "-E", "UTF8").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	pg.Port = freePort(t)
+	pg.Port = freePort(t, pg.Host)
 	srv := run("postgres", "-D", data, "-h", pg.Host, "-p", pg.Port, "-k", dir)
 	log := &strings.Builder{}
 	srv.Stdout, srv.Stderr = log, log
@@ -101,8 +104,8 @@ func chownAll(dir string, u *user.User) error {
 	})
 }
 
-func freePort(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(t testing.TB, host string) string {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,7 +43,9 @@ export default {
 // hyperdrive binding to a Secret runs queries on a real PostgreSQL started by the test;
 // each request adds a row and reads the count back.
 func TestHyperdrive(t *testing.T) {
-	pg := testenv.StartPostgres(t)
+	// Not 127.0.0.1: the local cluster gives each pod its own stand-in for it.
+	host, _, _ := net.SplitHostPort(podCIDRAddr(t, 20))
+	pg := testenv.StartPostgres(t, host)
 	entry := filepath.Join(t.TempDir(), "index.js")
 	if err := os.WriteFile(entry, []byte(hyperdriveModule), 0o644); err != nil {
 		t.Fatal(err)
@@ -76,7 +79,9 @@ func TestHyperdrive(t *testing.T) {
 		want := fmt.Sprintf("%s visits %d", pg.Database, i)
 		got, err := get(url + "/visit")
 		if err != nil || got != want {
-			t.Fatalf("request %d: got %q, %v; want %q", i, got, err, want)
+			pod := workerPods(t, w.Name)[0]
+			log, _ := workerdLog(pod)
+			t.Fatalf("request %d: got %q, %v; want %q\nworkerd args %q\n%s", i, got, err, want, pod.Spec.Containers[0].Args, log)
 		}
 	}
 	cm := &corev1.ConfigMapList{}

@@ -159,13 +159,11 @@ func deniedLogged(t *testing.T, worker, addr string) {
 	t.Helper()
 	eventually(t, 30*time.Second, "the refusal in the workerd log", func() error {
 		for _, p := range workerPods(t, worker) {
-			rc, err := cluster.Client().CoreV1().Pods(sampleNS).GetLogs(p.Name, &corev1.PodLogOptions{Container: "workerd"}).Stream(context.Background())
+			b, err := workerdLog(p)
 			if err != nil {
 				return err
 			}
-			b, _ := io.ReadAll(rc)
-			rc.Close()
-			for _, line := range strings.Split(string(b), "\n") {
+			for _, line := range strings.Split(b, "\n") {
 				if !strings.Contains(line, "connecting to "+addr+" is not allowed") {
 					continue
 				}
@@ -177,4 +175,15 @@ func deniedLogged(t *testing.T, worker, addr string) {
 		}
 		return fmt.Errorf("no line naming %s is not allowed", addr)
 	})
+}
+
+// workerdLog is the workerd container's log of pod p.
+func workerdLog(p corev1.Pod) (string, error) {
+	rc, err := cluster.Client().CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: podcontract.WorkerdContainer}).Stream(context.Background())
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	return string(b), err
 }
