@@ -16,7 +16,8 @@ const (
 )
 
 // Kinds of the objects a binding references (Binding.Reference). Every reference is by
-// name in the Worker's namespace, and that name is the field "name" under the kind.
+// name in the Worker's namespace, and that name is the field "name" under the kind
+// ("secretRef.name" for hyperdrive; Binding.ReferenceField).
 const (
 	ReferenceSecret                 = "Secret"
 	ReferenceWorker                 = "Worker"
@@ -38,6 +39,8 @@ type bindingField struct {
 	// object and ref are the kind and name of the object a reference kind names.
 	object string
 	ref    func(*Binding) string
+	// refField is the path of the referenced name under the kind's field; "" is "name".
+	refField string
 	// optional: a missing referenced object does not block the Worker.
 	optional func(*Binding) bool
 }
@@ -66,7 +69,7 @@ var bindingFields = []bindingField{
 	{kind: BindingWorkflow, object: ReferenceWorkflow,
 		set: func(b *Binding) bool { return b.Workflow != nil },
 		ref: func(b *Binding) string { return b.Workflow.Name }},
-	{kind: BindingHyperdrive, object: ReferenceSecret,
+	{kind: BindingHyperdrive, object: ReferenceSecret, refField: "secretRef.name",
 		set: func(b *Binding) bool { return b.Hyperdrive != nil },
 		ref: func(b *Binding) string { return b.Hyperdrive.SecretRef.Name }},
 }
@@ -122,6 +125,19 @@ func (b Binding) Reference() (kind, name string) {
 		return f.object, f.ref(&b)
 	}
 	return "", ""
+}
+
+// ReferenceField is the path, under spec.bindings[i], of the name Reference returns,
+// e.g. "service.name" or "hyperdrive.secretRef.name"; "" for a value binding.
+func (b Binding) ReferenceField() string {
+	f := b.field()
+	if f == nil || f.ref == nil {
+		return ""
+	}
+	if f.refField == "" {
+		return string(f.kind) + ".name"
+	}
+	return string(f.kind) + "." + f.refField
 }
 
 // Optional reports whether the Worker runs without the object b references: a

@@ -154,6 +154,11 @@ func (w *Webhooks) validatePolicy(ctx context.Context, c *check, spec *field.Pat
 	}
 	if s.Outbound != nil {
 		validateOutboundPolicy(c, pol, spec.Child("outbound", "allow"), s.Outbound.Allow)
+		for i, e := range s.Outbound.Deny {
+			if _, err := outbound.Parse(e); err != nil {
+				c.add(field.Invalid(spec.Child("outbound", "deny").Index(i), e, fmt.Sprintf("%v; see %s", err, outbound.Doc)))
+			}
+		}
 	}
 }
 

@@ -107,6 +107,8 @@ func outboundCases() []admitCase {
 			wantErr: []string{"spec.outbound.allow[0]: Forbidden", `"10.0.0.0/8"`}},
 		{name: "policy-outbound-loopback-refused", obj: out("ob-lo", []string{"127.0.0.1"}, nil),
 			wantErr: []string{"spec.outbound.allow[0]: Forbidden", `"127.0.0.1"`}},
+		{name: "policy-outbound-bad-deny", obj: out("ob-baddeny", nil, []string{"10.0.0.0/40"}),
+			wantErr: []string{"spec.outbound.deny[0]: Invalid value", "neither a CIDR", "docs/outbound.md"}},
 		{name: "policy-outbound-metadata-not-public", obj: out("ob-meta", []string{"169.254.169.254"}, nil),
 			wantErr: []string{"spec.outbound.allow[0]: Forbidden", `"169.254.169.254"`}},
 	}
