@@ -48,7 +48,7 @@ func TestBindingHelpers(t *testing.T) {
 			t.Errorf("%+v: Value = %q %v", tc.b, v, ok)
 		}
 	}
-	if a, b := cases[7].b.ReferenceField(), cases[8].b.ReferenceField(); a != "workflow.name" || b != "hyperdrive.secretRef.name" {
+	if a, b := cases[6].b.ReferenceField(), cases[7].b.ReferenceField(); a != "workflow.name" || b != "hyperdrive.secretRef.name" {
 		t.Errorf("ReferenceField: workflow %q, hyperdrive %q", a, b)
 	}
 	if got := len(cases[9].b.Kinds()); got != 2 {
