@@ -127,21 +127,24 @@ func waitPostgres(t testing.TB, run func(string, ...string) *exec.Cmd, pg *Postg
 }
 
 // Bundle bundles the ES module entry (a file importing npm packages of the cache's
-// node_modules, e.g. "postgres") into one ES module for workerd with the cached esbuild
-// (hack/install-npm-tools.sh), and returns its text.
+// node_modules, e.g. "postgres" or "pg") into one ES module for workerd with the cached
+// esbuild (hack/install-npm-tools.sh) as wrangler does for nodejs_compat Workers
+// (hack/bundle-worker.mjs), and returns its text.
 func Bundle(t testing.TB, entry string) string {
 	t.Helper()
 	dir, err := toolchain.NPMTools()
 	if err != nil {
 		t.Fatal(err)
 	}
+	root, err := toolchain.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(t.TempDir(), "bundle.js")
-	cmd := exec.Command(filepath.Join(dir, "node_modules", ".bin", "esbuild"), entry, "--bundle", "--format=esm",
-		"--platform=neutral", "--conditions=workerd,worker,import", "--main-fields=module,main",
-		"--external:cloudflare:*", "--external:node:*", "--outfile="+out)
+	cmd := exec.Command("node", filepath.Join(root, "hack", "bundle-worker.mjs"), entry, out)
 	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"))
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("esbuild: %v\n%s", err, b)
+		t.Fatalf("bundle %s: %v\n%s", entry, err, b)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
