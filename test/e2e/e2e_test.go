@@ -88,15 +88,8 @@ func run(m *testing.M) int {
 // install applies the install bundle, waits for the manager, then applies the samples
 // and waits until every one is Ready — what `make dev` does.
 func install(ctx context.Context) error {
-	bundle, err := installer.Build(repoRoot, "", "")
+	objs, err := bundleObjects()
 	if err != nil {
-		return err
-	}
-	objs, err := decodeAll(bundle)
-	if err != nil {
-		return err
-	}
-	if err := cluster.LocalizeInstall(objs); err != nil {
 		return err
 	}
 	if err := cluster.Apply(ctx, objs, 5*time.Minute); err != nil {
@@ -121,6 +114,20 @@ func install(ctx context.Context) error {
 		return fmt.Errorf("samples not ready: %w", err)
 	}
 	return nil
+}
+
+// bundleObjects is the install bundle's objects, pointed at the local cluster
+// (devcluster LocalizeInstall: the outbound default allows its Pod and Service CIDRs).
+func bundleObjects() ([]*unstructured.Unstructured, error) {
+	bundle, err := installer.Build(repoRoot, "", "")
+	if err != nil {
+		return nil, err
+	}
+	objs, err := decodeAll(bundle)
+	if err != nil {
+		return nil, err
+	}
+	return objs, cluster.LocalizeInstall(objs)
 }
 
 func decodeAll(b []byte) ([]*unstructured.Unstructured, error) {
