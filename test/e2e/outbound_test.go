@@ -92,9 +92,9 @@ func podCIDRAddr(t *testing.T, last byte) string {
 // TestOutbound is Done means 1 of issue 23 through real workerd pods: under the
 // operator's default (the cluster's Service and Pod CIDRs and the public internet) a
 // Worker fetches another Worker's Service by its cluster name and a pod by its IP, and
-// exchanges a line with a TCP peer over connect(); a CIDR its spec.outbound denies is
-// refused, and the Worker's log names the refused address in a line classified
-// outbound_denied (docs/outbound.md).
+// exchanges a line with a TCP peer over connect(); fetch() and connect() to a CIDR its
+// spec.outbound denies are refused, and the Worker's log names the refused address in a
+// line classified outbound_denied (docs/outbound.md).
 func TestOutbound(t *testing.T) {
 	echo := tcpEcho(t, podCIDRAddr(t, 10))
 	denied := tcpEcho(t, podCIDRAddr(t, 11))
@@ -135,9 +135,11 @@ func TestOutbound(t *testing.T) {
 			return nil
 		})
 	}
-	got, err := get(base + "a=" + denied)
-	if err != nil || !strings.HasPrefix(got, "error ") {
-		t.Errorf("connect() to the denied %s: got %q, %v; want an error", denied, got, err)
+	for _, q := range []string{"u=" + url.QueryEscape("http://"+denied+"/"), "a=" + denied} {
+		got, err := get(base + q)
+		if err != nil || !strings.HasPrefix(got, "error ") {
+			t.Errorf("%s (denied): got %q, %v; want an error", q, got, err)
+		}
 	}
 	deniedLogged(t, w.Name, denied)
 }
