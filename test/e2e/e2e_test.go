@@ -186,7 +186,7 @@ func getWith(hc *http.Client, url string) (string, error) {
 }
 
 // eventually polls cond until it returns nil or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ export default {
   async fetch(request) {
     const q = new URL(request.url).searchParams;
     try {
+      if (q.has("noop")) return new Response("noop");
       if (q.has("u")) {
         const r = await fetch(q.get("u"));
         return new Response("fetch " + r.status + " " + (await r.text()));
@@ -46,7 +48,7 @@ export default {
 
 // tcpEcho listens on addr and answers every line with "echo <line>": the peer of the
 // Worker's connect() (the thing under test is workerd and the rendered policy).
-func tcpEcho(t *testing.T, addr string) string {
+func tcpEcho(t testing.TB, addr string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -79,7 +81,7 @@ func tcpEcho(t *testing.T, addr string) string {
 
 // podCIDRAddr is an address of the local cluster's Pod CIDR far above the addresses it
 // hands out (they count up from .0.2), for test peers that stand in for pods.
-func podCIDRAddr(t *testing.T, last byte) string {
+func podCIDRAddr(t testing.TB, last byte) string {
 	t.Helper()
 	ip, _, err := net.ParseCIDR(cluster.ClusterCIDRs()[0])
 	if err != nil {
@@ -99,28 +101,10 @@ func TestOutbound(t *testing.T) {
 	echo := tcpEcho(t, podCIDRAddr(t, 10))
 	denied := tcpEcho(t, podCIDRAddr(t, 11))
 	deniedHost, _, _ := net.SplitHostPort(denied)
-	w := &fleetv1alpha1.Worker{
-		ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "reacher"},
-		Spec: fleetv1alpha1.WorkerSpec{
-			CompatibilityDate: "2026-11-01", Replicas: ptr.To[int32](1),
-			Outbound: &fleetv1alpha1.OutboundSpec{Deny: []string{deniedHost + "/32"}},
-			Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
-				Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: ptr.To(reacherModule),
-			}}}},
-		},
-	}
-	if err := k8sClient.Create(context.Background(), w); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), w) })
-	waitWorkerReady(t, w.Name)
+	w := newReacher(t, "reacher", &fleetv1alpha1.OutboundSpec{Deny: []string{deniedHost + "/32"}})
 	base := serviceURL(t, w.Name) + "/?"
 	hello := workerPods(t, "hello")[0]
-	svc, err := cluster.Client().CoreV1().Services(sampleNS).Get(context.Background(), "hello", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	byName := fmt.Sprintf("http://hello.%s.svc.cluster.local:%d/by-name", sampleNS, svc.Spec.Ports[0].Port)
+	byName := helloByName(t) + "/by-name"
 	byIP := fmt.Sprintf("http://%s/by-ip", net.JoinHostPort(hello.Status.PodIP, fmt.Sprint(httpPort(hello))))
 	for _, c := range []struct{ query, want string }{
 		{"u=" + url.QueryEscape(byName), "fetch 200 Hello from workerd-operator! You asked for /by-name"},
@@ -142,6 +126,71 @@ func TestOutbound(t *testing.T) {
 		}
 	}
 	deniedLogged(t, w.Name, denied)
+}
+
+// newReacher creates a Worker running reacherModule under spec.outbound o and waits
+// until it is Ready.
+func newReacher(t testing.TB, name string, o *fleetv1alpha1.OutboundSpec) *fleetv1alpha1.Worker {
+	t.Helper()
+	w := &fleetv1alpha1.Worker{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: name},
+		Spec: fleetv1alpha1.WorkerSpec{
+			CompatibilityDate: "2026-11-01", Replicas: ptr.To[int32](1), Outbound: o,
+			Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
+				Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: ptr.To(reacherModule),
+			}}}},
+		},
+	}
+	if err := k8sClient.Create(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), w) })
+	waitWorkerReady(t, w.Name)
+	return w
+}
+
+// helloByName is the hello sample's in-cluster URL by Service name.
+func helloByName(t testing.TB) string {
+	svc, err := cluster.Client().CoreV1().Services(sampleNS).Get(context.Background(), "hello", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("http://hello.%s.svc.cluster.local:%d", sampleNS, svc.Spec.Ports[0].Port)
+}
+
+// BenchmarkOutboundService compares, in one run on the local cluster, GETs of the hello
+// sample's Service by a plain Go client (direct, to the ClusterIP), the hop to a Worker
+// that answers without fetching (worker-noop), and the same GET made by that Worker's
+// fetch() by Service name through its network service (via-worker). The outbound path
+// adds about via-worker minus worker-noop. Metrics: p50-us, p99-us.
+//
+//	go test ./test/e2e -run '^$' -bench OutboundService -benchtime 1000x
+func BenchmarkOutboundService(b *testing.B) {
+	newReacher(b, "bench-reacher", nil)
+	base := serviceURL(b, "bench-reacher") + "/?"
+	direct := serviceURL(b, "hello")
+	for _, tc := range []struct{ name, url, want string }{
+		{"direct", direct + "/b", "Hello from workerd-operator! You asked for /b"},
+		{"worker-noop", base + "noop=1", "noop"},
+		{"via-worker", base + "u=" + url.QueryEscape(helloByName(b)+"/b"), "fetch 200 Hello from workerd-operator! You asked for /b"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			durs := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				got, err := get(tc.url)
+				if err != nil || !strings.HasPrefix(got, tc.want) {
+					b.Fatalf("got %q, %v; want %q", got, err, tc.want)
+				}
+				durs = append(durs, time.Since(t0))
+			}
+			b.StopTimer()
+			sort.Slice(durs, func(i, j int) bool { return durs[i] < durs[j] })
+			b.ReportMetric(float64(durs[len(durs)/2].Microseconds()), "p50-us")
+			b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds()), "p99-us")
+		})
+	}
 }
 
 func httpPort(p corev1.Pod) int32 {
