@@ -223,3 +223,35 @@ func TestNetworkPolicyEgressFollowsOutbound(t *testing.T) {
 		})
 	}
 }
+
+// TestNetworkPolicyEgressEvaluated evaluates the egress side of the policies the
+// operator builds (testenv.NetworkPolicies.AllowedEgress) under the default public,
+// 10.96.0.0/12 and the admin's deny 10.96.0.10/32.
+func TestNetworkPolicyEgressEvaluated(t *testing.T) {
+	opts := managerOptions()
+	opts.Outbound = outbound.Rules{Allow: []string{"public", "10.96.0.0/12"}, Deny: []string{"10.96.0.10/32"}}
+	policies, pods := fleetPolicies(t, npNamespace, opts)
+	np := testenv.NetworkPolicies{Policies: policies}
+	ext := func(ip string) testenv.PolicyPod { return testenv.PolicyPod{IP: ip} }
+	for _, c := range []struct {
+		what     string
+		from, to testenv.PolicyPod
+		port     int32
+		want     bool
+	}{
+		{"a public address", pods["worker"], ext("203.0.113.7"), 443, true},
+		{"a Service CIDR address", pods["worker"], ext("10.96.5.5"), 80, true},
+		{"the denied address", pods["worker"], ext("10.96.0.10"), 80, false},
+		{"DNS, wherever it is", pods["worker"], ext("10.96.0.10"), 53, true},
+		{"cloud metadata (link-local, not public)", pods["worker"], ext("169.254.169.254"), 80, false},
+		{"a private network outside the allow list", pods["worker"], ext("192.168.1.1"), 5432, false},
+		{"a shard pod of the namespace (DO gateway)", pods["worker"], pods["shard"], podcontract.GatewayPort, true},
+		{"the engine's sidecar, from a shard", pods["shard"], pods["engine"], podcontract.SidecarPort, true},
+		{"a Service CIDR address, from the engine", pods["engine"], ext("10.96.5.5"), 80, true},
+	} {
+		got, err := np.AllowedEgress(c.from, c.to, c.port)
+		if err != nil || got != c.want {
+			t.Errorf("%s (%s:%d): allowed %v, %v; want %v", c.what, c.to.IP, c.port, got, err, c.want)
+		}
+	}
+}
