@@ -15,10 +15,12 @@ const (
 	BindingKVNamespace            BindingKind = "kvNamespace"
 	BindingD1Database             BindingKind = "d1Database"
 	BindingQueue                  BindingKind = "queue"
+	BindingHyperdrive             BindingKind = "hyperdrive"
 )
 
 // Kinds of the objects a binding references (Binding.Reference). Every reference is by
-// name in the Worker's namespace, and that name is the field "name" under the kind.
+// name in the Worker's namespace, and that name is the field "name" under the kind
+// ("secretRef.name" for hyperdrive; Binding.ReferenceField).
 const (
 	ReferenceSecret                 = "Secret"
 	ReferenceWorker                 = "Worker"
@@ -43,6 +45,8 @@ type bindingField struct {
 	// object and ref are the kind and name of the object a reference kind names.
 	object string
 	ref    func(*Binding) string
+	// refField is the path of the referenced name under the kind's field; "" is "name".
+	refField string
 	// optional: a missing referenced object does not block the Worker.
 	optional func(*Binding) bool
 }
@@ -80,6 +84,9 @@ var bindingFields = []bindingField{
 	{kind: BindingQueue, object: ReferenceQueue,
 		set: func(b *Binding) bool { return b.Queue != nil },
 		ref: func(b *Binding) string { return b.Queue.Name }},
+	{kind: BindingHyperdrive, object: ReferenceSecret, refField: "secretRef.name",
+		set: func(b *Binding) bool { return b.Hyperdrive != nil },
+		ref: func(b *Binding) string { return b.Hyperdrive.SecretRef.Name }},
 }
 
 // BindingKinds lists every binding kind in the API's order.
@@ -133,6 +140,19 @@ func (b Binding) Reference() (kind, name string) {
 		return f.object, f.ref(&b)
 	}
 	return "", ""
+}
+
+// ReferenceField is the path, under spec.bindings[i], of the name Reference returns,
+// e.g. "service.name" or "hyperdrive.secretRef.name"; "" for a value binding.
+func (b Binding) ReferenceField() string {
+	f := b.field()
+	if f == nil || f.ref == nil {
+		return ""
+	}
+	if f.refField == "" {
+		return string(f.kind) + ".name"
+	}
+	return string(f.kind) + "." + f.refField
 }
 
 // Optional reports whether the Worker runs without the object b references: a

@@ -30,6 +30,7 @@ func TestBindingHelpers(t *testing.T) {
 		{b: v1alpha1.Binding{Service: &v1alpha1.ServiceBinding{Name: "api"}}, kind: v1alpha1.BindingService, refKind: v1alpha1.ReferenceWorker, refName: "api"},
 		{b: v1alpha1.Binding{DurableObjectNamespace: ref("rooms")}, kind: v1alpha1.BindingDurableObjectNamespace, refKind: v1alpha1.ReferenceDurableObjectNamespace, refName: "rooms"},
 		{b: v1alpha1.Binding{Workflow: ref("flow")}, kind: v1alpha1.BindingWorkflow, refKind: v1alpha1.ReferenceWorkflow, refName: "flow"},
+		{b: v1alpha1.Binding{Hyperdrive: &v1alpha1.HyperdriveBinding{SecretRef: v1alpha1.LocalObjectReference{Name: "pg"}}}, kind: v1alpha1.BindingHyperdrive, refKind: v1alpha1.ReferenceSecret, refName: "pg"},
 		{b: v1alpha1.Binding{}},
 		{b: v1alpha1.Binding{Text: s("a"), Workflow: ref("flow")}},
 		{b: v1alpha1.Binding{KVNamespace: ref("cache")}, kind: v1alpha1.BindingKVNamespace, refKind: v1alpha1.ReferenceKVNamespace, refName: "cache"},
@@ -50,7 +51,10 @@ func TestBindingHelpers(t *testing.T) {
 			t.Errorf("%+v: Value = %q %v", tc.b, v, ok)
 		}
 	}
-	if got := len(cases[8].b.Kinds()); got != 2 {
+	if a, b := cases[6].b.ReferenceField(), cases[7].b.ReferenceField(); a != "workflow.name" || b != "hyperdrive.secretRef.name" {
+		t.Errorf("ReferenceField: workflow %q, hyperdrive %q", a, b)
+	}
+	if got := len(cases[9].b.Kinds()); got != 2 {
 		t.Errorf("Kinds of a binding with two fields: %d, want 2", got)
 	}
 	w := &v1alpha1.Worker{Spec: v1alpha1.WorkerSpec{Bindings: []v1alpha1.Binding{
@@ -64,7 +68,7 @@ func TestBindingHelpers(t *testing.T) {
 	if got := w.ReferencedNames(v1alpha1.ReferenceSecret); !reflect.DeepEqual(got, []string{"tok"}) {
 		t.Errorf("ReferencedNames(Secret) = %v", got)
 	}
-	want := []v1alpha1.BindingKind{"text", "json", "secretKeyRef", "service", "durableObjectNamespace", "workflow", "kvNamespace", "d1Database", "queue"}
+	want := []v1alpha1.BindingKind{"text", "json", "secretKeyRef", "service", "durableObjectNamespace", "workflow", "kvNamespace", "d1Database", "queue", "hyperdrive"}
 	if got := v1alpha1.BindingKinds(); !reflect.DeepEqual(got, want) {
 		t.Errorf("BindingKinds = %v", got)
 	}

@@ -95,6 +95,36 @@ type WorkerSpec struct {
 	// service configures the Service in front of the pods.
 	// +optional
 	Service *WorkerServiceSpec `json:"service,omitempty"`
+
+	// outbound says where the Worker's code may connect: fetch() to other hosts and
+	// connect() sockets (docs/outbound.md). Unset: the operator's default (the cluster's
+	// Service and Pod CIDRs and the public internet), within what the cluster admin allows.
+	// +optional
+	Outbound *OutboundSpec `json:"outbound,omitempty"`
+}
+
+// OutboundSpec is the allow and deny lists of the Worker's network, as workerd's network
+// service takes them: CIDRs ("10.96.0.0/12", an address alone is one host) and the tokens
+// public, private and local. A connection is allowed when its address matches an allow
+// entry and no deny entry.
+type OutboundSpec struct {
+	// allow lists where the Worker may connect; each entry must be within what the
+	// cluster admin allows. Empty or unset: the operator's default.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^(public|private|local|[0-9a-fA-F.:]+(/[0-9]{1,3})?)$`
+	// +listType=set
+	// +optional
+	Allow []string `json:"allow,omitempty"`
+
+	// deny lists where the Worker may not connect, even if allow matches. The cluster
+	// admin's deny list always applies besides it.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^(public|private|local|[0-9a-fA-F.:]+(/[0-9]{1,3})?)$`
+	// +listType=set
+	// +optional
+	Deny []string `json:"deny,omitempty"`
 }
 
 // WorkerSource is where the Worker's modules come from. Exactly one field is set (none
@@ -348,7 +378,7 @@ type WorkerAssets struct {
 }
 
 // Binding is one entry of the Worker's env. Exactly one value field is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow), has(self.kvNamespace), has(self.d1Database), has(self.queue)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace, workflow, kvNamespace, d1Database or queue must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow), has(self.kvNamespace), has(self.d1Database), has(self.queue), has(self.hyperdrive)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace, workflow, kvNamespace, d1Database, queue or hyperdrive must be set"
 type Binding struct {
 	// name of the binding in env: a JavaScript identifier, 1 to 64 characters.
 	// +kubebuilder:validation:MinLength=1
@@ -394,6 +424,21 @@ type Binding struct {
 	// queue binds a Queue of the same namespace as a producer (docs/queues.md).
 	// +optional
 	Queue *LocalObjectReference `json:"queue,omitempty"`
+	// hyperdrive binds a PostgreSQL or MySQL database as Cloudflare Hyperdrive does
+	// (env.X.connectionString, host, port, user, password, database), without
+	// Hyperdrive's pooling and caching (docs/outbound.md).
+	// +optional
+	Hyperdrive *HyperdriveBinding `json:"hyperdrive,omitempty"`
+}
+
+// HyperdriveBinding names the Secret that holds the database's address and
+// credentials. They reach workerd as files of the Secret mounted into the pod and as
+// environment variables, never through a ConfigMap.
+type HyperdriveBinding struct {
+	// secretRef names a Secret of the Worker's namespace with the keys host, port,
+	// database, user, password and scheme ("postgres" or "mysql"); all six are required.
+	// +required
+	SecretRef LocalObjectReference `json:"secretRef"`
 }
 
 // ServiceBinding names another Worker and optionally one of its named entrypoints.

@@ -109,7 +109,7 @@ func runDev(o *devOptions, out, log io.Writer) error {
 // devInstall applies the --install bundle and waits for its Deployments, so that
 // the manifests applied next find the operator's webhooks serving.
 func devInstall(ctx context.Context, c *devcluster.Cluster, o *devOptions, log io.Writer) error {
-	objs, err := readAndApply(ctx, c, "installing", o.install, o.timeout, log)
+	objs, err := readAndApply(ctx, c, "installing", o.install, o.timeout, log, c.LocalizeInstall)
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func devInstall(ctx context.Context, c *devcluster.Cluster, o *devOptions, log i
 
 // devApply applies the --manifests and, with --wait, waits until they are Ready.
 func devApply(ctx context.Context, c *devcluster.Cluster, o *devOptions, out, log io.Writer) error {
-	objs, err := readAndApply(ctx, c, "applying", o.manifests, o.timeout, log)
+	objs, err := readAndApply(ctx, c, "applying", o.manifests, o.timeout, log, nil)
 	if err != nil {
 		return err
 	}
@@ -134,12 +134,17 @@ func devApply(ctx context.Context, c *devcluster.Cluster, o *devOptions, out, lo
 	return nil
 }
 
-// readAndApply server-side applies the objects of the files and returns them for
-// waiting on.
-func readAndApply(ctx context.Context, c *devcluster.Cluster, verb string, files []string, timeout time.Duration, log io.Writer) ([]*unstructured.Unstructured, error) {
+// readAndApply server-side applies the objects of the files, changed by adapt when
+// set, and returns them for waiting on.
+func readAndApply(ctx context.Context, c *devcluster.Cluster, verb string, files []string, timeout time.Duration, log io.Writer, adapt func([]*unstructured.Unstructured) error) ([]*unstructured.Unstructured, error) {
 	objs, err := devcluster.ReadManifests(files...)
 	if err != nil {
 		return nil, err
+	}
+	if adapt != nil {
+		if err := adapt(objs); err != nil {
+			return nil, err
+		}
 	}
 	fmt.Fprintf(log, "dev: %s %d objects from %v\n", verb, len(objs), files)
 	if err := c.Apply(ctx, objs, timeout); err != nil {

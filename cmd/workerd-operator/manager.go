@@ -32,6 +32,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/scheme"
 	"github.com/workerd-operator/workerd-operator/internal/specs"
@@ -102,6 +103,9 @@ type policyFlags struct {
 	serviceTypes    []string
 	maxProfile      string
 	maxCPU          string
+	// outboundAllowed bounds spec.outbound.allow; outboundDeny applies to every Worker.
+	outboundAllowed []string
+	outboundDeny    []string
 }
 
 func (p *policyFlags) register(fl *pflag.FlagSet) {
@@ -113,6 +117,29 @@ func (p *policyFlags) register(fl *pflag.FlagSet) {
 	fl.StringSliceVar(&p.serviceTypes, "allowed-service-types", nil, "Service types spec.service.type may take besides ClusterIP: NodePort, LoadBalancer; default: none")
 	fl.StringVar(&p.maxProfile, "max-limit-profile", "", "most permissive limit profile in namespaces without the label "+webhook.NamespaceProfileLabel+": free, paid or custom; default: paid, or --default-limit-profile when more permissive")
 	fl.StringVar(&p.maxCPU, "max-workerd-cpu", "1", "most CPU spec.pod.resources may give the workerd container")
+	fl.StringSliceVar(&p.outboundAllowed, "allowed-outbound", nil, "CIDRs and tokens (public, private, local) spec.outbound.allow entries must lie within (docs/outbound.md); default: --outbound-default-allow")
+	fl.StringSliceVar(&p.outboundDeny, "outbound-deny", nil, "CIDRs and tokens no Worker may connect to, whatever its spec.outbound says; default: none")
+}
+
+// outbound returns the rendering's outbound default (allow: defaultAllow; deny: the
+// admin's) and the bound of spec.outbound.allow. Errors name the flag.
+func (p *policyFlags) outbound(defaultAllow []string) (outbound.Rules, []string, error) {
+	def, err := outbound.ParseList(defaultAllow)
+	if err != nil {
+		return outbound.Rules{}, nil, fmt.Errorf("--outbound-default-allow: %w", err)
+	}
+	deny, err := outbound.ParseList(p.outboundDeny)
+	if err != nil {
+		return outbound.Rules{}, nil, fmt.Errorf("--outbound-deny: %w", err)
+	}
+	bound, err := outbound.ParseList(p.outboundAllowed)
+	if err != nil {
+		return outbound.Rules{}, nil, fmt.Errorf("--allowed-outbound: %w", err)
+	}
+	if len(bound) == 0 {
+		bound = def
+	}
+	return outbound.Rules{Allow: def, Deny: deny}, bound, nil
 }
 
 // build returns the webhook policy; runtime images default to workerdRepository.
@@ -133,7 +160,7 @@ func (p *policyFlags) build(workerdRepository string) (webhook.Policy, error) {
 	return webhook.Policy{
 		RuntimeImages: images, ServiceAccounts: p.serviceAccounts, PriorityClasses: p.priorityClasses,
 		TolerationKeys: p.tolerationKeys, NodePlacement: p.nodePlacement, ServiceTypes: types,
-		MaxProfile: limits.Profile(p.maxProfile), MaxCPU: cpu,
+		MaxProfile: limits.Profile(p.maxProfile), MaxCPU: cpu, Outbound: p.outboundAllowed,
 	}, nil
 }
 
@@ -174,6 +201,7 @@ func newManagerCommand() *cobra.Command {
 	f.policy.register(fl)
 	f.isolation.register(fl)
 	fl.StringSliceVar(&f.watch, "watch-namespaces", nil, "watch only these namespaces (and the manager's own), so that Roles there suffice (docs/security-policy.md); default: every namespace")
+	fl.StringSliceVar(&f.opts.Outbound.Allow, "outbound-default-allow", f.opts.Outbound.Allow, "CIDRs and tokens (public, private, local) Workers without spec.outbound.allow may connect to: set your cluster's Service and Pod CIDRs (docs/outbound.md)")
 	fl.Int64Var(&f.opts.ShardDrainSeconds, "shard-drain-seconds", f.opts.ShardDrainSeconds, "time a Durable Object shard or Workflow engine pod may finish in-flight calls once deleted (its successor starts after it is gone), in seconds")
 	return cmd
 }
@@ -231,6 +259,10 @@ func runManager(f *managerFlags) error {
 		return err
 	}
 	f.opts.ManagerNamespace = os.Getenv("POD_NAMESPACE")
+	// The outbound default renders into every Worker; its bound is the webhook's.
+	if f.opts.Outbound, f.policy.outboundAllowed, err = f.policy.outbound(f.opts.Outbound.Allow); err != nil {
+		return err
+	}
 	if err := controller.SetupAll(mgr, f.opts, cronschedule.DispatcherOptions{
 		DispatchRecord: cronRecord(f.leaderElectNS, setupLog),
 		ClaimAhead:     f.cronClaimAhead,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -55,5 +56,33 @@ func TestIsolationFlags(t *testing.T) {
 	}
 	if _, err := parse("--workerd-emptydir-size-limit=lots"); err == nil {
 		t.Error("--workerd-emptydir-size-limit=lots accepted")
+	}
+}
+
+// TestOutboundFlags: --outbound-default-allow renders into every Worker and bounds
+// spec.outbound.allow unless --allowed-outbound is set; --outbound-deny applies to all;
+// an entry that is neither a CIDR nor a token names its flag.
+func TestOutboundFlags(t *testing.T) {
+	var p policyFlags
+	fl := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+	p.register(fl)
+	if err := fl.Parse([]string{"--outbound-deny=169.254.169.254"}); err != nil {
+		t.Fatal(err)
+	}
+	rules, bound, err := p.outbound([]string{"public", "10.96.0.0/12"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rules.Allow, []string{"public", "10.96.0.0/12"}) || !slices.Equal(rules.Deny, []string{"169.254.169.254/32"}) || !slices.Equal(bound, rules.Allow) {
+		t.Errorf("rules %+v, bound %v", rules, bound)
+	}
+	if err := fl.Parse([]string{"--allowed-outbound=public,private"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, bound, _ = p.outbound([]string{"public"}); !slices.Equal(bound, []string{"public", "private"}) {
+		t.Errorf("bound %v, want --allowed-outbound", bound)
+	}
+	if _, _, err := p.outbound([]string{"internet"}); err == nil || !strings.Contains(err.Error(), "--outbound-default-allow") {
+		t.Errorf("bad default: %v", err)
 	}
 }

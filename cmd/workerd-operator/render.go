@@ -189,11 +189,19 @@ func checkOne(ctx context.Context, o *renderOptions, bin string, r localrun.Rend
 		fmt.Fprintf(stderr, "check %s/%s: note: Secret keys not in the files, their bindings will be null: %s\n",
 			namespaceOr(r.Worker.Namespace), r.PodSet(), strings.Join(missing, ", "))
 	}
+	externals, absent, err := localrun.SecretFiles(r.Worker, r.Output, m.Secrets, dir, env)
+	if err != nil {
+		return err
+	}
+	if len(absent) > 0 {
+		fmt.Fprintf(stderr, "check %s/%s: note: Secrets not in the files, their hyperdrive bindings get empty credentials: %s\n",
+			namespaceOr(r.Worker.Namespace), r.PodSet(), strings.Join(absent, ", "))
+	}
 	lo, err := r.LocalOptions(dir)
 	if err != nil {
 		return err
 	}
-	lo.Binary, lo.Env = bin, append(lo.Env, env...)
+	lo.Binary, lo.Env, lo.Externals = bin, append(lo.Env, env...), externals
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	l, err := localrun.StartLocal(ctx, lo)

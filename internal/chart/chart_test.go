@@ -372,6 +372,15 @@ var optionSets = []struct {
 		},
 	},
 	{
+		name: "outbound",
+		values: `{outbound: {defaultAllow: [public, 10.0.0.0/16, 10.1.0.0/16]},
+  policy: {outboundAllow: [public, private], outboundDeny: [169.254.169.254, 10.0.0.10/32]}}`,
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			wantArgs(t, objs, "--outbound-default-allow=public,10.0.0.0/16,10.1.0.0/16",
+				"--allowed-outbound=public,private", "--outbound-deny=169.254.169.254,10.0.0.10/32")
+		},
+	},
+	{
 		name:   "images and workerd version",
 		values: `{image: {repository: registry.example/wo, tag: v1.2.3, pullPolicy: Always}, workerd: {repository: registry.example/workerd, version: "1.20260101.0"}, imagePullSecrets: [{name: regcred}]}`,
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
@@ -581,6 +590,7 @@ func TestSchemaRejectsWrongTypes(t *testing.T) {
 		{`limits: {defaultProfile: enterprise}`, []string{"/limits/defaultProfile", "free", "paid", "custom"}},
 		{`policy: {serviceTypes: [ExternalName]}`, []string{"/policy/serviceTypes/0", "NodePort", "LoadBalancer"}},
 		{`policy: {maxWorkerdCPU: lots}`, []string{"/policy/maxWorkerdCPU", "does not match pattern"}},
+		{`outbound: {defaultAllow: [internet]}`, []string{"/outbound/defaultAllow/0", "does not match pattern"}},
 		{`workerd: {version: latest}`, []string{"/workerd/version", "does not match pattern"}},
 		{`webhook: {timeoutSeconds: 60}`, []string{"/webhook/timeoutSeconds", "maximum"}},
 		{`replicas: 2`, []string{"additional properties 'replicas' not allowed"}},

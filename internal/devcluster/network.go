@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
@@ -436,4 +437,42 @@ func (c *Cluster) ServiceURL(ctx context.Context, namespace, name string, port i
 		}
 	}
 	return "", fmt.Errorf("service %s/%s has no port %d", namespace, name, port)
+}
+
+// OutboundDefaultFlag is the manager flag that sets where Workers may connect by
+// default (docs/outbound.md).
+const OutboundDefaultFlag = "--outbound-default-allow"
+
+// ClusterCIDRs are this cluster's Pod and Service CIDRs (loopback ranges, see podIPBase).
+func (c *Cluster) ClusterCIDRs() []string {
+	b := podIPBase(c.slot)
+	return []string{fmt.Sprintf("%d.%d.0.0/16", b[0], b[1]), serviceCIDR(c.slot)}
+}
+
+// LocalizeInstall points the install bundle's manager at this cluster: its
+// OutboundDefaultFlag allows the public internet and this cluster's Pod and Service
+// CIDRs instead of the bundle's (a real cluster's) ranges.
+func (c *Cluster) LocalizeInstall(objs []*unstructured.Unstructured) error {
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, ci := range containers {
+			ctr, ok := ci.(map[string]any)
+			if !ok {
+				continue
+			}
+			args, _ := ctr["args"].([]any)
+			for i, a := range args {
+				if s, ok := a.(string); ok && strings.HasPrefix(s, OutboundDefaultFlag+"=") {
+					args[i] = OutboundDefaultFlag + "=public," + strings.Join(c.ClusterCIDRs(), ",")
+				}
+			}
+		}
+		if err := unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+			return err
+		}
+	}
+	return nil
 }

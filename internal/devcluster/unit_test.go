@@ -3,7 +3,10 @@ package devcluster
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func TestExpand(t *testing.T) {
@@ -74,5 +77,26 @@ func TestNestMounts(t *testing.T) {
 	}
 	if got := rewritePath("/etc/workerd/modules/index.js", mounts); got != filepath.Join(modules, "index.js") {
 		t.Errorf("rewritePath = %q", got)
+	}
+}
+
+// TestLocalizeInstall: the manager's --outbound-default-allow points at this cluster's
+// Pod and Service CIDRs (slot 1: 127.3.0.0/16 and 127.4.0.0/16); other args stay.
+func TestLocalizeInstall(t *testing.T) {
+	dep := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{
+			map[string]any{"name": "manager", "args": []any{"manager", OutboundDefaultFlag + "=public,10.96.0.0/12,10.244.0.0/16", "--leader-elect"}},
+		}}}},
+	}}
+	c := &Cluster{slot: 1}
+	if err := c.LocalizeInstall([]*unstructured.Unstructured{dep}); err != nil {
+		t.Fatal(err)
+	}
+	cs, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	got := cs[0].(map[string]any)["args"]
+	want := []any{"manager", OutboundDefaultFlag + "=public,127.3.0.0/16,127.4.0.0/16", "--leader-elect"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("args %v, want %v", got, want)
 	}
 }

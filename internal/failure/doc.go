@@ -2,8 +2,9 @@
 //
 // It implements the failure taxonomy docs/failures.md describes (the call classes and
 // causes of the @nimbus-sh/platform package's `classifyDoCall` and `classifyError`) for
-// the operator, plus two causes of its own for what workerd prints when a config does
-// not load (`service <name>: ...`, workerd's Server::ConfigErrorReporter):
+// the operator, plus causes of its own for what workerd prints when a config does not
+// load (`service <name>: ...`, workerd's Server::ConfigErrorReporter) and when the
+// outbound policy refuses a connection (outbound_denied):
 //
 //   - ClassifyCall(err) → Class: how a failed Durable Object call relates to a retry
 //     (superseded_isolate, connection_lost, storage_reset, retryable_flag, overloaded,

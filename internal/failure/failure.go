@@ -85,12 +85,18 @@ const (
 	// specify compatibilityDate.", an experimental flag without --experimental, a
 	// capnp parse error); workerd exits 1.
 	CauseConfigError Cause = "config_error"
+	// CauseOutboundDenied: the Worker connected (fetch() or connect()) to an address its
+	// outbound policy does not allow: workerd's "connecting to <addr> is not allowed"
+	// (docs/outbound.md). The script sees only "internal error; reference = <id>"; the
+	// log line carries the same id as wdErrId.
+	CauseOutboundDenied Cause = "outbound_denied"
 	// CauseUnknown: nothing matched; keep the message and widen the rules.
 	CauseUnknown Cause = "unknown"
 )
 
-// Causes lists every Cause: classifyError's in its order, then startup_error and config_error.
-var Causes = []Cause{CauseSQLiteNoMem, CauseSQLiteFull, CauseOOM, CauseCPUExceeded, CauseCloneRefused, CauseRPCTimeout, CauseSubrequestCap, CauseDynamicWorkerCap, CauseCondemnation, CauseHardEvict, CauseStartupError, CauseConfigError, CauseUnknown}
+// Causes lists every Cause: classifyError's in its order, outbound_denied, then
+// startup_error and config_error.
+var Causes = []Cause{CauseSQLiteNoMem, CauseSQLiteFull, CauseOOM, CauseCPUExceeded, CauseCloneRefused, CauseRPCTimeout, CauseSubrequestCap, CauseDynamicWorkerCap, CauseCondemnation, CauseHardEvict, CauseOutboundDenied, CauseStartupError, CauseConfigError, CauseUnknown}
 
 // rule matches a lower-cased message: any of its substrings or regexps.
 type rule struct {
@@ -153,6 +159,7 @@ var causeRules = []causeRule{
 	{CauseRPCTimeout, rule{sub: []string{"timeouterror"}, re: []*regexp.Regexp{regexp.MustCompile(`\btimed?\s*out\b`)}}},
 	{CauseCondemnation, rule{sub: []string{"condemned"}}},
 	{CauseHardEvict, rule{sub: []string{"hard evict"}}},
+	{CauseOutboundDenied, rule{re: []*regexp.Regexp{regexp.MustCompile(`connecting to \S+ is not allowed`)}}},
 }
 
 // ClassifyMessage maps one message (an error's text or a log line; case is ignored) to

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -309,7 +311,7 @@ func renderOne(in render.Input, hostKind, hostName string, args []string) (Rende
 		r := Rendered{Worker: in.Worker, HostKind: hostKind, HostName: hostName}
 		return Rendered{}, fmt.Errorf("%s: %w", r.Title(), err)
 	}
-	return Rendered{Worker: in.Worker, Output: o, HostKind: hostKind, HostName: hostName, Args: args}, nil
+	return Rendered{Worker: in.Worker, Output: o, HostKind: hostKind, HostName: hostName, Args: append(append([]string(nil), args...), o.Args...)}, nil
 }
 
 // hostInput is the input of the pods of a DurableObjectNamespace or Workflow (kind,
@@ -457,7 +459,7 @@ func SecretEnv(w *v1alpha1.Worker, out *render.Output, secrets []*corev1.Secret)
 // references, then every file ("--- <path>" and its content; binary files as base64).
 // With shims false the shim worker files are listed by path only.
 func Format(wr io.Writer, w *v1alpha1.Worker, out *render.Output, shims bool) error {
-	return FormatRendered(wr, Rendered{Worker: w, Output: out, Args: render.Args(w)}, shims)
+	return FormatRendered(wr, Rendered{Worker: w, Output: out, Args: append(render.Args(w), out.Args...)}, shims)
 }
 
 // FormatRendered is Format for any rendering: the header names it (Rendered.Title)
@@ -496,4 +498,68 @@ func FormatRendered(wr io.Writer, r Rendered, shims bool) error {
 	}
 	_, err := io.WriteString(wr, b.String())
 	return err
+}
+
+// SecretFiles lays out what the pod mounts from Secrets for running out locally: every
+// key of each SecretVolume's Secret (from secrets, same namespace as w) as a file under
+// dir. It returns the external service addresses of out.Args (--external-addr, with
+// the $(VAR)s of env expanded; "127.0.0.1:1" when a value is missing, which starts
+// workerd but connects nowhere) and the Secrets not found.
+func SecretFiles(w *v1alpha1.Worker, out *render.Output, secrets []*corev1.Secret, dir string, env []string) (map[string]string, []string, error) {
+	var missing []string
+	for _, v := range out.SecretVolumes {
+		s := findByName(secrets, namespaceOf(w.Namespace), v.Secret)
+		if s == nil {
+			missing = append(missing, v.Secret)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, v.Dir), 0o755); err != nil {
+			return nil, nil, err
+		}
+		data := map[string][]byte{}
+		for _, k := range v.Keys {
+			data[k] = nil // an empty file: the config loads, the binding gets ""
+		}
+		if s != nil {
+			for k, b := range s.Data {
+				data[k] = b
+			}
+			for k, str := range s.StringData {
+				data[k] = []byte(str)
+			}
+		}
+		for k, b := range data {
+			if err := os.WriteFile(filepath.Join(dir, v.Dir, k), b, 0o600); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return externalsOf(out.Args, env), missing, nil
+}
+
+// externalsOf are the --external-addr flags of args, with env's $(VAR)s expanded.
+func externalsOf(args, env []string) map[string]string {
+	vars := map[string]string{}
+	for _, e := range env {
+		if k, val, ok := strings.Cut(e, "="); ok {
+			vars[k] = val
+		}
+	}
+	externals := map[string]string{}
+	for _, a := range args {
+		name, addr, ok := strings.Cut(strings.TrimPrefix(a, "--external-addr="), "=")
+		if !ok || !strings.HasPrefix(a, "--external-addr=") {
+			continue
+		}
+		unset := false
+		addr = os.Expand(strings.NewReplacer("$(", "${", ")", "}").Replace(addr), func(k string) string {
+			val, ok := vars[k]
+			unset = unset || !ok
+			return val
+		})
+		if unset {
+			addr = "127.0.0.1:1"
+		}
+		externals[name] = addr
+	}
+	return externals
 }

@@ -82,6 +82,9 @@ const (
 	// SidecarService is the external service name of the sidecar
 	// (--external-addr=sidecar=...).
 	SidecarService = "sidecar"
+	// InternetService is workerd's reserved name of the network service a Worker's
+	// globalOutbound defaults to; the operator renders it from spec.outbound.
+	InternetService = "internet"
 	// HealthService and TriggerService are the shim workers' service names.
 	HealthService  = "workerd-operator:health"
 	TriggerService = "workerd-operator:trigger"
@@ -98,6 +101,12 @@ const (
 	// SecretEnvPrefix prefixes the env var of a secretKeyRef binding:
 	// WORKERD_SECRET_<name>.
 	SecretEnvPrefix = "WORKERD_SECRET_"
+	// HyperdriveSubdir holds, relative to ConfigDir, one directory per hyperdrive
+	// binding: the binding's Secret mounted as files the config embeds.
+	HyperdriveSubdir = "hyperdrive"
+	// HyperdriveEnvPrefix prefixes the env vars of a hyperdrive binding's host and port:
+	// WORKERD_HYPERDRIVE_<name>_HOST and _PORT (the database's address, a workerd flag).
+	HyperdriveEnvPrefix = "WORKERD_HYPERDRIVE_"
 	// PodIPEnv is the container env var holding the pod IP (downward API).
 	PodIPEnv = "POD_IP"
 	// MemoryLimitEnv is the sidecar's env var holding its container's memory limit in

@@ -42,6 +42,7 @@ var bindingKinds = []struct {
 	{v1alpha1.BindingKVNamespace, newDataKind(DataKV)},
 	{v1alpha1.BindingD1Database, newDataKind(DataD1)},
 	{v1alpha1.BindingQueue, newDataKind(DataQueue)},
+	{v1alpha1.BindingHyperdrive, func(Input) (bindingKind, error) { return &hyperdriveKind{}, nil }},
 }
 
 // kindOf classifies a binding. Only tests replace it, to plug in a kind the API lacks.
@@ -69,6 +70,9 @@ type extras struct {
 	healthBindings []string
 	// env is more env of the workerd container.
 	env []corev1.EnvVar
+	// args are more args of workerd; secretVolumes more volumes of the pod.
+	args          []string
+	secretVolumes []SecretVolume
 	// opts are the rendering's Options.
 	opts Options
 	// httpService is the service of the http socket: the user's Worker, or the assets
@@ -116,6 +120,7 @@ func renderBindings(in Input) (*extras, error) {
 	}
 	sort.Slice(x.bindings, func(i, j int) bool { return x.bindings[i].name < x.bindings[j].name })
 	sort.Slice(x.env, func(i, j int) bool { return x.env[i].Name < x.env[j].Name })
+	sort.Slice(x.secretVolumes, func(i, j int) bool { return x.secretVolumes[i].Dir < x.secretVolumes[j].Dir })
 	return x, nil
 }
 

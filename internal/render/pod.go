@@ -86,7 +86,7 @@ func socketAddr(name string, port int32) string {
 // workerd's startup errors start with "service <this name>: ".
 func WorkerServiceName(name string) string {
 	switch name {
-	case "internet", podcontract.SidecarService:
+	case podcontract.InternetService, podcontract.SidecarService:
 		return "worker:" + name
 	}
 	return name

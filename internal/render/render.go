@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/shim"
 )
@@ -35,6 +36,11 @@ type Options struct {
 	// InternalTLS makes the cross-pod sockets and external services mutual TLS with the
 	// pod's internal TLS files (tls.go); the manager sets it, local runs do not.
 	InternalTLS bool
+	// Outbound is the operator's outbound default: Allow applies to Workers whose
+	// spec.outbound.allow is empty, Deny to every Worker (manager flags
+	// --outbound-default-allow and --outbound-deny; docs/outbound.md). Both empty and no
+	// spec.outbound: no network service is rendered and workerd allows public addresses.
+	Outbound outbound.Rules
 }
 
 // ServiceTarget is where a service binding reaches another Worker.
@@ -76,6 +82,18 @@ type Input struct {
 	DataHost *DataHost
 }
 
+// SecretVolume is a Secret mounted, every key a file, at ConfigDir/Dir.
+type SecretVolume struct {
+	// Name of the pod volume (a DNS label).
+	Name string
+	// Secret is the Secret's name in the Worker's namespace.
+	Secret string
+	// Dir is relative to ConfigDir, e.g. "hyperdrive/DB".
+	Dir string
+	// Keys are the Secret's keys the config embeds (it fails to load without them).
+	Keys []string
+}
+
 // File is one rendered file.
 type File struct {
 	// Key is a valid ConfigMap key for the file (Path with "/" replaced by "__").
@@ -101,6 +119,12 @@ type Output struct {
 	// Env are the workerd container's env vars: WORKERD_SECRET_<NAME> valueFrom
 	// secretKeyRef, sorted by name.
 	Env []corev1.EnvVar
+	// Args are more workerd args, after those of Args/ShardArgs (a hyperdrive binding's
+	// --external-addr, expanded by Kubernetes from Env).
+	Args []string
+	// SecretVolumes are Secrets the pod mounts under ConfigDir for the config to embed
+	// (hyperdrive bindings), sorted by Dir.
+	SecretVolumes []SecretVolume
 	// Version is a content hash (16 hex chars) of everything the pod runs: config,
 	// module bytes (including External) and secret references (names, never values).
 	Version string
@@ -120,6 +144,9 @@ func Render(in Input) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := renderOutbound(in, x); err != nil {
+		return nil, err
+	}
 	flags, err := sortedFlags(in.Worker.Spec.CompatibilityFlags)
 	if err != nil {
 		return nil, err
@@ -131,7 +158,7 @@ func Render(in Input) (*Output, error) {
 	}
 	external := append([]File(nil), src.external...)
 	sort.Slice(external, func(i, j int) bool { return external[i].Path < external[j].Path })
-	out := &Output{Files: files, External: external, Env: x.env}
+	out := &Output{Files: files, External: external, Env: x.env, Args: x.args, SecretVolumes: x.secretVolumes}
 	out.Version = version(out)
 	return out, nil
 }
@@ -222,6 +249,12 @@ func version(o *Output) string {
 	}
 	for _, f := range o.External {
 		put("external", f.Path, string(f.Data))
+	}
+	for _, a := range o.Args {
+		put("arg", a)
+	}
+	for _, v := range o.SecretVolumes {
+		put("secretVolume", v.Name, v.Secret, v.Dir)
 	}
 	for _, e := range o.Env {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {

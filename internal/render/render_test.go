@@ -243,11 +243,12 @@ func startAll(t *testing.T, bin string, c testCase) map[string]*localrun.Local {
 				t.Fatal(err)
 			}
 			env, missing := localrun.SecretEnv(w, out, c.m.Secrets)
-			if len(missing) > 0 {
-				t.Fatalf("secrets missing from the case: %v", missing)
+			externals, more, err := localrun.SecretFiles(w, out, c.m.Secrets, dir, env)
+			if err != nil || len(missing)+len(more) > 0 {
+				t.Fatalf("secrets missing from the case: %v %v (%v)", missing, more, err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			l, err := localrun.StartLocal(ctx, localrun.LocalOptions{Binary: bin, Dir: dir, Env: env})
+			l, err := localrun.StartLocal(ctx, localrun.LocalOptions{Binary: bin, Dir: dir, Env: env, Externals: externals})
 			if c.expect.StartupError != "" {
 				cancel()
 				se, ok := err.(*localrun.StartupError)

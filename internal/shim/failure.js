@@ -71,6 +71,7 @@ const CAUSE_RULES = [
   ["rpc_timeout", { sub: ["timeouterror"], re: [/\btimed?\s*out\b/] }],
   ["condemnation", { sub: ["condemned"] }],
   ["hard_evict", { sub: ["hard evict"] }],
+  ["outbound_denied", { re: [/connecting to \S+ is not allowed/] }],
 ];
 
 // classifyMessage: the cause one message names (case ignored); "unknown" when none.

@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
@@ -45,9 +47,9 @@ func WorkerdPodLabels() map[string]string {
 // buildNetworkPolicy is the ingress policy of the pods selected by selector, whose spec
 // is pod: each container port admits the peers portPeersByName names. The http port is
 // named (it follows spec.service.port, and pods of an older ReplicaSet may still listen
-// on the previous one); the pod contract's fixed ports are numbers. Egress is not
-// restricted.
-func buildNetworkPolicy(meta metav1.ObjectMeta, selector map[string]string, pod *corev1.PodSpec, opts Options) *networkingv1.NetworkPolicy {
+// on the previous one); the pod contract's fixed ports are numbers. Egress follows the
+// Worker's outbound rules (egressRules).
+func buildNetworkPolicy(meta metav1.ObjectMeta, selector map[string]string, pod *corev1.PodSpec, opts Options, w *fleetv1alpha1.Worker) *networkingv1.NetworkPolicy {
 	ports := map[portPeers][]networkingv1.NetworkPolicyPort{}
 	for _, c := range append(append([]corev1.Container(nil), pod.InitContainers...), pod.Containers...) {
 		for _, p := range c.Ports {
@@ -83,10 +85,57 @@ func buildNetworkPolicy(meta metav1.ObjectMeta, selector map[string]string, pod 
 		ObjectMeta: meta,
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: selector},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Ingress:     rules,
+			Egress:      egressRules(w, opts),
 		},
 	}
+}
+
+// egressRules let the pods reach what workerd's network service lets the Worker's code
+// reach (spec.outbound and the operator's default, as ipBlocks), plus what every pod
+// needs whatever spec.outbound says: cluster DNS (port 53 anywhere: the resolver's
+// address differs per cluster) and the operator's workerd pods of the namespace
+// (service bindings, Durable Object gateways, Workflow engines).
+func egressRules(w *fleetv1alpha1.Worker, opts Options) []networkingv1.NetworkPolicyEgressRule {
+	dns := intstr.FromInt32(53)
+	rules := []networkingv1.NetworkPolicyEgressRule{
+		{Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolUDP), Port: &dns}, {Protocol: ptr.To(corev1.ProtocolTCP), Port: &dns}}},
+		{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: WorkerdPodLabels()}}}},
+	}
+	var to []networkingv1.NetworkPolicyPeer
+	for _, b := range outbound.IPBlocks(WorkerOutbound(w, opts)) {
+		to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: b.CIDR, Except: b.Except}})
+	}
+	if len(to) > 0 {
+		rules = append(rules, networkingv1.NetworkPolicyEgressRule{To: to})
+	}
+	return rules
+}
+
+// WorkerOutbound is the allow and deny lists w's network service gets: spec.outbound
+// over the operator's default (entries that do not parse are left out here; the
+// renderer refuses them).
+func WorkerOutbound(w *fleetv1alpha1.Worker, opts Options) outbound.Rules {
+	var allow, deny []string
+	if o := w.Spec.Outbound; o != nil {
+		allow, deny = parsedOnly(o.Allow), parsedOnly(o.Deny)
+	}
+	r := outbound.Effective(allow, deny, opts.Outbound)
+	if len(r.Allow) == 0 {
+		r.Allow = []string{outbound.Public} // workerd's own default
+	}
+	return r
+}
+
+func parsedOnly(entries []string) []string {
+	var out []string
+	for _, e := range entries {
+		if p, err := outbound.Parse(e); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // managerPeer selects the manager pods in the manager's namespace; nil when the

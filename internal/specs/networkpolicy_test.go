@@ -2,6 +2,8 @@ package specs
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
@@ -168,6 +171,87 @@ func TestNetworkPolicyCoversEveryPort(t *testing.T) {
 		}
 		if got := fmt.Sprint(p.Labels[podcontract.LabelManagedBy]); got != podcontract.ManagedBy {
 			t.Errorf("%s pod labels %v lack %s", name, p.Labels, podcontract.LabelManagedBy)
+		}
+	}
+}
+
+// TestNetworkPolicyEgressFollowsOutbound: the pods' egress is what workerd's network
+// service allows the Worker (spec.outbound over the operator's default), plus DNS and
+// the namespace's workerd pods, on the Worker's, the shards' and the engine's policies.
+func TestNetworkPolicyEgressFollowsOutbound(t *testing.T) {
+	opts := managerOptions()
+	opts.Outbound = outbound.Rules{Allow: []string{"10.96.0.0/12", "10.244.0.0/16"}, Deny: []string{"10.96.0.10/32"}}
+	cases := []struct {
+		name string
+		spec *fleetv1alpha1.OutboundSpec
+		want []networkingv1.IPBlock
+	}{
+		{"default", nil, []networkingv1.IPBlock{{CIDR: "10.96.0.0/12", Except: []string{"10.96.0.10/32"}}, {CIDR: "10.244.0.0/16"}}},
+		{"author's allow and deny", &fleetv1alpha1.OutboundSpec{Allow: []string{"10.96.0.0/16", "192.0.2.7"}, Deny: []string{"10.96.1.0/24"}},
+			[]networkingv1.IPBlock{{CIDR: "10.96.0.0/16", Except: []string{"10.96.1.0/24", "10.96.0.10/32"}}, {CIDR: "192.0.2.7/32"}}},
+		{"loopback only", &fleetv1alpha1.OutboundSpec{Allow: []string{"local"}}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := fixtureWorker(func(w *fleetv1alpha1.Worker) { w.Spec.Outbound = c.spec })
+			out, err := render.Render(render.Input{Worker: w})
+			if err != nil {
+				t.Fatal(err)
+			}
+			np := BuildWorkerChildren(w, out, "inputs", opts).NetworkPolicy
+			if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+				t.Fatalf("policyTypes %v: egress not restricted", np.Spec.PolicyTypes)
+			}
+			var blocks []networkingv1.IPBlock
+			dns, pods := false, false
+			for _, r := range np.Spec.Egress {
+				for _, p := range r.To {
+					switch {
+					case p.IPBlock != nil:
+						blocks = append(blocks, *p.IPBlock)
+					case p.PodSelector != nil && p.NamespaceSelector == nil:
+						pods = reflect.DeepEqual(p.PodSelector.MatchLabels, WorkerdPodLabels())
+					}
+				}
+				if len(r.To) == 0 && len(r.Ports) == 2 && r.Ports[0].Port.IntValue() == 53 {
+					dns = true
+				}
+			}
+			if !reflect.DeepEqual(blocks, c.want) || !dns || !pods {
+				t.Errorf("egress %+v: ipBlocks %+v (want %+v), DNS %v, workerd pods %v", np.Spec.Egress, blocks, c.want, dns, pods)
+			}
+		})
+	}
+}
+
+// TestNetworkPolicyEgressEvaluated evaluates the egress side of the policies the
+// operator builds (testenv.NetworkPolicies.AllowedEgress) under the default public,
+// 10.96.0.0/12 and the admin's deny 10.96.0.10/32.
+func TestNetworkPolicyEgressEvaluated(t *testing.T) {
+	opts := managerOptions()
+	opts.Outbound = outbound.Rules{Allow: []string{"public", "10.96.0.0/12"}, Deny: []string{"10.96.0.10/32"}}
+	policies, pods := fleetPolicies(t, npNamespace, opts)
+	np := testenv.NetworkPolicies{Policies: policies}
+	ext := func(ip string) testenv.PolicyPod { return testenv.PolicyPod{IP: ip} }
+	for _, c := range []struct {
+		what     string
+		from, to testenv.PolicyPod
+		port     int32
+		want     bool
+	}{
+		{"a public address", pods["worker"], ext("203.0.113.7"), 443, true},
+		{"a Service CIDR address", pods["worker"], ext("10.96.5.5"), 80, true},
+		{"the denied address", pods["worker"], ext("10.96.0.10"), 80, false},
+		{"DNS, wherever it is", pods["worker"], ext("10.96.0.10"), 53, true},
+		{"cloud metadata (link-local, not public)", pods["worker"], ext("169.254.169.254"), 80, false},
+		{"a private network outside the allow list", pods["worker"], ext("192.168.1.1"), 5432, false},
+		{"a shard pod of the namespace (DO gateway)", pods["worker"], pods["shard"], podcontract.GatewayPort, true},
+		{"the engine's sidecar, from a shard", pods["shard"], pods["engine"], podcontract.SidecarPort, true},
+		{"a Service CIDR address, from the engine", pods["engine"], ext("10.96.5.5"), 80, true},
+	} {
+		got, err := np.AllowedEgress(c.from, c.to, c.port)
+		if err != nil || got != c.want {
+			t.Errorf("%s (%s:%d): allowed %v, %v; want %v", c.what, c.to.IP, c.port, got, err, c.want)
 		}
 	}
 }

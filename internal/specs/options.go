@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
+	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 )
@@ -58,6 +59,10 @@ type Options struct {
 	// EmptyDirSizeLimit, when set, bounds each emptyDir of every workerd pod (/tmp and the
 	// sidecar's store of Worker pods): the kubelet evicts a pod that writes more.
 	EmptyDirSizeLimit *resource.Quantity
+	// Outbound is the operator's outbound default: Allow for Workers without
+	// spec.outbound.allow, Deny for every Worker (render.Options.Outbound,
+	// docs/outbound.md). Default: outbound.DefaultAllow, no deny.
+	Outbound outbound.Rules
 }
 
 // DefaultOptions are the defaults of the manager's flags.
@@ -71,6 +76,7 @@ func DefaultOptions() Options {
 		DrainSeconds:           30,
 		ShardDrainSeconds:      10,
 		NetworkPolicies:        true,
+		Outbound:               outbound.Rules{Allow: outbound.DefaultAllow},
 		HostUsers:              true,
 	}
 }

@@ -102,7 +102,7 @@ func buildShardSet(w *fleetv1alpha1.Worker, out *render.Output, inputsHash strin
 		},
 	}
 	np := buildNetworkPolicy(metav1.ObjectMeta{Name: p.name, Namespace: p.namespace, Labels: p.labels, OwnerReferences: own},
-		p.selector, &sts.Spec.Template.Spec, opts)
+		p.selector, &sts.Spec.Template.Spec, opts, w)
 	return ShardSet{ConfigMap: cm, StatefulSet: sts, Service: svc, NetworkPolicy: np}
 }
 
@@ -144,7 +144,7 @@ func shardPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash st
 			continue
 		}
 		if p.workerdArgs != nil {
-			c.Args = p.workerdArgs
+			c.Args = append(append([]string(nil), p.workerdArgs...), out.Args...)
 		}
 		c.Ports = append(c.Ports, p.workerdPorts...)
 		c.VolumeMounts = append(c.VolumeMounts, p.workerdMounts...)

@@ -61,7 +61,7 @@ func BuildWorkerChildren(w *fleetv1alpha1.Worker, out *render.Output, inputsHash
 		RPCService: buildWorkerRPCService(w),
 		NetworkPolicy: buildNetworkPolicy(metav1.ObjectMeta{
 			Name: w.Name, Namespace: w.Namespace, Labels: workerLabels(w), OwnerReferences: []metav1.OwnerReference{ownerRef(w)},
-		}, WorkerSelector(w.Name), &dep.Spec.Template.Spec, opts),
+		}, WorkerSelector(w.Name), &dep.Spec.Template.Spec, opts, w),
 	}
 }
 
@@ -341,6 +341,11 @@ func workerVolumes(w *fleetv1alpha1.Worker, out *render.Output) ([]corev1.Volume
 		{Name: "tmp", MountPath: "/tmp"},
 		internalTLSMount(),
 	}
+	for _, v := range out.SecretVolumes {
+		volumes = append(volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: v.Secret, DefaultMode: ptr.To[int32](0o440)}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: podcontract.ConfigDir + "/" + v.Dir, ReadOnly: true})
+	}
 	switch src := w.Spec.Source; {
 	case src.ConfigMap != nil:
 		// The user's ConfigMap is mounted as is; the rendered config embeds its keys.
@@ -384,7 +389,7 @@ func workerdContainer(w *fleetv1alpha1.Worker, out *render.Output, opts Options,
 		Name:       podcontract.WorkerdContainer,
 		Image:      opts.workerdImage(runtimeVersion, runtimeImage),
 		WorkingDir: workDir,
-		Args:       render.Args(w),
+		Args:       append(render.Args(w), out.Args...),
 		Env:        append([]corev1.EnvVar{podIPEnv()}, out.Env...),
 		Ports: []corev1.ContainerPort{
 			{Name: podcontract.HTTPPortName, ContainerPort: render.HTTPPort(w), Protocol: corev1.ProtocolTCP},

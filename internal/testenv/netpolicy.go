@@ -22,7 +22,8 @@ type PolicyPod struct {
 	Spec      *corev1.PodSpec
 }
 
-// NetworkPolicies evaluates the ingress side of networking.k8s.io/v1 NetworkPolicies,
+// NetworkPolicies evaluates networking.k8s.io/v1 NetworkPolicies (ingress: Allowed;
+// egress: AllowedEgress),
 // for tests on clusters where no implementation enforces them (the local cluster):
 //   - a pod is isolated for ingress when a policy of its namespace selects it
 //     (spec.podSelector; the empty selector selects every pod) and its policyTypes
@@ -67,6 +68,44 @@ func (n NetworkPolicies) Allowed(from, to PolicyPod, port int32) (bool, error) {
 		}
 	}
 	return !isolated, nil
+}
+
+// AllowedEgress reports whether the egress side of the policies lets from open a TCP
+// connection to port of to (a pod, or an address outside the cluster: only IP set). The
+// rules mirror the ingress ones: from is isolated for egress when a policy of its
+// namespace selects it and lists Egress in policyTypes; then some egress rule must admit
+// the destination (to: empty admits any) and the port.
+func (n NetworkPolicies) AllowedEgress(from, to PolicyPod, port int32) (bool, error) {
+	isolated := false
+	for i := range n.Policies {
+		p := &n.Policies[i]
+		if p.Namespace != from.Namespace || !hasType(p, networkingv1.PolicyTypeEgress) {
+			continue
+		}
+		if ok, err := selects(&p.Spec.PodSelector, from.Labels); !ok || err != nil {
+			if err != nil {
+				return false, err
+			}
+			continue
+		}
+		isolated = true
+		for _, rule := range p.Spec.Egress {
+			ok, err := n.ruleAdmits(p.Namespace, networkingv1.NetworkPolicyIngressRule{From: rule.To, Ports: rule.Ports}, to, to, port)
+			if ok || err != nil {
+				return ok, err
+			}
+		}
+	}
+	return !isolated, nil
+}
+
+func hasType(p *networkingv1.NetworkPolicy, t networkingv1.PolicyType) bool {
+	for _, pt := range p.Spec.PolicyTypes {
+		if pt == t {
+			return true
+		}
+	}
+	return false
 }
 
 func hasIngress(p *networkingv1.NetworkPolicy) bool {

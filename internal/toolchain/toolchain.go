@@ -135,3 +135,24 @@ func cachedWorkerd(why error) (string, error) {
 	}
 	return "", fmt.Errorf("%w; and several workerd builds in %s: set WORKERD_BIN to one of %v", why, filepath.Join(cache, "workerd"), found)
 }
+
+// NPMTools returns the directory whose node_modules hold esbuild and the PostgreSQL
+// driver `postgres` (hack/install-npm-tools.sh installs them into the cache once).
+func NPMTools() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return runScript(filepath.Join(root, "hack", "install-npm-tools.sh"))
+}
+
+// PostgresBin returns the directory of PostgreSQL's initdb and postgres, installing
+// Debian's postgresql package first when root (hack/install-postgres.sh); "" when it is
+// not installed and cannot be.
+func PostgresBin() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return runScript(filepath.Join(root, "hack", "install-postgres.sh"))
+}

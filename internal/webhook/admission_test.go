@@ -289,6 +289,9 @@ func cases(tbl *limits.Table) []admitCase {
 		admitCase{name: "secret-missing-warns", obj: newWorker("secret-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.Bindings = []v1alpha1.Binding{{Name: "TOKEN", SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "token-not-yet"}, Key: "t"}}}
 		}), wantWarn: []string{"spec.bindings[0].secretKeyRef.name", "Secret wh/token-not-yet does not exist yet"}},
+		admitCase{name: "hyperdrive-secret-missing-warns", obj: newWorker("hd-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Bindings = []v1alpha1.Binding{{Name: "DB", Hyperdrive: &v1alpha1.HyperdriveBinding{SecretRef: v1alpha1.LocalObjectReference{Name: "db-not-yet"}}}}
+		}), wantWarn: []string{"spec.bindings[0].hyperdrive.secretRef.name", "Secret wh/db-not-yet does not exist yet"}},
 	)
 
 	// Workflow limits per profile (the profile of the referenced Worker).

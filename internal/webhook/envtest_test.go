@@ -215,6 +215,7 @@ var suitePolicy = Policy{
 	PriorityClasses: []string{"batch"},
 	TolerationKeys:  []string{"dedicated"},
 	ServiceTypes:    []corev1.ServiceType{corev1.ServiceTypeNodePort},
+	Outbound:        []string{"public", "10.96.0.0/12"},
 }
 
 func loadCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
@@ -58,6 +59,10 @@ type Policy struct {
 	// MaxCPU caps spec.pod.resources cpu (limits and requests). Zero: one CPU, what the
 	// operator gives a workerd container by default.
 	MaxCPU resource.Quantity
+	// Outbound bounds spec.outbound.allow: every entry must lie within it
+	// (outbound.Within). Empty: spec.outbound.allow is refused (the operator's default
+	// applies). The manager sets it to --allowed-outbound, else --outbound-default-allow.
+	Outbound []string
 }
 
 // profileRank orders the profiles from the most restrictive to the most permissive.
@@ -146,6 +151,31 @@ func (w *Webhooks) validatePolicy(ctx context.Context, c *check, spec *field.Pat
 	}
 	if s.Pod != nil {
 		validatePodPolicy(c, pol, spec.Child("pod"), s.Pod)
+	}
+	if s.Outbound != nil {
+		validateOutboundPolicy(c, pol, spec.Child("outbound", "allow"), s.Outbound.Allow)
+		for i, e := range s.Outbound.Deny {
+			if _, err := outbound.Parse(e); err != nil {
+				c.add(field.Invalid(spec.Child("outbound", "deny").Index(i), e, fmt.Sprintf("%v; see %s", err, outbound.Doc)))
+			}
+		}
+	}
+}
+
+// validateOutboundPolicy refuses spec.outbound.allow entries outside Policy.Outbound:
+// an author gets no more of the network than the cluster admin allows.
+func validateOutboundPolicy(c *check, pol *Policy, path *field.Path, allow []string) {
+	for i, e := range allow {
+		p, err := outbound.Parse(e)
+		if err != nil {
+			c.add(field.Invalid(path.Index(i), e, fmt.Sprintf("%v; see %s", err, outbound.Doc)))
+			continue
+		}
+		if !outbound.Within(p, pol.Outbound) {
+			c.add(forbidden(path.Index(i), fmt.Sprintf("connecting to %q is not allowed", e),
+				allowedList(pol.Outbound, "nothing beyond the operator's default (leave spec.outbound.allow empty)")+" (and addresses inside those)",
+				"--allowed-outbound, Helm policy.outboundAllow; see "+outbound.Doc))
+		}
 	}
 }
 

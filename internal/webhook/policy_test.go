@@ -87,7 +87,31 @@ func policyCases() []admitCase {
 			s.Service = &v1alpha1.WorkerServiceSpec{Type: corev1.ServiceTypeLoadBalancer}
 		}), wantErr: refused("spec.service.type", "LoadBalancer is not allowed", "allowed: ClusterIP, NodePort", "--allowed-service-types")},
 	}
+	cs = append(cs, outboundCases()...)
 	return append(cs, append(resourceCases(), profileCases()...)...)
+}
+
+// outboundCases: spec.outbound.allow within the admin's bound (suitePolicy.Outbound:
+// public and 10.96.0.0/12) passes, beyond it is refused; deny is the author's to add.
+func outboundCases() []admitCase {
+	out := func(name string, allow, deny []string) client.Object {
+		return newWorker(name, limits.Paid, func(s *v1alpha1.WorkerSpec) { s.Outbound = &v1alpha1.OutboundSpec{Allow: allow, Deny: deny} })
+	}
+	return []admitCase{
+		{name: "policy-outbound-same-token", obj: out("ob-public", []string{"public"}, []string{"private"})},
+		{name: "policy-outbound-cidr-inside-bound", obj: out("ob-svc", []string{"10.96.4.0/24", "10.100.0.7"}, nil)},
+		{name: "policy-outbound-public-cidr-inside-public", obj: out("ob-pubcidr", []string{"203.0.113.0/24"}, nil)},
+		{name: "policy-outbound-private-refused", obj: out("ob-private", []string{"public", "private"}, nil),
+			wantErr: []string{"spec.outbound.allow[1]: Forbidden", `connecting to "private" is not allowed`, "allowed: public, 10.96.0.0/12", "--allowed-outbound", PolicyDoc}},
+		{name: "policy-outbound-wider-cidr-refused", obj: out("ob-wide", []string{"10.0.0.0/8"}, nil),
+			wantErr: []string{"spec.outbound.allow[0]: Forbidden", `"10.0.0.0/8"`}},
+		{name: "policy-outbound-loopback-refused", obj: out("ob-lo", []string{"127.0.0.1"}, nil),
+			wantErr: []string{"spec.outbound.allow[0]: Forbidden", `"127.0.0.1"`}},
+		{name: "policy-outbound-bad-deny", obj: out("ob-baddeny", nil, []string{"10.0.0.0/40"}),
+			wantErr: []string{"spec.outbound.deny[0]: Invalid value", "neither a CIDR", "docs/outbound.md"}},
+		{name: "policy-outbound-metadata-not-public", obj: out("ob-meta", []string{"169.254.169.254"}, nil),
+			wantErr: []string{"spec.outbound.allow[0]: Forbidden", `"169.254.169.254"`}},
+	}
 }
 
 // resourceCases: spec.pod.resources within the profile (paid: memory_mib 128, so a

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -135,7 +136,11 @@ func (w *Webhooks) ValidateWorker(ctx context.Context, wk *v1alpha1.Worker) (adm
 		if kind == "" || b.Optional() {
 			continue
 		}
-		w.reference(ctx, c, spec.Child("bindings").Index(i).Child(string(b.Kind()), "name"), referenceGVK[kind], wk.Namespace, name)
+		path := spec.Child("bindings").Index(i)
+		for _, part := range strings.Split(b.ReferenceField(), ".") {
+			path = path.Child(part)
+		}
+		w.reference(ctx, c, path, referenceGVK[kind], wk.Namespace, name)
 	}
 	return c.result("Worker", wk.Name)
 }

@@ -141,6 +141,31 @@ func (c *converter) services(path string, v any) {
 	}
 }
 
+// hyperdrive entries become hyperdrive bindings to a Secret "<worker>-<binding>" the
+// user creates (host, port, database, user, password, scheme); the Hyperdrive id and a
+// localConnectionString are not carried over (no credential lands in the manifests).
+func (c *converter) hyperdrive(path string, v any) {
+	for i, e := range list(v) {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		m, ok := e.(map[string]any)
+		binding := str(m, "binding")
+		if !ok || binding == "" {
+			c.unsupported(p, "needs binding")
+			continue
+		}
+		for _, k := range sortedKeys(m) {
+			switch k {
+			case "binding", "id", "localConnectionString":
+			default:
+				c.unsupported(p+"."+k, unknownReason)
+			}
+		}
+		secret := dnsName(c.name + "-" + binding)
+		c.addBinding(v1alpha1.Binding{Name: binding, Hyperdrive: &v1alpha1.HyperdriveBinding{SecretRef: v1alpha1.LocalObjectReference{Name: secret}}})
+		c.res.Notes = append(c.res.Notes, fmt.Sprintf("%s: create Secret %s with the database's host, port, database, user, password and scheme (postgres or mysql) (docs/outbound.md)", p, secret))
+	}
+}
+
 // triggers.crons become one CronSchedule firing the Worker's scheduled() handler.
 func (c *converter) triggers(path string, v any) {
 	m, ok := v.(map[string]any)

@@ -154,6 +154,8 @@ func (c *converter) key(k, path string, v any) {
 		c.d1Databases(path, v)
 	case "queues":
 		c.queues(path, v)
+	case "hyperdrive":
+		c.hyperdrive(path, v)
 	case "triggers":
 		c.triggers(path, v)
 	case "limits":

@@ -38,7 +38,6 @@ var unsupportedKeys = map[string]string{
 	"r2_buckets":                "no R2 binding kind yet",
 	"ai":                        "no Workers AI binding kind",
 	"vectorize":                 "no Vectorize binding kind",
-	"hyperdrive":                "no Hyperdrive binding kind",
 	"analytics_engine_datasets": "no Analytics Engine binding kind",
 	"browser":                   "no Browser Rendering binding kind",
 	"images":                    "no Images binding kind",

@@ -60,6 +60,11 @@ routes = ["example.com/*"]
 GREETING = "hi"
 SETTINGS = { region = "eu", n = 3 }
 
+[[hyperdrive]]
+binding = "DB"
+id = "0123456789abcdef0123456789abcdef"
+localConnectionString = "postgres://me:local-pw@localhost:5432/shop"
+
 [[services]]
 binding = "AUTH"
 service = "auth-worker"
@@ -120,6 +125,7 @@ func TestTOMLProject(t *testing.T) {
 		"GREETING": "text  hi", "SETTINGS": `json  {"n":3,"region":"eu"}`,
 		"AUTH": "service Worker auth-worker", "CARTS": "durableObjectNamespace DurableObjectNamespace shop-shopping-cart",
 		"ORDERS": "workflow Workflow orders", "API_KEY": "secretKeyRef Secret shop-secrets", "TOKEN": "secretKeyRef Secret shop-secrets",
+		"DB": "hyperdrive Secret shop-db",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("bindings\n got %v\nwant %v", got, want)
@@ -145,7 +151,7 @@ func TestTOMLProject(t *testing.T) {
 	if err := res.WriteYAML(&yaml); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(yaml.String(), "secret-value") || strings.Contains(yaml.String(), "status:") {
+	if strings.Contains(yaml.String(), "secret-value") || strings.Contains(yaml.String(), "local-pw") || strings.Contains(yaml.String(), "status:") {
 		t.Errorf("YAML holds a secret value or a status:\n%s", yaml.String())
 	}
 }

@@ -88,11 +88,7 @@ func run(m *testing.M) int {
 // install applies the install bundle, waits for the manager, then applies the samples
 // and waits until every one is Ready — what `make dev` does.
 func install(ctx context.Context) error {
-	bundle, err := installer.Build(repoRoot, "", "")
-	if err != nil {
-		return err
-	}
-	objs, err := decodeAll(bundle)
+	objs, err := bundleObjects()
 	if err != nil {
 		return err
 	}
@@ -118,6 +114,20 @@ func install(ctx context.Context) error {
 		return fmt.Errorf("samples not ready: %w", err)
 	}
 	return nil
+}
+
+// bundleObjects is the install bundle's objects, pointed at the local cluster
+// (devcluster LocalizeInstall: the outbound default allows its Pod and Service CIDRs).
+func bundleObjects() ([]*unstructured.Unstructured, error) {
+	bundle, err := installer.Build(repoRoot, "", "")
+	if err != nil {
+		return nil, err
+	}
+	objs, err := decodeAll(bundle)
+	if err != nil {
+		return nil, err
+	}
+	return objs, cluster.LocalizeInstall(objs)
 }
 
 func decodeAll(b []byte) ([]*unstructured.Unstructured, error) {
@@ -176,7 +186,7 @@ func getWith(hc *http.Client, url string) (string, error) {
 }
 
 // eventually polls cond until it returns nil or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error

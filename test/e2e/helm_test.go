@@ -18,7 +18,6 @@ import (
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/chart"
-	"github.com/workerd-operator/workerd-operator/internal/installer"
 )
 
 // The chart's release name and namespace: with these its objects are the install
@@ -49,7 +48,9 @@ func TestHelm(t *testing.T) {
 	install.ReleaseName, install.Namespace = helmRelease, helmNamespace
 	install.TakeOwnership = true
 	install.Timeout = 2 * time.Minute
-	if _, err := install.RunWithContext(ctx, c, nil); err != nil {
+	// The local cluster's Pod and Service CIDRs, as the bundle gets them (LocalizeInstall).
+	local := map[string]any{"outbound": map[string]any{"defaultAllow": append([]any{"public"}, anySlice(cluster.ClusterCIDRs())...)}}
+	if _, err := install.RunWithContext(ctx, c, local); err != nil {
 		t.Fatalf("helm install: %v", err)
 	}
 	d := waitRolledOut(t, "after install")
@@ -64,7 +65,7 @@ func TestHelm(t *testing.T) {
 	upgrade := action.NewUpgrade(cfg)
 	upgrade.Namespace = helmNamespace
 	upgrade.Timeout = 2 * time.Minute
-	if _, err := upgrade.RunWithContext(ctx, helmRelease, c, map[string]any{"limits": map[string]any{"defaultProfile": "free"}}); err != nil {
+	if _, err := upgrade.RunWithContext(ctx, helmRelease, c, map[string]any{"limits": map[string]any{"defaultProfile": "free"}, "outbound": local["outbound"]}); err != nil {
 		t.Fatalf("helm upgrade: %v", err)
 	}
 	d = waitRolledOut(t, "after upgrade")
@@ -195,11 +196,7 @@ func admittedProfile(t *testing.T, name string) string {
 // did, so that later tests find the operator installed whatever this test left.
 func reinstallBundle(t *testing.T) {
 	ctx := context.Background()
-	bundle, err := installer.Build(repoRoot, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := decodeAll(bundle)
+	objs, err := bundleObjects()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,4 +207,12 @@ func reinstallBundle(t *testing.T) {
 		t.Fatalf("operator of the re-applied bundle: %v", err)
 	}
 	waitRolledOut(t, "after re-applying the bundle")
+}
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }

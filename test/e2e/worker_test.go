@@ -50,7 +50,7 @@ func module(body string) string {
 }
 
 // waitWorkerReady waits for Ready=True at the current generation.
-func waitWorkerReady(t *testing.T, name string) *fleetv1alpha1.Worker {
+func waitWorkerReady(t testing.TB, name string) *fleetv1alpha1.Worker {
 	t.Helper()
 	w := &fleetv1alpha1.Worker{}
 	eventually(t, 3*time.Minute, "Worker "+name+" Ready", func() error {
@@ -66,7 +66,7 @@ func waitWorkerReady(t *testing.T, name string) *fleetv1alpha1.Worker {
 	return w
 }
 
-func workerPods(t *testing.T, name string) []corev1.Pod {
+func workerPods(t testing.TB, name string) []corev1.Pod {
 	t.Helper()
 	pods := &corev1.PodList{}
 	if err := k8sClient.List(context.Background(), pods, client.InNamespace(sampleNS),
@@ -82,7 +82,7 @@ func workerPods(t *testing.T, name string) []corev1.Pod {
 	return live
 }
 
-func serviceURL(t *testing.T, name string) string {
+func serviceURL(t testing.TB, name string) string {
 	t.Helper()
 	var url string
 	eventually(t, time.Minute, "service URL of "+name, func() (err error) {

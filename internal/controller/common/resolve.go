@@ -58,7 +58,7 @@ func RenderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1
 	}
 	rin := render.Input{
 		Worker: w, ConfigMap: in.configMap, Services: in.services,
-		Options:        render.Options{ClusterDomain: opts.ClusterDomain, InternalTLS: true},
+		Options:        render.Options{ClusterDomain: opts.ClusterDomain, InternalTLS: true, Outbound: opts.Outbound},
 		DurableObjects: dos, Workflows: wfs, WorkflowHosts: wfHosts, DataStores: stores,
 	}
 	if host != nil {
