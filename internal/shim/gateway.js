@@ -53,6 +53,7 @@ async function tracked(f) {
 
 async function drain() {
   stoppingUntil = Date.now() + DRAIN_MS;
+  for (const r of relays) r.stop();
   const deadline = Date.now() + DRAIN_MS - 1000;
   let quietSince = inflight === 0 ? Date.now() : 0;
   while (Date.now() < deadline) {
@@ -143,6 +144,64 @@ export default class Gateway extends WorkerEntrypoint {
     const headers = new Headers(request.headers);
     headers.delete(ID_HEADER);
     headers.delete(NAME_HEADER);
-    return this.env.NS.get(oid).fetch(new Request(request, { headers }));
+    const resp = await this.env.NS.get(oid).fetch(new Request(request, { headers }));
+    if (resp.status !== 101 || !resp.webSocket) return resp;
+    return relay(resp, this.env.POD_NAME);
+  }
+}
+
+// WebSockets. The object's socket (hibernatable or not) is held by workerd in this
+// process; the gateway relays each message between it and the socket it answers the
+// router with, so that a drain can close both ends with 1012 (service restart) and a
+// reason instead of leaving them open until the pod is killed (workerd does not close
+// WebSockets on SIGTERM). The relay is a plain accepted socket of this stateless
+// worker: the object still hibernates while it is open.
+const SERVICE_RESTART = 1012;
+const relays = new Set();
+
+function relay(resp, pod) {
+  const upstream = resp.webSocket;
+  const [client, server] = Object.values(new WebSocketPair());
+  upstream.accept();
+  server.accept();
+  const r = { upstream, server };
+  // A socket can be closed only from the request that accepted it: the drain (another
+  // request) resolves r.stop, and the continuation runs in this request's context
+  // (workerd resolves cross-request promises in their own context since 2024-10-14).
+  new Promise((resolve) => { r.stop = resolve; }).then(() => closeRelay(r, pod));
+  relays.add(r);
+  pipe(upstream, server, r);
+  pipe(server, upstream, r);
+  if (stopping()) r.stop();
+  const headers = new Headers();
+  const proto = resp.headers.get("Sec-WebSocket-Protocol");
+  if (proto) headers.set("Sec-WebSocket-Protocol", proto);
+  return new Response(null, { status: 101, webSocket: client, headers });
+}
+
+// pipe forwards from's messages to to, in order, and its close (code and reason; the
+// codes a peer may not send, 1005 and 1006, become 1000 and 1011) or error.
+function pipe(from, to, r) {
+  from.addEventListener("message", (ev) => {
+    try { to.send(ev.data); } catch { /* to is closing */ }
+  });
+  from.addEventListener("close", (ev) => {
+    relays.delete(r);
+    const code = ev.code === 1005 ? 1000 : ev.code === 1006 ? 1011 : ev.code;
+    try { to.close(code, ev.reason); } catch { /* already closed */ }
+  });
+  from.addEventListener("error", () => {
+    relays.delete(r);
+    try { to.close(1011, "the other end of the WebSocket failed"); } catch { /* already closed */ }
+  });
+}
+
+// closeRelay closes both ends with 1012: the client reconnects (to the successor), the
+// object's webSocketClose handler sees the same code.
+function closeRelay(r, pod) {
+  relays.delete(r);
+  const reason = `shard pod ${pod} is being replaced; reconnect`;
+  for (const ws of [r.server, r.upstream]) {
+    try { ws.close(SERVICE_RESTART, reason); } catch { /* already closed */ }
   }
 }

@@ -165,6 +165,26 @@ class Router {
     return this.ns.get(id);
   }
 
+  // upgrade carries a WebSocket upgrade to shard s. JS RPC cannot carry a WebSocket
+  // (workerd: DataCloneError), so it goes as HTTP to the gateway (the id headers), which
+  // answers 101 with the object's socket. open() first: it waits while the owner is away
+  // and refuses a misrouted id, as for any other call; it does nothing to the object.
+  async upgrade(s, id, name, req) {
+    const gw = this.env[`SHARD_${s}`];
+    if (!gw) throw this.unavailable(s, new Error("no gateway binding rendered for it"), 0);
+    const ref = { id: id.toString(), name };
+    const session = await this.session(s, gw, ref);
+    if (typeof session[Symbol.dispose] === "function") session[Symbol.dispose]();
+    const headers = new Headers(req.headers);
+    headers.set(ID_HEADER, ref.id);
+    if (name !== undefined) headers.set(NAME_HEADER, encodeURIComponent(name));
+    try {
+      return await gw.fetch(new Request(req, { headers }));
+    } catch (err) {
+      throw this.lost(s, err);
+    }
+  }
+
   async call(s, id, name, method, args) {
     args.forEach((a, i) => assertCrossable(a, `argument ${i} of ${method}()`));
     let out;
@@ -189,10 +209,16 @@ class Router {
       if (req.body === null) return callWithRetry(() => this.localStub(id).fetch(req.clone()));
       return this.localStub(id).fetch(req);
     }
+    if (isWebSocketUpgrade(req)) return this.upgrade(s, id, name, req);
     // A body can be sent once: such a request is not retried after open() answered.
     const replay = req.body === null;
     return this.remote(s, id, name, (session) => session.fetch(replay ? req.clone() : req), replay ? 3 : 1);
   }
+}
+
+// isWebSocketUpgrade: a request asking for a WebSocket (Upgrade: websocket).
+function isWebSocketUpgrade(req) {
+  return /^websocket$/i.test(req.headers.get("Upgrade") ?? "");
 }
 
 // legacySession speaks to a gateway from before open() (a shard pod not yet rolled
