@@ -1,11 +1,8 @@
 package render_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -14,60 +11,13 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
-// dialRoom opens a WebSocket to room on p's http socket.
+// dialRoom opens a WebSocket to room on replica or shard p (testenv.DialRoom).
 func dialRoom(t testing.TB, p *proc, room, user, mode string) *websocket.Conn {
 	t.Helper()
-	q := url.Values{"user": {user}}
-	if mode != "" {
-		q.Set("mode", mode)
-	}
-	u := "ws://" + p.addr(podcontract.HTTPSocket) + "/room/" + url.PathEscape(room) + "?" + q.Encode()
-	c, resp, err := websocket.DefaultDialer.Dial(u, nil)
-	if err != nil {
-		status := ""
-		if resp != nil {
-			b, _ := io.ReadAll(resp.Body)
-			status = resp.Status + ": " + string(b)
-		}
-		t.Fatalf("dial %s: %v %s\n%s", u, err, status, p.output())
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-func roundTrip(t testing.TB, c *websocket.Conn, msg string) string {
-	t.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if err := c.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
-		t.Fatalf("send %q: %v", msg, err)
-	}
-	_, b, err := c.ReadMessage()
-	if err != nil {
-		t.Fatalf("answer to %q: %v", msg, err)
-	}
-	return string(b)
-}
-
-type roomInfo struct {
-	Constructions  int             `json:"constructions"`
-	ConstructedAt  int64           `json:"constructedAt"`
-	Attachment     json.RawMessage `json:"attachment"`
-	Sockets        int             `json:"sockets"`
-	Tagged         int             `json:"tagged"`
-	AutoResponseAt *int64          `json:"autoResponseAt"`
-	Seq            int             `json:"seq"`
-}
-
-func info(t testing.TB, c *websocket.Conn) roomInfo {
-	t.Helper()
-	var i roomInfo
-	s := roundTrip(t, c, "info")
-	if err := json.Unmarshal([]byte(s), &i); err != nil {
-		t.Fatalf("info %q: %v", s, err)
-	}
-	return i
+	return testenv.DialRoom(t, p.addr(podcontract.HTTPSocket), room, user, mode)
 }
 
 // TestDurableObjectWebSockets: WebSockets to Durable Objects on both shards, through
@@ -80,7 +30,7 @@ func TestDurableObjectWebSockets(t *testing.T) {
 	t.Run("plain accept", func(t *testing.T) {
 		room, _ := nameOnShard(t, c, "plain", 1)
 		ws := dialRoom(t, c.replicas[1], room, "ada", "plain")
-		if got := roundTrip(t, ws, "echo:hello"); got != "hello" {
+		if got := testenv.RoundTrip(t, ws, "echo:hello"); got != "hello" {
 			t.Errorf("echo = %q, want hello", got)
 		}
 	})
@@ -95,101 +45,25 @@ func TestDurableObjectWebSockets(t *testing.T) {
 // its room exactly once, in the room's order (seq 1..30).
 func wsBroadcast(t *testing.T, c *doCluster) {
 	const rooms, clients, each = 4, 10, 3
-	var conns [rooms][clients]*websocket.Conn
-	for r := 0; r < rooms; r++ {
+	conns := make([][]*websocket.Conn, rooms)
+	for r := range conns {
 		room, _ := nameOnShard(t, c, fmt.Sprintf("bcast%d", r), int32(r%2))
-		for i := range conns[r] {
-			conns[r][i] = dialRoom(t, c.replicas[i%2], room, fmt.Sprintf("u%d", i), "")
+		for i := 0; i < clients; i++ {
+			ws := dialRoom(t, c.replicas[i%2], room, fmt.Sprintf("u%d", i), "")
 			// An answer proves the object accepted the socket before anyone broadcasts.
-			if got := roundTrip(t, conns[r][i], "echo:ready"); got != "ready" {
+			if got := testenv.RoundTrip(t, ws, "echo:ready"); got != "ready" {
 				t.Fatalf("room %d client %d: %q", r, i, got)
 			}
+			conns[r] = append(conns[r], ws)
 		}
 	}
-	for k := 0; k < each; k++ {
-		for r := range conns {
-			for i, ws := range conns[r] {
-				if err := ws.WriteMessage(websocket.TextMessage, []byte(fmt.Sprintf("bcast:m%d-%d", i, k))); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-	}
-	for r := range conns {
-		for i, ws := range conns[r] {
-			seen := map[string]int{}
-			for n := 1; n <= clients*each; n++ {
-				var m struct {
-					Seq        int
-					From, Text string
-				}
-				_ = ws.SetReadDeadline(time.Now().Add(30 * time.Second))
-				if err := ws.ReadJSON(&m); err != nil {
-					t.Fatalf("room %d client %d, broadcast %d: %v", r, i, n, err)
-				}
-				if m.Seq != n {
-					t.Fatalf("room %d client %d: broadcast seq %d, want %d (in order, once each)", r, i, m.Seq, n)
-				}
-				seen[m.From+" "+m.Text]++
-			}
-			for u := 0; u < clients; u++ {
-				for k := 0; k < each; k++ {
-					if key := fmt.Sprintf("u%d m%d-%d", u, u, k); seen[key] != 1 {
-						t.Errorf("room %d client %d got %q %d times, want once", r, i, key, seen[key])
-					}
-				}
-			}
-		}
-	}
+	testenv.CheckRoomBroadcasts(t, conns, each)
 }
 
-// wsHibernation: an object holding two hibernatable sockets (one per replica) is evicted
-// after 10 s without events (workerd's inactivity timeout) while both stay open: the
-// next message runs a new instance (the stored construction count went up), which finds
-// both sockets (getWebSockets, tags) and their attachments. A "ping" in between is
-// answered "pong" by workerd (setWebSocketAutoResponse) without waking the object: the
-// new instance was constructed after that pong arrived.
-// https://developers.cloudflare.com/durable-objects/best-practices/websockets/#websocket-hibernation-api
+// wsHibernation: testenv.CheckRoomHibernation, the two sockets through different replicas.
 func wsHibernation(t *testing.T, c *doCluster) {
 	room, _ := nameOnShard(t, c, "hib", 1)
-	ada := dialRoom(t, c.replicas[0], room, "ada", "")
-	bob := dialRoom(t, c.replicas[1], room, "bob", "")
-	before := info(t, ada)
-	if before.Sockets != 2 || before.Tagged != 1 || before.AutoResponseAt != nil {
-		t.Fatalf("before: %+v, want 2 sockets, 1 tagged user:ada, no auto-response yet", before)
-	}
-	var after roomInfo
-	var pingSent, pongAt time.Time
-	for try := 0; ; try++ {
-		time.Sleep(11 * time.Second)
-		pingSent = time.Now().Truncate(time.Millisecond)
-		if got := roundTrip(t, ada, "ping"); got != "pong" {
-			t.Fatalf("ping answered %q, want pong", got)
-		}
-		pongAt = time.Now()
-		if after = info(t, ada); after.Constructions > before.Constructions || try == 5 {
-			break
-		}
-	}
-	if after.Constructions != before.Constructions+1 {
-		t.Fatalf("constructions %d -> %d: the object was not evicted and rebuilt while its sockets stayed open", before.Constructions, after.Constructions)
-	}
-	if after.ConstructedAt < pongAt.UnixMilli() {
-		t.Errorf("the object was constructed at %d, before the pong arrived (%d): the auto-response woke it", after.ConstructedAt, pongAt.UnixMilli())
-	}
-	if want := fmt.Sprintf(`{"user":"ada","joined":%d}`, before.Constructions); string(after.Attachment) != want {
-		t.Errorf("attachment after hibernation %s, want %s", after.Attachment, want)
-	}
-	if after.Sockets != 2 || after.Tagged != 1 {
-		t.Errorf("after hibernation: %d sockets, %d tagged user:ada; want 2 and 1", after.Sockets, after.Tagged)
-	}
-	if after.AutoResponseAt == nil || *after.AutoResponseAt < pingSent.UnixMilli() {
-		t.Errorf("getWebSocketAutoResponseTimestamp = %v, want the ping's time (>= %d)", after.AutoResponseAt, pingSent.UnixMilli())
-	}
-	if got := roundTrip(t, bob, "echo:still here"); got != "still here" {
-		t.Errorf("bob's socket after hibernation: %q", got)
-	}
-	t.Logf("constructions %d -> %d while 2 sockets stayed open", before.Constructions, after.Constructions)
+	testenv.CheckRoomHibernation(t, dialRoom(t, c.replicas[0], room, "ada", ""), dialRoom(t, c.replicas[1], room, "bob", ""))
 }
 
 // wsLimits: serializeAttachment refuses more than 16 KiB; a received message over
@@ -198,17 +72,17 @@ func wsHibernation(t *testing.T, c *doCluster) {
 func wsLimits(t *testing.T, c *doCluster) {
 	room, _ := nameOnShard(t, c, "limits", 1)
 	ws := dialRoom(t, c.replicas[0], room, "ada", "")
-	if got := roundTrip(t, ws, "attach:16000"); got != "attached" {
+	if got := testenv.RoundTrip(t, ws, "attach:16000"); got != "attached" {
 		t.Errorf("a 16,000-byte attachment: %q, want attached", got)
 	}
-	if got := roundTrip(t, ws, "attach:16400"); !strings.Contains(got, "cannot be larger than 16384 bytes") {
+	if got := testenv.RoundTrip(t, ws, "attach:16400"); !strings.Contains(got, "cannot be larger than 16384 bytes") {
 		t.Errorf("a 16,400-byte attachment: %q, want refused at 16384 bytes", got)
 	}
-	if got := roundTrip(t, ws, "timeout:5000"); got != "5000" {
+	if got := testenv.RoundTrip(t, ws, "timeout:5000"); got != "5000" {
 		t.Errorf("setHibernatableWebSocketEventTimeout(5000) then get: %q", got)
 	}
 	big := make([]byte, 1<<20)
-	if got := roundTrip(t, ws, "echo:"+string(big)); len(got) != len(big) {
+	if got := testenv.RoundTrip(t, ws, "echo:"+string(big)); len(got) != len(big) {
 		t.Errorf("a 1 MiB echo came back with %d bytes", len(got))
 	}
 	_ = ws.WriteMessage(websocket.BinaryMessage, make([]byte, 32<<20+1))
@@ -224,10 +98,10 @@ func wsClose(t *testing.T, c *doCluster) {
 	room, _ := nameOnShard(t, c, "closing", 0)
 	ada := dialRoom(t, c.replicas[0], room, "ada", "")
 	bob := dialRoom(t, c.replicas[1], room, "bob", "")
-	roundTrip(t, ada, "echo:x")
+	testenv.RoundTrip(t, ada, "echo:x")
 	_ = ada.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(4001, "bye"), time.Now().Add(5*time.Second))
 	waitFor(t, "webSocketClose(4001, bye)", func() bool {
-		return roundTrip(t, bob, "lastclose") == `{"code":4001,"reason":"bye"}`
+		return testenv.RoundTrip(t, bob, "lastclose") == `{"code":4001,"reason":"bye"}`
 	})
 }
 
@@ -262,10 +136,10 @@ func wsDrain(t *testing.T, c *doCluster) {
 	c.shards[s].kill()
 	c.shards[s].start()
 	ws := dialRoom(t, c.replicas[0], room, "ada", "")
-	if got := info(t, ws); got.Seq != 1 {
+	if got := testenv.Info(t, ws); got.Seq != 1 {
 		t.Errorf("after the restart the room's seq is %d, want 1 (stored before)", got.Seq)
 	}
-	if got := roundTrip(t, ws, "lastclose"); !strings.Contains(got, `"code":1012`) {
+	if got := testenv.RoundTrip(t, ws, "lastclose"); !strings.Contains(got, `"code":1012`) {
 		t.Errorf("the object's webSocketClose stored %s, want code 1012", got)
 	}
 }
