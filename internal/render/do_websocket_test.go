@@ -1,6 +1,7 @@
 package render_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
@@ -81,11 +83,27 @@ func wsLimits(t *testing.T, c *doCluster) {
 	if got := testenv.RoundTrip(t, ws, "timeout:5000"); got != "5000" {
 		t.Errorf("setHibernatableWebSocketEventTimeout(5000) then get: %q", got)
 	}
+	// The bounds workerd enforces, as the WebSocket API page states them.
+	// https://developers.cloudflare.com/durable-objects/api/websockets/
+	var bounds map[string]string
+	if err := json.Unmarshal([]byte(testenv.RoundTrip(t, ws, "bounds")), &bounds); err != nil {
+		t.Fatal(err)
+	}
+	for what, want := range map[string]string{
+		"tags 10": "ok", "tags 11": "cannot have more than 10 tags",
+		"tag chars 256": "ok", "tag chars 257": "longer than the max tag length (256 characters)",
+		"auto-response bytes 2048": "ok", "auto-response bytes 2049": "cannot be larger than 2048 bytes",
+		"event timeout ms 604800000": "ok", "event timeout ms 604800001": "should not exceed 604800000 ms",
+	} {
+		if got := bounds[what]; !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want %q", what, got, want)
+		}
+	}
 	big := make([]byte, 1<<20)
 	if got := testenv.RoundTrip(t, ws, "echo:"+string(big)); len(got) != len(big) {
 		t.Errorf("a 1 MiB echo came back with %d bytes", len(got))
 	}
-	_ = ws.WriteMessage(websocket.BinaryMessage, make([]byte, 32<<20+1))
+	_ = ws.WriteMessage(websocket.BinaryMessage, make([]byte, limits.Get(limits.Paid, limits.DOWebSocketMessageBytes)+1))
 	_, _, err := ws.ReadMessage()
 	var ce *websocket.CloseError
 	if !errors.As(err, &ce) || ce.Code != websocket.CloseMessageTooBig {

@@ -16,6 +16,7 @@
 //   "attach:<n>" -> serializeAttachment of about n bytes: "attached" or "refused: …".
 //   "timeout:<ms>" -> setHibernatableWebSocketEventTimeout(ms), answers the getter.
 //   "lastclose"  -> the {code, reason} its webSocketClose handler last stored.
+//   "bounds"     -> each Hibernation API bound tried at and past its limit (bounds()).
 // constructions counts constructor runs of this object (stored), so a test can see an
 // eviction and rebuild.
 import { DurableObject } from "cloudflare:workers";
@@ -79,6 +80,7 @@ export class Room extends DurableObject {
       this.ctx.setHibernatableWebSocketEventTimeout(Number(msg.slice(8)));
       return ws.send(String(this.ctx.getHibernatableWebSocketEventTimeout()));
     }
+    if (msg === "bounds") return ws.send(JSON.stringify(this.bounds()));
     if (msg === "lastclose") return ws.send(JSON.stringify((await this.ctx.storage.get("lastClose")) ?? null));
     if (msg === "info") {
       ws.send(JSON.stringify({
@@ -93,6 +95,24 @@ export class Room extends DurableObject {
       return;
     }
     ws.send("unknown:" + msg);
+  }
+
+  // bounds tries each Hibernation API bound at its limit and one past it: the answer
+  // maps "<what> <n>" to "ok" or the error message. The sockets it accepts stay in
+  // getWebSockets() (their other ends are dropped): ask a room used for nothing else.
+  bounds() {
+    const out = {};
+    const attempt = (what, f) => {
+      try { f(); out[what] = "ok"; } catch (e) { out[what] = e.message; }
+    };
+    const spare = () => new WebSocketPair()[1];
+    for (const n of [10, 11]) attempt(`tags ${n}`, () => this.ctx.acceptWebSocket(spare(), Array.from({ length: n }, (_, i) => `t${i}`)));
+    for (const n of [256, 257]) attempt(`tag chars ${n}`, () => this.ctx.acceptWebSocket(spare(), ["x".repeat(n)]));
+    for (const n of [2048, 2049]) attempt(`auto-response bytes ${n}`, () => this.ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair("x".repeat(n), "y")));
+    this.ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair("ping", "pong"));
+    for (const n of [604800000, 604800001]) attempt(`event timeout ms ${n}`, () => this.ctx.setHibernatableWebSocketEventTimeout(n));
+    this.ctx.setHibernatableWebSocketEventTimeout();
+    return out;
   }
 
   async webSocketClose(ws, code, reason) {
