@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,7 @@ func TestDurableObjectWebSockets(t *testing.T) {
 	t.Run("hibernation", func(t *testing.T) { wsHibernation(t, c) })
 	t.Run("limits", func(t *testing.T) { wsLimits(t, c) })
 	t.Run("close", func(t *testing.T) { wsClose(t, c) })
+	t.Run("connect", func(t *testing.T) { wsConnect(t, c) })
 	t.Run("drain", func(t *testing.T) { wsDrain(t, c) })
 }
 
@@ -159,5 +161,19 @@ func wsDrain(t *testing.T, c *doCluster) {
 	}
 	if got := testenv.RoundTrip(t, ws, "lastclose"); !strings.Contains(got, `"code":1012`) {
 		t.Errorf("the object's webSocketClose stored %s, want code 1012", got)
+	}
+}
+
+// wsConnect: stub.connect() reaches the object's connect() handler on either shard,
+// from a Worker replica (across pods, byte streams over JS RPC) and from shard 0's own
+// Worker code (in-process for shard 0's objects).
+func wsConnect(t *testing.T, c *doCluster) {
+	for _, s := range []int32{0, 1} {
+		room, _ := nameOnShard(t, c, "tcp", s)
+		for _, p := range []*proc{c.replicas[0], c.shards[0]} {
+			if got := c.mustGet(t, p, "/tcp", url.Values{"name": {room}, "say": {"hello"}}); got != room+":hello" {
+				t.Errorf("shard %d room through connect(): %q, want %q", s, got, room+":hello")
+			}
+		}
 	}
 }

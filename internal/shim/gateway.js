@@ -14,15 +14,20 @@
 //   so a misrouted call never creates a second copy. Results must be structured-clone
 //   data (router-common.js).
 // RPC: open({id, name?}) -> a Session for that object (same checks as invoke), with
-//   session.invoke(method, args) and session.fetch(request). open() does nothing to
+//   session.invoke(method, args), session.fetch(request) and
+//   session.connect(address, options, upstream) (stub.connect(): returns the byte
+//   stream the object's connect() handler writes, upstream is what the caller writes).
+//   open() does nothing to
 //   the object, so a router may retry a failed open() freely; a call made on an open
 //   session travels on the connection open() answered on. While the pod drains,
 //   open() refuses with an Error whose .stopping is true (nothing was done).
 // HTTP: any request carrying x-workerd-operator-do-id (and optionally
 //   x-workerd-operator-do-name) goes to that object's fetch() without those headers;
 //   a request without the id header is 400, a misrouted one 421, both with a text body.
+//   A 101 with a WebSocket is relayed (relay(), below): how WebSocket upgrades arrive.
 // Drain: GET /_workerd-operator/drain (the shard pod's preStop hook) makes open() refuse
-//   new sessions and answers once no call is in flight on this pod (at most DRAIN_MS);
+//   new sessions, closes every relayed WebSocket with 1012 (service restart) and a
+//   reason, and answers once no call is in flight on this pod (at most DRAIN_MS);
 //   the refusal lasts until the pod stops, or DRAIN_MS after the last drain request.
 
 import { WorkerEntrypoint, RpcTarget } from "cloudflare:workers";
@@ -71,6 +76,13 @@ class Session extends RpcTarget {
   constructor(gw, id) { super(); this.#gw = gw; this.#id = id; }
   invoke(method, args) { return tracked(() => this.#gw.call(this.#id, method, args)); }
   fetch(request) { return tracked(() => this.#gw.env.NS.get(this.#id).fetch(request)); }
+  // connect: stub.connect() of a router on another pod. upstream is what the caller
+  // writes; the result is what the object's connect() handler writes.
+  connect(address, options, upstream) {
+    const sock = this.#gw.env.NS.get(this.#id).connect(address, options);
+    upstream.pipeTo(sock.writable).catch(() => {});
+    return sock.readable;
+  }
 }
 
 export default class Gateway extends WorkerEntrypoint {

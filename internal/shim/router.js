@@ -31,7 +31,9 @@
 // after open() answered may have reached the object: thrown at once, retryable = false.
 // Errors the owner's runtime raises with a retryable class (failure.js: superseded
 // isolate, storage reset, ...) are retried as in-process calls are: callWithRetry's rule
-// (3 attempts, never "overloaded"); fetch() with a body is not replayed. A gateway from
+// (3 attempts, never "overloaded"); fetch() with a body is not replayed. A request with
+// Upgrade: websocket goes as HTTP to the gateway after open() (JS RPC cannot carry a
+// WebSocket); stub.connect() goes as JS RPC byte streams (session.connect). A gateway from
 // before open() (not yet rolled during an operator upgrade) is called the old way:
 // invoke(ref, method, args), fetch() with the x-workerd-operator-do-id/-name headers.
 
@@ -185,6 +187,34 @@ class Router {
     }
   }
 
+  // connect is stub.connect(address, options): a TCP-like socket to the object's
+  // connect() handler. In-process it is workerd's own. To another shard the bytes go as
+  // JS RPC streams: session.connect() takes the stream the caller writes and returns the
+  // stream the object writes (byte streams cross workerd processes; a Socket does not).
+  // The returned object has readable, writable, opened, closed and close(); startTls()
+  // is not offered across shards.
+  connect(s, id, name, address, options) {
+    if (s === this.self) return this.localStub(id).connect(address, options);
+    const up = new IdentityTransformStream();
+    const down = new IdentityTransformStream();
+    const opened = this.remote(s, id, name, (session) => session.connect(address, options ?? {}, up.readable), 1)
+      .then((readable) => {
+        const closed = readable.pipeTo(down.writable);
+        return { closed };
+      });
+    const closed = opened.then((o) => o.closed);
+    opened.catch((err) => down.writable.abort(err).catch(() => {}));
+    return {
+      readable: down.readable,
+      writable: up.writable,
+      opened: opened.then(() => ({})),
+      closed,
+      close: async () => {
+        await Promise.allSettled([up.writable.close(), down.readable.cancel()]);
+      },
+    };
+  }
+
   async call(s, id, name, method, args) {
     args.forEach((a, i) => assertCrossable(a, `argument ${i} of ${method}()`));
     let out;
@@ -245,6 +275,7 @@ function makeStub(r, id, name) {
     id,
     name,
     fetch: (input, init) => r.fetch(s, id, name, input, init),
+    connect: (address, options) => r.connect(s, id, name, address, options),
   };
   return new Proxy(target, {
     get(t, p) {

@@ -17,6 +17,8 @@
 //   "timeout:<ms>" -> setHibernatableWebSocketEventTimeout(ms), answers the getter.
 //   "lastclose"  -> the {code, reason} its webSocketClose handler last stored.
 //   "bounds"     -> each Hibernation API bound tried at and past its limit (bounds()).
+// GET /tcp?name=<room>&say=<x> -> stub.connect() to the room (its connect() handler
+// answers "<room>:<x>").
 // constructions counts constructor runs of this object (stored), so a test can see an
 // eviction and rebuild.
 import { DurableObject } from "cloudflare:workers";
@@ -115,6 +117,18 @@ export class Room extends DurableObject {
     return out;
   }
 
+  // connect is the TCP handler of stub.connect(): it answers each chunk it reads with
+  // "<room>:" and the chunk, until the caller closes its side.
+  async connect(socket) {
+    const w = socket.writable.getWriter();
+    const enc = new TextEncoder();
+    const dec = new TextDecoder();
+    for await (const chunk of socket.readable) {
+      await w.write(enc.encode(`${this.ctx.id.name}:${dec.decode(chunk)}`));
+    }
+    await w.close();
+  }
+
   async webSocketClose(ws, code, reason) {
     await this.ctx.storage.put("lastClose", { code, reason });
   }
@@ -124,11 +138,22 @@ export class Room extends DurableObject {
   }
 }
 
+// tcp opens stub.connect() to the room, writes say, closes its side and answers with
+// everything the room sent back.
+async function tcp(stub, say) {
+  const sock = stub.connect("room.internal:1");
+  const w = sock.writable.getWriter();
+  await w.write(new TextEncoder().encode(say));
+  await w.close();
+  return new Response(sock.readable);
+}
+
 export default {
   async fetch(req, env) {
     const url = new URL(req.url);
     const m = /^\/room\/([^/]+)(\/.*)?$/.exec(url.pathname);
     if (url.pathname === "/id") return new Response(env.ROOMS.idFromName(url.searchParams.get("name")).toString());
+    if (url.pathname === "/tcp") return tcp(env.ROOMS.getByName(url.searchParams.get("name")), url.searchParams.get("say"));
     if (!m) return new Response("not found\n", { status: 404 });
     return env.ROOMS.getByName(decodeURIComponent(m[1])).fetch(req);
   },
