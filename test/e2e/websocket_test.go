@@ -92,7 +92,8 @@ func roomShard(t *testing.T, base, name string) int32 {
 // router and the owning shard's gateway (mutual TLS) to Durable Objects on 2 shards
 // (docs/durable-objects.md "WebSockets"): 200 clients in 20 rooms get every broadcast of
 // their room once, in order; the objects hibernate with sockets open; a Worker reaches
-// the rooms through a service binding; deleting a shard pod closes its sockets with
+// the rooms through a service binding; stub.connect() reaches rooms on both shards;
+// deleting a shard pod closes its sockets with
 // 1012 within its grace period, and clients reconnect to the room's stored state.
 func TestDurableObjectWebSockets(t *testing.T) {
 	bases := newWSRoom(t)
@@ -125,6 +126,15 @@ func TestDurableObjectWebSockets(t *testing.T) {
 		ws := testenv.DialRoom(t, front, "via-front", "ada", "")
 		if got := testenv.RoundTrip(t, ws, "echo:through wsfront"); got != "through wsfront" {
 			t.Errorf("echo through the service binding: %q", got)
+		}
+	})
+	t.Run("stub.connect()", func(t *testing.T) {
+		for _, name := range []string{"room-0", "room-1", "room-2", "room-3"} {
+			want := fmt.Sprintf("%s:hello from %s", name, bases[0])
+			got, err := get("http://" + bases[0] + "/tcp?name=" + name + "&say=hello+from+" + bases[0])
+			if err != nil || got != want {
+				t.Errorf("connect() to %s (shard %d): %q %v, want %q", name, roomShard(t, bases[0], name), got, err, want)
+			}
 		}
 	})
 	t.Run("shard pod replaced", func(t *testing.T) { wsShardReplaced(t, bases) })
