@@ -178,8 +178,8 @@ function relay(resp, pod) {
   server.accept();
   const r = { upstream, server };
   // A socket can be closed only from the request that accepted it: the drain (another
-  // request) resolves r.stop, and the continuation runs in this request's context
-  // (workerd resolves cross-request promises in their own context since 2024-10-14).
+  // request) resolves r.stop, and workerd runs the continuation in the context that
+  // created the promise, this one (tested: internal/render TestDurableObjectWebSockets).
   new Promise((resolve) => { r.stop = resolve; }).then(() => closeRelay(r, pod));
   relays.add(r);
   pipe(upstream, server, r);

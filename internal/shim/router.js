@@ -203,11 +203,16 @@ class Router {
         return { closed };
       });
     const closed = opened.then((o) => o.closed);
+    const openedInfo = opened.then(() => ({}));
+    // The caller sees a failure through these promises and the streams; unawaited,
+    // it is not an unhandled rejection.
     opened.catch((err) => down.writable.abort(err).catch(() => {}));
+    closed.catch(() => {});
+    openedInfo.catch(() => {});
     return {
       readable: down.readable,
       writable: up.writable,
-      opened: opened.then(() => ({})),
+      opened: openedInfo,
       closed,
       close: async () => {
         await Promise.allSettled([up.writable.close(), down.readable.cancel()]);
