@@ -113,7 +113,8 @@ func wsLimits(t *testing.T, c *doCluster) {
 	}
 }
 
-// wsClose: a client's close code and reason reach the object's webSocketClose handler.
+// wsClose: a client's close code and reason reach the object's webSocketClose handler,
+// and the object's reach the client.
 func wsClose(t *testing.T, c *doCluster) {
 	room, _ := nameOnShard(t, c, "closing", 0)
 	ada := dialRoom(t, c.replicas[0], room, "ada", "")
@@ -123,6 +124,14 @@ func wsClose(t *testing.T, c *doCluster) {
 	waitFor(t, "webSocketClose(4001, bye)", func() bool {
 		return testenv.RoundTrip(t, bob, "lastclose") == `{"code":4001,"reason":"bye"}`
 	})
+	// And the other way: the object's close code and reason reach the client.
+	_ = bob.WriteMessage(websocket.TextMessage, []byte("close:4002:done"))
+	_ = bob.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, _, err := bob.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != 4002 || ce.Text != "done" {
+		t.Errorf("after the object closed the socket: %v, want close 4002 done", err)
+	}
 }
 
 // wsDrain: draining a shard (its pod's preStop hook) closes every WebSocket it relays
