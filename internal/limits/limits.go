@@ -146,6 +146,7 @@ const (
 	DOStorageBytes            Name = "do_storage_bytes"
 	DOBlockConcurrencyMs      Name = "do_block_concurrency_ms"
 	DOWebSocketAttachmentByte Name = "do_websocket_attachment_bytes"
+	DOWebSocketMessageBytes   Name = "do_websocket_message_bytes"
 	DORPCSafePayloadBytes     Name = "do_rpc_safe_payload_bytes"
 )
 
@@ -480,6 +481,9 @@ var table = []Limit{
 	{Name: DOWebSocketAttachmentByte, Description: "Serialized bytes per hibernatable WebSocket attachment.", Unit: Bytes,
 		Values: same(16 * kib), Source: DocMeasured, Provenance: Measured, Enforcement: Pod,
 		How: "workerd enforces it (serializeAttachment throws) in the pod"},
+	{Name: DOWebSocketMessageBytes, Description: "Bytes of one received WebSocket message.", Unit: Bytes,
+		Values: same(32 * mib), Source: DocDOLimits, Provenance: Documented, Enforcement: Pod,
+		How: "workerd closes the socket with 1009 (message too big) at the first pod a larger message reaches (docs/durable-objects.md \"WebSockets\")"},
 	{Name: DORPCSafePayloadBytes, Description: "Bytes to send in one RPC value, under the platform's 32 MiB.", Unit: Bytes,
 		Values: same(28 * mib), Source: DocMeasured, Provenance: Measured, Enforcement: NotEnforced,
 		How: "not enforced: a safety envelope for application code (workerd's own limit is 32 MiB)"},

@@ -34,8 +34,14 @@ import (
 // doFixture is testdata/do/counter.yaml with testdata/do/counter.js as the main module.
 func doFixture(t testing.TB) (*v1alpha1.Worker, *v1alpha1.DurableObjectNamespace) {
 	t.Helper()
-	w, d := readWorkerAndNamespace(t, filepath.Join("testdata", "do", "counter.yaml"))
-	js, err := os.ReadFile(filepath.Join("testdata", "do", "counter.js"))
+	return fixture(t, "counter")
+}
+
+// fixture is testdata/do/<name>.yaml with testdata/do/<name>.js as the main module.
+func fixture(t testing.TB, name string) (*v1alpha1.Worker, *v1alpha1.DurableObjectNamespace) {
+	t.Helper()
+	w, d := readWorkerAndNamespace(t, filepath.Join("testdata", "do", name+".yaml"))
+	js, err := os.ReadFile(filepath.Join("testdata", "do", name+".js"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,15 +14,20 @@
 //   so a misrouted call never creates a second copy. Results must be structured-clone
 //   data (router-common.js).
 // RPC: open({id, name?}) -> a Session for that object (same checks as invoke), with
-//   session.invoke(method, args) and session.fetch(request). open() does nothing to
+//   session.invoke(method, args), session.fetch(request) and
+//   session.connect(address, options, upstream) (stub.connect(): returns the byte
+//   stream the object's connect() handler writes, upstream is what the caller writes).
+//   open() does nothing to
 //   the object, so a router may retry a failed open() freely; a call made on an open
 //   session travels on the connection open() answered on. While the pod drains,
 //   open() refuses with an Error whose .stopping is true (nothing was done).
 // HTTP: any request carrying x-workerd-operator-do-id (and optionally
 //   x-workerd-operator-do-name) goes to that object's fetch() without those headers;
 //   a request without the id header is 400, a misrouted one 421, both with a text body.
+//   A 101 with a WebSocket is relayed (relay(), below): how WebSocket upgrades arrive.
 // Drain: GET /_workerd-operator/drain (the shard pod's preStop hook) makes open() refuse
-//   new sessions and answers once no call is in flight on this pod (at most DRAIN_MS);
+//   new sessions, closes every relayed WebSocket with 1012 (service restart) and a
+//   reason, and answers once no call is in flight on this pod (at most DRAIN_MS);
 //   the refusal lasts until the pod stops, or DRAIN_MS after the last drain request.
 
 import { WorkerEntrypoint, RpcTarget } from "cloudflare:workers";
@@ -53,6 +58,7 @@ async function tracked(f) {
 
 async function drain() {
   stoppingUntil = Date.now() + DRAIN_MS;
+  for (const r of relays) r.stop();
   const deadline = Date.now() + DRAIN_MS - 1000;
   let quietSince = inflight === 0 ? Date.now() : 0;
   while (Date.now() < deadline) {
@@ -70,6 +76,13 @@ class Session extends RpcTarget {
   constructor(gw, id) { super(); this.#gw = gw; this.#id = id; }
   invoke(method, args) { return tracked(() => this.#gw.call(this.#id, method, args)); }
   fetch(request) { return tracked(() => this.#gw.env.NS.get(this.#id).fetch(request)); }
+  // connect: stub.connect() of a router on another pod. upstream is what the caller
+  // writes; the result is what the object's connect() handler writes.
+  connect(address, options, upstream) {
+    const sock = this.#gw.env.NS.get(this.#id).connect(address, options);
+    upstream.pipeTo(sock.writable).catch(() => {});
+    return sock.readable;
+  }
 }
 
 export default class Gateway extends WorkerEntrypoint {
@@ -143,6 +156,64 @@ export default class Gateway extends WorkerEntrypoint {
     const headers = new Headers(request.headers);
     headers.delete(ID_HEADER);
     headers.delete(NAME_HEADER);
-    return this.env.NS.get(oid).fetch(new Request(request, { headers }));
+    const resp = await this.env.NS.get(oid).fetch(new Request(request, { headers }));
+    if (resp.status !== 101 || !resp.webSocket) return resp;
+    return relay(resp, this.env.POD_NAME);
+  }
+}
+
+// WebSockets. The object's socket (hibernatable or not) is held by workerd in this
+// process; the gateway relays each message between it and the socket it answers the
+// router with, so that a drain can close both ends with 1012 (service restart) and a
+// reason instead of leaving them open until the pod is killed (workerd does not close
+// WebSockets on SIGTERM). The relay is a plain accepted socket of this stateless
+// worker: the object still hibernates while it is open.
+const SERVICE_RESTART = 1012;
+const relays = new Set();
+
+function relay(resp, pod) {
+  const upstream = resp.webSocket;
+  const [client, server] = Object.values(new WebSocketPair());
+  upstream.accept();
+  server.accept();
+  const r = { upstream, server };
+  // A socket can be closed only from the request that accepted it: the drain (another
+  // request) resolves r.stop, and workerd runs the continuation in the context that
+  // created the promise, this one (tested: internal/render TestDurableObjectWebSockets).
+  new Promise((resolve) => { r.stop = resolve; }).then(() => closeRelay(r, pod));
+  relays.add(r);
+  pipe(upstream, server, r);
+  pipe(server, upstream, r);
+  if (stopping()) r.stop();
+  const headers = new Headers();
+  const proto = resp.headers.get("Sec-WebSocket-Protocol");
+  if (proto) headers.set("Sec-WebSocket-Protocol", proto);
+  return new Response(null, { status: 101, webSocket: client, headers });
+}
+
+// pipe forwards from's messages to to, in order, and its close (code and reason; the
+// codes a peer may not send, 1005 and 1006, become 1000 and 1011) or error.
+function pipe(from, to, r) {
+  from.addEventListener("message", (ev) => {
+    try { to.send(ev.data); } catch { /* to is closing */ }
+  });
+  from.addEventListener("close", (ev) => {
+    relays.delete(r);
+    const code = ev.code === 1005 ? 1000 : ev.code === 1006 ? 1011 : ev.code;
+    try { to.close(code, ev.reason); } catch { /* already closed */ }
+  });
+  from.addEventListener("error", () => {
+    relays.delete(r);
+    try { to.close(1011, "the other end of the WebSocket failed"); } catch { /* already closed */ }
+  });
+}
+
+// closeRelay closes both ends with 1012: the client reconnects (to the successor), the
+// object's webSocketClose handler sees the same code.
+function closeRelay(r, pod) {
+  relays.delete(r);
+  const reason = `shard pod ${pod} is being replaced; reconnect`;
+  for (const ws of [r.server, r.upstream]) {
+    try { ws.close(SERVICE_RESTART, reason); } catch { /* already closed */ }
   }
 }

@@ -31,7 +31,9 @@
 // after open() answered may have reached the object: thrown at once, retryable = false.
 // Errors the owner's runtime raises with a retryable class (failure.js: superseded
 // isolate, storage reset, ...) are retried as in-process calls are: callWithRetry's rule
-// (3 attempts, never "overloaded"); fetch() with a body is not replayed. A gateway from
+// (3 attempts, never "overloaded"); fetch() with a body is not replayed. A request with
+// Upgrade: websocket goes as HTTP to the gateway after open() (JS RPC cannot carry a
+// WebSocket); stub.connect() goes as JS RPC byte streams (session.connect). A gateway from
 // before open() (not yet rolled during an operator upgrade) is called the old way:
 // invoke(ref, method, args), fetch() with the x-workerd-operator-do-id/-name headers.
 
@@ -165,6 +167,59 @@ class Router {
     return this.ns.get(id);
   }
 
+  // upgrade carries a WebSocket upgrade to shard s. JS RPC cannot carry a WebSocket
+  // (workerd: DataCloneError), so it goes as HTTP to the gateway (the id headers), which
+  // answers 101 with the object's socket. open() first: it waits while the owner is away
+  // and refuses a misrouted id, as for any other call; it does nothing to the object.
+  async upgrade(s, id, name, req) {
+    const gw = this.env[`SHARD_${s}`];
+    if (!gw) throw this.unavailable(s, new Error("no gateway binding rendered for it"), 0);
+    const ref = { id: id.toString(), name };
+    const session = await this.session(s, gw, ref);
+    if (typeof session[Symbol.dispose] === "function") session[Symbol.dispose]();
+    const headers = new Headers(req.headers);
+    headers.set(ID_HEADER, ref.id);
+    if (name !== undefined) headers.set(NAME_HEADER, encodeURIComponent(name));
+    try {
+      return await gw.fetch(new Request(req, { headers }));
+    } catch (err) {
+      throw this.lost(s, err);
+    }
+  }
+
+  // connect is stub.connect(address, options): a TCP-like socket to the object's
+  // connect() handler. In-process it is workerd's own. To another shard the bytes go as
+  // JS RPC streams: session.connect() takes the stream the caller writes and returns the
+  // stream the object writes (byte streams cross workerd processes; a Socket does not).
+  // The returned object has readable, writable, opened, closed and close(); startTls()
+  // is not offered across shards.
+  connect(s, id, name, address, options) {
+    if (s === this.self) return this.localStub(id).connect(address, options);
+    const up = new IdentityTransformStream();
+    const down = new IdentityTransformStream();
+    const opened = this.remote(s, id, name, (session) => session.connect(address, options ?? {}, up.readable), 1)
+      .then((readable) => {
+        const closed = readable.pipeTo(down.writable);
+        return { closed };
+      });
+    const closed = opened.then((o) => o.closed);
+    const openedInfo = opened.then(() => ({}));
+    // The caller sees a failure through these promises and the streams; unawaited,
+    // it is not an unhandled rejection.
+    opened.catch((err) => down.writable.abort(err).catch(() => {}));
+    closed.catch(() => {});
+    openedInfo.catch(() => {});
+    return {
+      readable: down.readable,
+      writable: up.writable,
+      opened: openedInfo,
+      closed,
+      close: async () => {
+        await Promise.allSettled([up.writable.close(), down.readable.cancel()]);
+      },
+    };
+  }
+
   async call(s, id, name, method, args) {
     args.forEach((a, i) => assertCrossable(a, `argument ${i} of ${method}()`));
     let out;
@@ -189,10 +244,16 @@ class Router {
       if (req.body === null) return callWithRetry(() => this.localStub(id).fetch(req.clone()));
       return this.localStub(id).fetch(req);
     }
+    if (isWebSocketUpgrade(req)) return this.upgrade(s, id, name, req);
     // A body can be sent once: such a request is not retried after open() answered.
     const replay = req.body === null;
     return this.remote(s, id, name, (session) => session.fetch(replay ? req.clone() : req), replay ? 3 : 1);
   }
+}
+
+// isWebSocketUpgrade: a request asking for a WebSocket (Upgrade: websocket).
+function isWebSocketUpgrade(req) {
+  return /^websocket$/i.test(req.headers.get("Upgrade") ?? "");
 }
 
 // legacySession speaks to a gateway from before open() (a shard pod not yet rolled
@@ -219,6 +280,7 @@ function makeStub(r, id, name) {
     id,
     name,
     fetch: (input, init) => r.fetch(s, id, name, input, init),
+    connect: (address, options) => r.connect(s, id, name, address, options),
   };
   return new Proxy(target, {
     get(t, p) {

@@ -23,7 +23,13 @@ import (
 // project and bundle directories.
 func buildTemplate(t *testing.T, name string) (string, string) {
 	t.Helper()
-	src := testenv.SharedFile(t, "testdata", "cloudflare-templates", name)
+	return buildProject(t, testenv.SharedFile(t, "testdata", "cloudflare-templates", name))
+}
+
+// buildProject is buildTemplate for the project in directory src.
+func buildProject(t *testing.T, src string) (string, string) {
+	t.Helper()
+	name := filepath.Base(src)
 	nodeBin, err := toolchain.NodeBin()
 	if err != nil {
 		t.Skipf("Node 22 cannot be installed (%v): the template is not built", err)
