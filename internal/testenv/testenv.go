@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,18 +23,27 @@ const (
 // (where CI has it too). Only tests read it; nothing the product ships refers to it.
 func SharedDir(t testing.TB) string {
 	t.Helper()
-	if d := os.Getenv("WORKERD_OPERATOR_SHARED"); d != "" {
-		return d
-	}
-	root, err := toolchain.RepoRoot()
+	d, err := SharedPath()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+// SharedPath is SharedDir for callers without a testing.TB (a TestMain).
+func SharedPath() (string, error) {
+	if d := os.Getenv("WORKERD_OPERATOR_SHARED"); d != "" {
+		return d, nil
+	}
+	root, err := toolchain.RepoRoot()
+	if err != nil {
+		return "", err
+	}
 	d := filepath.Join(filepath.Dir(root), "shared")
 	if _, err := os.Stat(filepath.Join(d, "DESIGN.md")); err != nil {
-		t.Fatalf("testenv: shared sources of truth not found at %s (set WORKERD_OPERATOR_SHARED): %v", d, err)
+		return "", fmt.Errorf("testenv: shared sources of truth not found at %s (set WORKERD_OPERATOR_SHARED): %w", d, err)
 	}
-	return d
+	return d, nil
 }
 
 // SharedFile returns the path of a file under the shared directory, e.g.

@@ -1,10 +1,9 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
-	"github.com/workerd-operator/workerd-operator/internal/toolchain"
 )
 
 // buildTemplate copies the template name of the cloudflare/templates snapshot
@@ -26,60 +24,17 @@ func buildTemplate(t *testing.T, name string) (string, string) {
 	return buildProject(t, testenv.SharedFile(t, "testdata", "cloudflare-templates", name))
 }
 
-// buildProject is buildTemplate for the project in directory src.
+// buildProject is buildTemplate for the project in directory src (testenv.BuildProject).
 func buildProject(t *testing.T, src string) (string, string) {
 	t.Helper()
-	name := filepath.Base(src)
-	nodeBin, err := toolchain.NodeBin()
+	dir, bundle, err := testenv.BuildProject(src, t.TempDir())
+	if errors.Is(err, testenv.ErrNoNode) {
+		t.Skipf("the project is not built: %v", err)
+	}
 	if err != nil {
-		t.Skipf("Node 22 cannot be installed (%v): the template is not built", err)
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Skipf("npm is not installed: the template is not built")
-	}
-	dir := filepath.Join(t.TempDir(), name)
-	if err := copyTree(src, dir); err != nil {
 		t.Fatal(err)
 	}
-	bundle := filepath.Join(t.TempDir(), "bundle")
-	steps := [][]string{{"npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"}}
-	if pkg, _ := os.ReadFile(filepath.Join(dir, "package.json")); strings.Contains(string(pkg), `"build":`) {
-		steps = append(steps, []string{"npm", "run", "build"})
-	}
-	steps = append(steps, []string{"npx", "wrangler", "deploy", "--dry-run", "--outdir", bundle})
-	for _, s := range steps {
-		cmd := exec.Command("nice", s...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "PATH="+nodeBin+string(os.PathListSeparator)+os.Getenv("PATH"),
-			"CI=1", "WRANGLER_SEND_METRICS=false", "NO_UPDATE_NOTIFIER=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: %s: %v\n%s", name, strings.Join(s, " "), err, out)
-		}
-	}
 	return dir, bundle
-}
-
-// copyTree copies the regular files and directories under src to dst, writable.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, 0o644)
-	})
 }
 
 // getOK polls url until it answers 200 and returns the response.

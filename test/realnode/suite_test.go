@@ -62,6 +62,9 @@ func buildImages(dir string) (*ociimage.Archives, error) {
 	if _, err := toolchain.Registry(); err != nil { // built here: the namespace has no route to the module proxy
 		return nil, err
 	}
+	if err := buildTemplates(filepath.Join(dir, "templates")); err != nil {
+		return nil, err
+	}
 	a, err := ociimage.ProjectImages(root, filepath.Join(dir, "images"), workerd, installer.DefaultOperatorImage, installer.DefaultWorkerdImage)
 	if err != nil {
 		return nil, err
@@ -83,6 +86,7 @@ const bundleImage = "localhost/workerd-operator/realnode-bundle:1"
 // inside runs in the namespaces: it starts the node, installs the operator and the
 // samples, runs the tests and stops everything.
 func inside(m interface{ Run() int }, dir, cgroupRoot string) int {
+	runDir = dir
 	start := time.Now()
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "realnode: %5.1fs "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
