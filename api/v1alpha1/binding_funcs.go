@@ -12,6 +12,7 @@ const (
 	BindingService                BindingKind = "service"
 	BindingDurableObjectNamespace BindingKind = "durableObjectNamespace"
 	BindingWorkflow               BindingKind = "workflow"
+	BindingR2Bucket               BindingKind = "r2Bucket"
 )
 
 // Kinds of the objects a binding references (Binding.Reference). Every reference is by
@@ -21,6 +22,7 @@ const (
 	ReferenceWorker                 = "Worker"
 	ReferenceDurableObjectNamespace = "DurableObjectNamespace"
 	ReferenceWorkflow               = "Workflow"
+	ReferenceR2Bucket               = "R2Bucket"
 )
 
 // bindingField is what one binding kind is on the API side: which field holds it and
@@ -65,6 +67,9 @@ var bindingFields = []bindingField{
 	{kind: BindingWorkflow, object: ReferenceWorkflow,
 		set: func(b *Binding) bool { return b.Workflow != nil },
 		ref: func(b *Binding) string { return b.Workflow.Name }},
+	{kind: BindingR2Bucket, object: ReferenceR2Bucket,
+		set: func(b *Binding) bool { return b.R2Bucket != nil },
+		ref: func(b *Binding) string { return b.R2Bucket.Name }},
 }
 
 // BindingKinds lists every binding kind in the API's order.

@@ -209,7 +209,7 @@ type ImageSource struct {
 }
 
 // Binding is one entry of the Worker's env. Exactly one value field is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace or workflow must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow), has(self.r2Bucket)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace, workflow or r2Bucket must be set"
 type Binding struct {
 	// name of the binding in env: a JavaScript identifier, 1 to 64 characters.
 	// +kubebuilder:validation:MinLength=1
@@ -243,6 +243,10 @@ type Binding struct {
 	// workflow binds a Workflow of the same namespace.
 	// +optional
 	Workflow *LocalObjectReference `json:"workflow,omitempty"`
+
+	// r2Bucket binds an R2Bucket of the same namespace (docs/r2.md).
+	// +optional
+	R2Bucket *LocalObjectReference `json:"r2Bucket,omitempty"`
 }
 
 // ServiceBinding names another Worker and optionally one of its named entrypoints.

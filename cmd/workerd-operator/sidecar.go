@@ -16,6 +16,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/r2"
 	"github.com/workerd-operator/workerd-operator/internal/workflows"
 )
 
@@ -81,6 +82,9 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 			return err
 		}
 	}
+	if err := attachR2(srv, cmd.ErrOrStderr()); err != nil {
+		return err
+	}
 	if err := srv.Listen(); err != nil {
 		return err
 	}
@@ -141,6 +145,26 @@ func attachWorkflows(srv *sidecar.Server, o *sidecarOptions, stderr io.Writer) e
 	wo.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, "workflows: "+format+"\n", a...) }
 	_, err = workflows.Attach(srv, wo)
 	return err
+}
+
+// attachR2 serves the R2 gateway for the buckets in $WORKERD_OPERATOR_R2_BUCKETS, set
+// when the pod's Worker has r2Bucket bindings.
+func attachR2(srv *sidecar.Server, stderr io.Writer) error {
+	env := os.Getenv(podcontract.R2ConfigEnv)
+	if env == "" {
+		return nil
+	}
+	cfg, err := r2.ParseConfig(env)
+	if err != nil {
+		return err
+	}
+	gw, err := r2.New(cfg, func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) })
+	if err != nil {
+		return err
+	}
+	srv.HandleRoot(gw)
+	fmt.Fprintf(stderr, "sidecar: R2 gateway for %d bucket(s)\n", len(cfg))
+	return nil
 }
 
 // serveSidecar serves until the server fails or SIGINT/SIGTERM arrives, then shuts

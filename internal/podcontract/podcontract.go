@@ -87,6 +87,18 @@ const (
 	// SecretEnvPrefix prefixes the env var of a secretKeyRef binding:
 	// WORKERD_SECRET_<name>.
 	SecretEnvPrefix = "WORKERD_SECRET_"
+	// R2BucketHeader names the R2Bucket of an R2 binding call: each r2Bucket binding's
+	// external service (R2ServicePrefix + the R2Bucket's name, an alias of the sidecar)
+	// injects it, and the sidecar's R2 gateway (internal/sidecar/r2) reads it.
+	R2BucketHeader = "X-Workerd-Operator-R2-Bucket"
+	// R2ServicePrefix prefixes the external service of an R2Bucket in the config.
+	R2ServicePrefix = "r2:"
+	// R2ConfigEnv is the sidecar's env var holding its R2 buckets as JSON (endpoint,
+	// bucket, region and the env vars of the credentials, never the credentials).
+	R2ConfigEnv = "WORKERD_OPERATOR_R2_BUCKETS"
+	// R2CredentialsEnvPrefix prefixes the sidecar's env vars of an R2Bucket's
+	// credentials: WORKERD_R2_<n>_ACCESS_KEY_ID and _SECRET_ACCESS_KEY, from its Secret.
+	R2CredentialsEnvPrefix = "WORKERD_R2_"
 	// PodIPEnv is the container env var holding the pod IP (downward API).
 	PodIPEnv = "POD_IP"
 	// MemoryLimitEnv is the sidecar's env var holding its container's memory limit in

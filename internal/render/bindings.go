@@ -39,6 +39,7 @@ var bindingKinds = []struct {
 	{v1alpha1.BindingService, newServiceKind},
 	{v1alpha1.BindingDurableObjectNamespace, newDOKind},
 	{v1alpha1.BindingWorkflow, newWorkflowKind},
+	{v1alpha1.BindingR2Bucket, newR2Kind},
 }
 
 // kindOf classifies a binding. Only tests replace it, to plug in a kind the API lacks.
@@ -64,8 +65,8 @@ type extras struct {
 	files []File
 	// healthBindings are more bindings of the health shim worker (a shard pod's GATEWAY).
 	healthBindings []string
-	// env is more env of the workerd container.
-	env []corev1.EnvVar
+	// env is more env of the workerd container, sidecarEnv of the sidecar container.
+	env, sidecarEnv []corev1.EnvVar
 	// opts are the rendering's Options.
 	opts Options
 }
@@ -105,6 +106,7 @@ func renderBindings(in Input) (*extras, error) {
 	}
 	sort.Slice(x.bindings, func(i, j int) bool { return x.bindings[i].name < x.bindings[j].name })
 	sort.Slice(x.env, func(i, j int) bool { return x.env[i].Name < x.env[j].Name })
+	sort.Slice(x.sidecarEnv, func(i, j int) bool { return x.sidecarEnv[i].Name < x.sidecarEnv[j].Name })
 	return x, nil
 }
 

@@ -66,7 +66,7 @@ func MemoryMiB(w *v1alpha1.Worker) int32 {
 // Kubernetes expands $(POD_IP) from the container's env (downward API status.podIP).
 // The sidecar listens on the loopback for workerd (podcontract.LoopbackHost).
 func Args(w *v1alpha1.Worker) []string {
-	return []string{
+	args := []string{
 		"serve", "--experimental", podcontract.ConfigDir + "/" + podcontract.ConfigFile,
 		socketAddr(podcontract.HTTPSocket, HTTPPort(w)),
 		socketAddr(podcontract.RPCSocket, podcontract.RPCPort),
@@ -74,6 +74,11 @@ func Args(w *v1alpha1.Worker) []string {
 		socketAddr(podcontract.TriggerSocket, podcontract.TriggerPort),
 		fmt.Sprintf("--external-addr=%s=%s:%d", podcontract.SidecarService, podcontract.LoopbackHost, podcontract.SidecarPort),
 	}
+	// The R2Buckets' services are aliases of the sidecar (r2.go).
+	for _, s := range R2Services(w) {
+		args = append(args, fmt.Sprintf("--external-addr=%s=%s:%d", s, podcontract.LoopbackHost, podcontract.SidecarPort))
+	}
+	return args
 }
 
 // socketAddr is the flag binding socket name to the pod IP and port.

@@ -68,6 +68,8 @@ type Input struct {
 	// WorkflowHosts are the Workflows whose engine runs in the pods being rendered
 	// (runner worker + `workflows` socket, WorkflowEngineArgs; workflows.go).
 	WorkflowHosts []WorkflowHost
+	// R2Buckets maps an R2Bucket name to its store, for every r2Bucket binding (r2.go).
+	R2Buckets map[string]R2BucketTarget
 }
 
 // File is one rendered file.
@@ -95,6 +97,9 @@ type Output struct {
 	// Env are the workerd container's env vars: WORKERD_SECRET_<NAME> valueFrom
 	// secretKeyRef, sorted by name.
 	Env []corev1.EnvVar
+	// SidecarEnv are the sidecar container's env vars: the R2 gateway's buckets
+	// (podcontract.R2ConfigEnv) and their credentials from Secrets, sorted by name.
+	SidecarEnv []corev1.EnvVar
 	// Version is a content hash (16 hex chars) of everything the pod runs: config,
 	// module bytes (including External) and secret references (names, never values).
 	Version string
@@ -125,7 +130,7 @@ func Render(in Input) (*Output, error) {
 	}
 	external := append([]File(nil), src.external...)
 	sort.Slice(external, func(i, j int) bool { return external[i].Path < external[j].Path })
-	out := &Output{Files: files, External: external, Env: x.env}
+	out := &Output{Files: files, External: external, Env: x.env, SidecarEnv: x.sidecarEnv}
 	out.Version = version(out)
 	return out, nil
 }
@@ -217,7 +222,10 @@ func version(o *Output) string {
 	for _, f := range o.External {
 		put("external", f.Path, string(f.Data))
 	}
-	for _, e := range o.Env {
+	for _, e := range o.SidecarEnv {
+		put("sidecar", e.Name, e.Value)
+	}
+	for _, e := range append(o.Env, o.SidecarEnv...) {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 			r := e.ValueFrom.SecretKeyRef
 			opt := r.Optional != nil && *r.Optional

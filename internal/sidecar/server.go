@@ -141,6 +141,10 @@ func (s *Server) OnDrain(f func(context.Context) error) {
 	s.drainers = append(s.drainers, f)
 }
 
+// HandleRoot serves requests for "/" itself with h: the path workerd's r2Bucket binding
+// sends every call to (the R2 gateway, internal/sidecar/r2). Call it before Serve.
+func (s *Server) HandleRoot(h http.Handler) { s.mux.Handle("/{$}", h) }
+
 // Channels is the durable-channel registry.
 func (s *Server) Channels() *channels.Manager { return s.channels }
 
