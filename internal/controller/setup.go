@@ -6,6 +6,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/controller/common"
 	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
 	"github.com/workerd-operator/workerd-operator/internal/controller/durableobjectnamespace"
+	"github.com/workerd-operator/workerd-operator/internal/controller/r2bucket"
 	"github.com/workerd-operator/workerd-operator/internal/controller/worker"
 	"github.com/workerd-operator/workerd-operator/internal/controller/workflow"
 	"github.com/workerd-operator/workerd-operator/internal/specs"
@@ -28,6 +29,9 @@ func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.Dispatcher
 		return err
 	}
 	if err := (&workflow.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&r2bucket.Reconciler{Client: mgr.GetClient(), Events: events}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if cron.APIReader == nil {

@@ -28,6 +28,7 @@ const (
 	IndexWorkerServiceRef  = ".spec.bindings.service.name"
 	IndexWorkerDONSRef     = ".spec.bindings.durableObjectNamespace.name"
 	IndexWorkerWorkflowRef = ".spec.bindings.workflow.name"
+	IndexWorkerR2BucketRef = ".spec.bindings.r2Bucket.name"
 	IndexWorkerRef         = ".spec.workerRef.name"
 )
 
@@ -61,6 +62,7 @@ func setupWorkerIndexes(mgr ctrl.Manager) error {
 		{IndexWorkerServiceRef, fleetv1alpha1.ReferenceWorker},
 		{IndexWorkerDONSRef, fleetv1alpha1.ReferenceDurableObjectNamespace},
 		{IndexWorkerWorkflowRef, fleetv1alpha1.ReferenceWorkflow},
+		{IndexWorkerR2BucketRef, fleetv1alpha1.ReferenceR2Bucket},
 	} {
 		if err := idx.IndexField(ctx, &fleetv1alpha1.Worker{}, ix.name, func(o client.Object) []string {
 			return o.(*fleetv1alpha1.Worker).ReferencedNames(ix.kind)
@@ -93,6 +95,7 @@ func WatchWorkerReaders[L any, PL interface {
 		Watches(&fleetv1alpha1.Worker{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, true, IndexWorkerServiceRef)), specChanged).
 		Watches(&fleetv1alpha1.DurableObjectNamespace{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerDONSRef)), specChanged).
 		Watches(&fleetv1alpha1.Workflow{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerWorkflowRef)), specChanged).
+		Watches(&fleetv1alpha1.R2Bucket{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerR2BucketRef)), specChanged).
 		WatchesMetadata(secretMeta, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerSecrets))).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerConfigMap)))
 }
