@@ -71,7 +71,7 @@ func (k *r2Kind) contribute(x *extras) error {
 	for i, n := range sortedKeys(k.targets) {
 		t := k.targets[n]
 		header := tuple(named(podcontract.R2BucketHeader), kv("value", Quote(n)))
-		x.services.item(named(R2Service(n)), kv("external", tuple(kv("http", tuple(kv("injectRequestHeaders", list(header)))))))
+		x.services.item(named(R2Service(n)), kv("external", "(http = "+tuple(kv("injectRequestHeaders", list(header)))+")"))
 		id, secret := r2CredentialEnv(i)
 		cfg = append(cfg, R2Bucket{Name: n, Endpoint: t.Endpoint, Bucket: t.Bucket, Region: t.Region, AccessKeyIDEnv: id, SecretAccessKeyEnv: secret})
 		for env, key := range map[string]string{id: v1alpha1.R2AccessKeyIDKey, secret: v1alpha1.R2SecretAccessKeyKey} {

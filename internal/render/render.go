@@ -223,7 +223,7 @@ func version(o *Output) string {
 		put("external", f.Path, string(f.Data))
 	}
 	for _, e := range o.SidecarEnv {
-		put("sidecar", e.Name, e.Value)
+		put("sidecarEnv", e.Name, e.Value)
 	}
 	for _, e := range append(o.Env, o.SidecarEnv...) {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {

@@ -83,7 +83,7 @@ func New(cfgs []BucketConfig, logf func(format string, args ...any)) (*Gateway, 
 
 func newClient(c BucketConfig) (*minio.Core, error) {
 	u, err := url.Parse(c.Endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if err != nil || (u.Scheme+"://" != "http://" && u.Scheme+"://" != "https://") || u.Host == "" {
 		return nil, fmt.Errorf("endpoint %q: want an http:// or https:// URL", c.Endpoint)
 	}
 	id, secret := c.AccessKeyID, c.SecretAccessKey
@@ -99,7 +99,7 @@ func newClient(c BucketConfig) (*minio.Core, error) {
 	}
 	return minio.NewCore(u.Host, &minio.Options{
 		Creds:  credentials.NewStaticV4(id, secret, ""),
-		Secure: u.Scheme == "https", Region: region,
+		Secure: u.Scheme+"://" == "https://", Region: region,
 	})
 }
 

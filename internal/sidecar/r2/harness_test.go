@@ -156,5 +156,3 @@ func decode[T any](t testing.TB, r reply) T {
 	}
 	return v
 }
-
-

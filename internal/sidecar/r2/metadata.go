@@ -19,7 +19,7 @@ import (
 const (
 	metaCustom = "R2-Custom"
 	metaHTTP   = "R2-Http"
-	metaR2     = "R2" // "1": written through R2
+	metaR2     = "R2"     // "1": written through R2
 	metaSHA    = "R2-Sha" // + 1, 256, 384 or 512
 )
 

@@ -33,13 +33,13 @@ type request struct {
 	// delete
 	Objects []string `json:"objects,omitempty"`
 	// list
-	Limit      *u64     `json:"limit,omitempty"`
-	Prefix     string   `json:"prefix,omitempty"`
-	Cursor     string   `json:"cursor,omitempty"`
-	Delimiter  string   `json:"delimiter,omitempty"`
-	StartAfter string   `json:"startAfter,omitempty"`
-	Include    []int    `json:"include,omitempty"`
-	NewRuntime bool     `json:"newRuntime,omitempty"`
+	Limit      *u64   `json:"limit,omitempty"`
+	Prefix     string `json:"prefix,omitempty"`
+	Cursor     string `json:"cursor,omitempty"`
+	Delimiter  string `json:"delimiter,omitempty"`
+	StartAfter string `json:"startAfter,omitempty"`
+	Include    []int  `json:"include,omitempty"`
+	NewRuntime bool   `json:"newRuntime,omitempty"`
 	// multipart
 	UploadID   string          `json:"uploadId,omitempty"`
 	PartNumber int             `json:"partNumber,omitempty"`
