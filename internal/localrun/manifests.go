@@ -31,6 +31,7 @@ type Manifests struct {
 	DurableObjectNamespaces []*v1alpha1.DurableObjectNamespace
 	Workflows               []*v1alpha1.Workflow
 	CronSchedules           []*v1alpha1.CronSchedule
+	R2Buckets               []*v1alpha1.R2Bucket
 	ConfigMaps              []*corev1.ConfigMap
 	Secrets                 []*corev1.Secret
 	Others                  [][]byte
@@ -43,6 +44,7 @@ var kinds = map[[2]string]func(doc []byte, m *Manifests) error{
 	{v1alpha1.GroupVersion.Group, "DurableObjectNamespace"}: decodeAppend(func(m *Manifests) *[]*v1alpha1.DurableObjectNamespace { return &m.DurableObjectNamespaces }),
 	{v1alpha1.GroupVersion.Group, "Workflow"}:               decodeAppend(func(m *Manifests) *[]*v1alpha1.Workflow { return &m.Workflows }),
 	{v1alpha1.GroupVersion.Group, "CronSchedule"}:           decodeAppend(func(m *Manifests) *[]*v1alpha1.CronSchedule { return &m.CronSchedules }),
+	{v1alpha1.GroupVersion.Group, "R2Bucket"}:               decodeAppend(func(m *Manifests) *[]*v1alpha1.R2Bucket { return &m.R2Buckets }),
 	{"", "ConfigMap"}: decodeAppend(func(m *Manifests) *[]*corev1.ConfigMap { return &m.ConfigMaps }),
 	{"", "Secret"}:    decodeAppend(func(m *Manifests) *[]*corev1.Secret { return &m.Secrets }),
 }
@@ -275,6 +277,13 @@ func inputFor(m *Manifests, w *v1alpha1.Worker, opts render.Options, a Addresses
 	for _, wf := range m.Workflows {
 		if namespaceOf(wf.Namespace) == ns {
 			in.Workflows[wf.Name] = render.WorkflowTarget{Address: address(a.Engine, wf, func() string { return render.WorkflowTargetFor(ns, wf.Name, opts).Address })}
+		}
+	}
+	in.R2Buckets = map[string]render.R2BucketTarget{}
+	for _, b := range m.R2Buckets {
+		if namespaceOf(b.Namespace) == ns {
+			s3 := b.Spec.S3
+			in.R2Buckets[b.Name] = render.R2BucketTarget{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Region: s3.Region, SecretName: s3.CredentialsSecret.Name}
 		}
 	}
 	if cs := w.Spec.Source.ConfigMap; cs != nil {

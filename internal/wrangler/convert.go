@@ -27,6 +27,8 @@ type Result struct {
 	DurableObjectNamespaces []*v1alpha1.DurableObjectNamespace
 	Workflows               []*v1alpha1.Workflow
 	CronSchedules           []*v1alpha1.CronSchedule
+	// R2Buckets are written by Import with Options.R2Endpoint.
+	R2Buckets []*v1alpha1.R2Bucket
 	// Unsupported are the keys that did not map, sorted by path.
 	Unsupported []Issue
 	// Ignored are keys without effect here (deployment or dashboard settings).
@@ -39,7 +41,12 @@ type Result struct {
 	Notes []string
 	// main is the entry module's path from the configuration (relative to the project).
 	main string
+	// r2 are the buckets r2_buckets binds, in order, once each.
+	r2 []r2Bucket
 }
+
+// r2Bucket is an R2Bucket an r2_buckets entry binds: its object name and bucket_name.
+type r2Bucket struct{ name, bucket string }
 
 // converter maps one environment's keys into a Result.
 type converter struct {
@@ -119,6 +126,8 @@ func (c *converter) key(k, path string, v any) {
 		c.workflows(path, v)
 	case "services":
 		c.services(path, v)
+	case "r2_buckets":
+		c.r2Buckets(path, v)
 	case "triggers":
 		c.triggers(path, v)
 	case "limits":

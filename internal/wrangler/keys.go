@@ -37,7 +37,6 @@ const bundlerReason = "applied by wrangler when it bundles; bundle with `wrangle
 var unsupportedKeys = map[string]string{
 	"assets":                    "static assets are not supported yet",
 	"kv_namespaces":             "no KV binding kind yet",
-	"r2_buckets":                "no R2 binding kind yet",
 	"d1_databases":              "no D1 binding kind yet",
 	"queues":                    "no Queues binding kind yet",
 	"ai":                        "no Workers AI binding kind",

@@ -73,7 +73,7 @@ func templateRow(t *testing.T, dir string) string {
 	case len(conv.Unsupported) == 0 && err != nil:
 		t.Errorf("%s: %v", name, err)
 	}
-	res, err := wrangler.Import(wrangler.Options{Path: dir, Bundle: standInBundle(t), AllowUnsupported: true})
+	res, err := wrangler.Import(wrangler.Options{Path: dir, Bundle: standInBundle(t), AllowUnsupported: true, R2Endpoint: "http://s3.storage:7070"})
 	if err != nil {
 		t.Fatalf("%s: --allow-unsupported: %v", name, err)
 	}
@@ -121,7 +121,7 @@ func standInBundle(t *testing.T) string {
 func checkRenders(t *testing.T, res *wrangler.Result) {
 	t.Helper()
 	m := &localrun.Manifests{Workers: []*v1alpha1.Worker{res.Worker}, DurableObjectNamespaces: res.DurableObjectNamespaces,
-		Workflows: res.Workflows, CronSchedules: res.CronSchedules}
+		Workflows: res.Workflows, CronSchedules: res.CronSchedules, R2Buckets: res.R2Buckets}
 	if _, err := localrun.RenderManifests(m, render.Options{}); err != nil {
 		t.Errorf("%s: render: %v", res.Worker.Name, err)
 	}
