@@ -34,27 +34,7 @@ const bucketName = "photos"
 func newHarness(t testing.TB) *harness {
 	t.Helper()
 	s3 := testenv.StartS3(t, bucketName)
-	gw, err := r2.New([]r2.BucketConfig{{Name: bucketName, Endpoint: s3.Endpoint, Bucket: bucketName,
-		AccessKeyID: s3.AccessKeyID, SecretAccessKey: s3.SecretAccessKey}}, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := sidecar.New(sidecar.Options{Addr: testenv.FreeLoopbackAddr(t), DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.HandleRoot(gw)
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve() }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return &harness{t: t, s3: s3, base: startWorker(t, srv.Addr(), s3)}
-}
-
-// startWorker renders the test Worker and runs it on workerd; it answers the base URL.
-func startWorker(t testing.TB, sidecarAddr string, s3 testenv.S3) string {
-	t.Helper()
+	addr := startSidecar(t, s3, bucketName)
 	src, err := os.ReadFile("testdata/worker.js")
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +51,38 @@ func startWorker(t testing.TB, sidecarAddr string, s3 testenv.S3) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &harness{t: t, s3: s3, base: startWorker(t, addr, w, out)}
+}
+
+// startSidecar serves a sidecar with the R2 gateway for the buckets of s3 (each an
+// R2Bucket of the same name) and answers its address.
+func startSidecar(t testing.TB, s3 testenv.S3, buckets ...string) string {
+	t.Helper()
+	var cfg []r2.BucketConfig
+	for _, b := range buckets {
+		cfg = append(cfg, r2.BucketConfig{Name: b, Endpoint: s3.Endpoint, Bucket: b, AccessKeyID: s3.AccessKeyID, SecretAccessKey: s3.SecretAccessKey})
+	}
+	gw, err := r2.New(cfg, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sidecar.New(sidecar.Options{Addr: testenv.FreeLoopbackAddr(t), DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.HandleRoot(gw)
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve() }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv.Addr()
+}
+
+// startWorker runs Worker w's rendering out on workerd with the sidecar at
+// sidecarAddr; it answers the base URL of the http socket.
+func startWorker(t testing.TB, sidecarAddr string, w *v1alpha1.Worker, out *render.Output) string {
+	t.Helper()
 	dir := t.TempDir()
 	if err := localrun.WriteFiles(dir, out.Files); err != nil {
 		t.Fatal(err)
