@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/cache"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/r2"
 	"github.com/workerd-operator/workerd-operator/internal/workflows"
@@ -30,6 +32,7 @@ type sidecarOptions struct {
 	profile         string
 	lease, grace    time.Duration
 	lim             channels.Limits // the --channel-max-* values; only changed ones apply
+	cache           cache.Options   // the --cache-* values
 }
 
 // newSidecarCommand: `workerd-operator sidecar --listen 127.0.0.1:9092 --listen-tls
@@ -58,6 +61,9 @@ func newSidecarCommand() *cobra.Command {
 	f.StringVar(&o.profile, "limits-profile", string(limits.DefaultProfile), "limit profile the channel limits come from (free, paid, custom; internal/limits)")
 	f.DurationVar(&o.lease, "channel-lease", channels.DefaultLease, "durable-channel subscription lease, renewed by subscribe and every wait; lapsed subscriptions are collected")
 	f.DurationVar(&o.grace, "shutdown-timeout", 10*time.Second, "how long SIGTERM waits for open requests and, in a workflow engine pod, for step attempts in flight")
+	f.Int64Var(&o.cache.MemoryBytes, "cache-memory-bytes", cache.DefaultMemoryBytes, "Cache API: bytes of cached bodies kept in memory (entries up to 1/16 of it)")
+	f.Int64Var(&o.cache.DiskBytes, "cache-disk-bytes", cache.DefaultDiskBytes, "Cache API: bytes of cached bodies kept under <data-dir>/cache")
+	f.Int64Var(&o.cache.MaxEntryBytes, "cache-max-entry-bytes", cache.DefaultMaxEntryBytes, "Cache API: the largest response put() stores (Cloudflare: 512 MB)")
 	f.IntVar(&o.lim.MaxChannels, "channel-max-channels", o.lim.MaxChannels, "channels per Durable Object instance (lower than the profile's channels_per_object, 64)")
 	f.IntVar(&o.lim.MaxSubscribers, "channel-max-subscribers", o.lim.MaxSubscribers, "subscribers per channel (lower than the profile's subscribers_per_channel, 256)")
 	f.IntVar(&o.lim.MaxMessageBytes, "channel-max-message-bytes", o.lim.MaxMessageBytes, "bytes per message (lower than the profile's channel_message_bytes, 65536)")
@@ -85,6 +91,12 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 	if err := attachR2(srv, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
+	o.cache.Dir = filepath.Join(o.dataDir, "cache")
+	c, err := cache.New(o.cache)
+	if err != nil {
+		return fmt.Errorf("sidecar: cache: %w", err)
+	}
+	srv.HandleMarked(podcontract.CacheHeader, c)
 	if err := srv.Listen(); err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ type LocalOptions struct {
 	// sidecar defaults to a loopback port nothing listens on, so /readyz fails clearly.
 	Externals map[string]string
 	// SidecarAliases are external services that take the sidecar's address unless
-	// Externals has them (the R2Buckets' services, render.R2Services).
+	// Externals has them (render.SidecarAliases; the Cache API's always does).
 	SidecarAliases []string
 	// Env is added to the process environment, e.g. "WORKERD_SECRET_TOKEN=s3cret".
 	Env []string
@@ -164,7 +164,7 @@ func StartLocal(ctx context.Context, o LocalOptions) (*Local, error) {
 func (r Rendered) LocalOptions(dir string) (LocalOptions, error) {
 	o := LocalOptions{Dir: dir, Sockets: []string{podcontract.HTTPSocket, podcontract.RPCSocket, podcontract.HealthSocket, podcontract.TriggerSocket}}
 	if r.Worker != nil {
-		o.SidecarAliases = render.R2Services(r.Worker)
+		o.SidecarAliases = render.SidecarAliases(r.Worker)
 	}
 	switch r.HostKind {
 	case v1alpha1.ReferenceDurableObjectNamespace:
@@ -198,7 +198,7 @@ func localArgs(o LocalOptions) ([]string, int, error) {
 		}
 		externals[podcontract.SidecarService] = a
 	}
-	for _, s := range o.SidecarAliases {
+	for _, s := range append([]string{podcontract.CacheService}, o.SidecarAliases...) {
 		if _, ok := externals[s]; !ok {
 			externals[s] = externals[podcontract.SidecarService]
 		}

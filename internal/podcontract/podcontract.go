@@ -93,6 +93,13 @@ const (
 	R2BucketHeader = "X-Workerd-Operator-R2-Bucket"
 	// R2ServicePrefix prefixes the external service of an R2Bucket in the config.
 	R2ServicePrefix = "r2:"
+	// CacheService is the Cache API's service in the config (every Worker's
+	// cacheApiOutbound): an alias of the sidecar, HTTP proxy style (the full URL as the
+	// request target), whose requests carry CacheHeader; the sidecar's per-pod cache
+	// (internal/sidecar/cache) answers them, whatever their path.
+	CacheService = "workerd-operator:cache"
+	// CacheHeader marks the Cache API's requests to the sidecar.
+	CacheHeader = "X-Workerd-Operator-Cache"
 	// R2ConfigEnv is the sidecar's env var holding its R2 buckets as JSON (endpoint,
 	// bucket, region and the env vars of the credentials, never the credentials).
 	R2ConfigEnv = "WORKERD_OPERATOR_R2_BUCKETS"

@@ -48,6 +48,7 @@ func writeUserWorker(c *capnp, w *v1alpha1.Worker, modules []module, flags []str
 	}
 	c.close("],")
 	c.field("compatibilityDate", Quote(w.Spec.CompatibilityDate))
+	c.field("cacheApiOutbound", Quote(podcontract.CacheService))
 	if len(flags) > 0 {
 		c.field("compatibilityFlags", list(quoteAll(flags)...))
 	}
@@ -62,11 +63,16 @@ func writeUserWorker(c *capnp, w *v1alpha1.Worker, modules []module, flags []str
 	c.closeWorker()
 }
 
-// writeShimServices writes the sidecar's external service and the health and trigger
+// writeShimServices writes the sidecar's external services (itself and the Cache API's
+// alias) and the health and trigger
 // shim workers (internal/shim); the trigger shim calls the user's Worker svcName, the
 // health shim has healthBindings besides SIDECAR.
 func writeShimServices(c *capnp, svcName string, healthBindings []string) {
 	c.item(named(podcontract.SidecarService), "external = (http = ())")
+	// The Cache API's requests: proxy style keeps the scheme and host in the request
+	// target, the cache's key.
+	c.item(named(podcontract.CacheService), kv("external", "(http = "+tuple("style = proxy",
+		kv("injectRequestHeaders", list(tuple(named(podcontract.CacheHeader), kv("value", Quote("1"))))))+")"))
 	c.openWorker(podcontract.HealthService)
 	c.field("modules", list(shimModule(shim.HealthModule)))
 	c.field("compatibilityDate", Quote(ShimCompatibilityDate))

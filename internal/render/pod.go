@@ -74,11 +74,17 @@ func Args(w *v1alpha1.Worker) []string {
 		socketAddr(podcontract.TriggerSocket, podcontract.TriggerPort),
 		fmt.Sprintf("--external-addr=%s=%s:%d", podcontract.SidecarService, podcontract.LoopbackHost, podcontract.SidecarPort),
 	}
-	// The R2Buckets' services are aliases of the sidecar (r2.go).
-	for _, s := range R2Services(w) {
+	// The Cache API's and the R2Buckets' services are aliases of the sidecar.
+	for _, s := range SidecarAliases(w) {
 		args = append(args, fmt.Sprintf("--external-addr=%s=%s:%d", s, podcontract.LoopbackHost, podcontract.SidecarPort))
 	}
 	return args
+}
+
+// SidecarAliases are the external services besides "sidecar" that reach the pod's
+// sidecar: the Cache API's (podcontract.CacheService) and the R2Buckets' (r2.go).
+func SidecarAliases(w *v1alpha1.Worker) []string {
+	return append([]string{podcontract.CacheService}, R2Services(w)...)
 }
 
 // socketAddr is the flag binding socket name to the pod IP and port.

@@ -2,21 +2,15 @@ package r2_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
-	"github.com/workerd-operator/workerd-operator/internal/localrun"
-	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
-	"github.com/workerd-operator/workerd-operator/internal/sidecar"
-	"github.com/workerd-operator/workerd-operator/internal/sidecar/r2"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/sidecartest"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -39,12 +33,7 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code := string(src)
-	w := &v1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Name: "r2test", Namespace: "default"}, Spec: v1alpha1.WorkerSpec{
-		CompatibilityDate: "2025-01-01",
-		Source:            v1alpha1.WorkerSource{Inline: &v1alpha1.InlineSource{Modules: []v1alpha1.Module{{Name: "worker.js", Type: v1alpha1.ModuleESModule, Content: &code}}}},
-		Bindings:          []v1alpha1.Binding{{Name: "BUCKET", R2Bucket: &v1alpha1.LocalObjectReference{Name: bucketName}}},
-	}}
+	w := sidecartest.InlineWorker("r2test", string(src), v1alpha1.Binding{Name: "BUCKET", R2Bucket: &v1alpha1.LocalObjectReference{Name: bucketName}})
 	out, err := render.Render(render.Input{Worker: w, R2Buckets: map[string]render.R2BucketTarget{
 		bucketName: {Endpoint: s3.Endpoint, Bucket: bucketName, SecretName: "s3-credentials"},
 	}})
@@ -54,54 +43,12 @@ func newHarness(t testing.TB) *harness {
 	return &harness{t: t, s3: s3, base: startWorker(t, addr, w, out)}
 }
 
-// startSidecar serves a sidecar with the R2 gateway for the buckets of s3 (each an
-// R2Bucket of the same name) and answers its address.
 func startSidecar(t testing.TB, s3 testenv.S3, buckets ...string) string {
-	t.Helper()
-	var cfg []r2.BucketConfig
-	for _, b := range buckets {
-		cfg = append(cfg, r2.BucketConfig{Name: b, Endpoint: s3.Endpoint, Bucket: b, AccessKeyID: s3.AccessKeyID, SecretAccessKey: s3.SecretAccessKey})
-	}
-	gw, err := r2.New(cfg, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := sidecar.New(sidecar.Options{Addr: testenv.FreeLoopbackAddr(t), DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.HandleRoot(gw)
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve() }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv.Addr()
+	return sidecartest.StartSidecar(t, sidecartest.Sidecar{S3: s3, Buckets: buckets})
 }
 
-// startWorker runs Worker w's rendering out on workerd with the sidecar at
-// sidecarAddr; it answers the base URL of the http socket.
 func startWorker(t testing.TB, sidecarAddr string, w *v1alpha1.Worker, out *render.Output) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := localrun.WriteFiles(dir, out.Files); err != nil {
-		t.Fatal(err)
-	}
-	// The context bounds workerd's whole run, not only its start.
-	l, err := localrun.StartLocal(context.Background(), localrun.LocalOptions{
-		Binary: testenv.WorkerdBinary(t), Dir: dir, Sockets: []string{podcontract.HTTPSocket, podcontract.RPCSocket, podcontract.HealthSocket, podcontract.TriggerSocket},
-		Externals: map[string]string{podcontract.SidecarService: sidecarAddr}, SidecarAliases: render.R2Services(w),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		l.Stop()
-		if t.Failed() {
-			t.Logf("workerd output:\n%s", l.Output())
-		}
-	})
-	return "http://" + l.Addrs[podcontract.HTTPSocket]
+	return sidecartest.StartWorker(t, sidecarAddr, w, out)
 }
 
 // reply is the test Worker's answer.
