@@ -49,7 +49,7 @@ type LocalOptions struct {
 	// sidecar defaults to a loopback port nothing listens on, so /readyz fails clearly.
 	Externals map[string]string
 	// SidecarAliases are external services that take the sidecar's address unless
-	// Externals has them (render.SidecarAliases; the Cache API's always does).
+	// Externals has them (render.SidecarAliases of a rendered Worker).
 	SidecarAliases []string
 	// Env is added to the process environment, e.g. "WORKERD_SECRET_TOKEN=s3cret".
 	Env []string
@@ -198,7 +198,7 @@ func localArgs(o LocalOptions) ([]string, int, error) {
 		}
 		externals[podcontract.SidecarService] = a
 	}
-	for _, s := range append([]string{podcontract.CacheService}, o.SidecarAliases...) {
+	for _, s := range o.SidecarAliases {
 		if _, ok := externals[s]; !ok {
 			externals[s] = externals[podcontract.SidecarService]
 		}

@@ -70,9 +70,14 @@ func writeUserWorker(c *capnp, w *v1alpha1.Worker, modules []module, flags []str
 func writeShimServices(c *capnp, svcName string, healthBindings []string) {
 	c.item(named(podcontract.SidecarService), "external = (http = ())")
 	// The Cache API's requests: proxy style keeps the scheme and host in the request
-	// target, the cache's key.
-	c.item(named(podcontract.CacheService), kv("external", "(http = "+tuple("style = proxy",
-		kv("injectRequestHeaders", list(tuple(named(podcontract.CacheHeader), kv("value", Quote("1"))))))+")"))
+	// target, the cache's key; the injected Host (proxy style sends none) is what an
+	// HTTP/1.1 server requires. The address is the pod's sidecar; local runs override it
+	// (SidecarAliases).
+	c.item(named(podcontract.CacheService), kv("external", tuple(
+		kv("address", Quote(fmt.Sprintf("%s:%d", podcontract.LoopbackHost, podcontract.SidecarPort))),
+		"http = "+tuple("style = proxy", kv("injectRequestHeaders", list(
+			tuple(named(podcontract.CacheHeader), kv("value", Quote("1"))),
+			tuple(named("Host"), kv("value", Quote(podcontract.CacheService)))))))))
 	c.openWorker(podcontract.HealthService)
 	c.field("modules", list(shimModule(shim.HealthModule)))
 	c.field("compatibilityDate", Quote(ShimCompatibilityDate))

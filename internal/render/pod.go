@@ -74,8 +74,9 @@ func Args(w *v1alpha1.Worker) []string {
 		socketAddr(podcontract.TriggerSocket, podcontract.TriggerPort),
 		fmt.Sprintf("--external-addr=%s=%s:%d", podcontract.SidecarService, podcontract.LoopbackHost, podcontract.SidecarPort),
 	}
-	// The Cache API's and the R2Buckets' services are aliases of the sidecar.
-	for _, s := range SidecarAliases(w) {
+	// The R2Buckets' services are aliases of the sidecar (r2.go); the Cache API's has
+	// the sidecar's address in the config.
+	for _, s := range R2Services(w) {
 		args = append(args, fmt.Sprintf("--external-addr=%s=%s:%d", s, podcontract.LoopbackHost, podcontract.SidecarPort))
 	}
 	return args
