@@ -68,6 +68,16 @@ async function listAll(env, prefix, limit) {
 export default {
   async fetch(req, env) {
     const url = new URL(req.url);
+    // /stream/<key>: PUT stores the request body, GET answers the object (benchmarks).
+    if (url.pathname.startsWith("/stream/")) {
+      const key = url.pathname.slice("/stream/".length);
+      if (req.method === "PUT") {
+        const o = await env.BUCKET.put(key, req.body);
+        return Response.json({ size: o.size });
+      }
+      const o = await env.BUCKET.get(key);
+      return o ? new Response(o.body) : new Response("not found", { status: 404 });
+    }
     try {
       const a = await req.json();
       let result;
