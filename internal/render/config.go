@@ -71,8 +71,8 @@ func writeShimServices(c *capnp, svcName string, healthBindings []string) {
 	c.item(named(podcontract.SidecarService), "external = (http = ())")
 	// The Cache API's requests: proxy style keeps the scheme and host in the request
 	// target, the cache's key; the injected Host (proxy style sends none) is what an
-	// HTTP/1.1 server requires. The address is the pod's sidecar; local runs override it
-	// (SidecarAliases).
+	// HTTP/1.1 server requires. The address comes by flag (Args) like the sidecar's; the
+	// one here, the sidecar's in a pod, lets a config run without the flag start.
 	c.item(named(podcontract.CacheService), kv("external", tuple(
 		kv("address", Quote(fmt.Sprintf("%s:%d", podcontract.LoopbackHost, podcontract.SidecarPort))),
 		"http = "+tuple("style = proxy", kv("injectRequestHeaders", list(

@@ -62,6 +62,7 @@ func MemoryMiB(w *v1alpha1.Worker) int32 {
 //	serve --experimental /etc/workerd/config.capnp --socket-addr=http=$(POD_IP):<port>
 //	--socket-addr=rpc=$(POD_IP):9095 --socket-addr=health=$(POD_IP):9090
 //	--socket-addr=trigger=$(POD_IP):9091 --external-addr=sidecar=127.0.0.1:9092
+//	--external-addr=workerd-operator:cache=127.0.0.1:9092 [--external-addr=r2:<bucket>=127.0.0.1:9092 ...]
 //
 // Kubernetes expands $(POD_IP) from the container's env (downward API status.podIP).
 // The sidecar listens on the loopback for workerd (podcontract.LoopbackHost).
@@ -74,9 +75,8 @@ func Args(w *v1alpha1.Worker) []string {
 		socketAddr(podcontract.TriggerSocket, podcontract.TriggerPort),
 		fmt.Sprintf("--external-addr=%s=%s:%d", podcontract.SidecarService, podcontract.LoopbackHost, podcontract.SidecarPort),
 	}
-	// The R2Buckets' services are aliases of the sidecar (r2.go); the Cache API's has
-	// the sidecar's address in the config.
-	for _, s := range R2Services(w) {
+	// The Cache API's and the R2Buckets' services are aliases of the sidecar.
+	for _, s := range SidecarAliases(w) {
 		args = append(args, fmt.Sprintf("--external-addr=%s=%s:%d", s, podcontract.LoopbackHost, podcontract.SidecarPort))
 	}
 	return args
