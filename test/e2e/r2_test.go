@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/workerd-operator/workerd-operator/internal/devcluster"
 )
 
@@ -33,6 +37,11 @@ func TestR2DevSample(t *testing.T) {
 	if err := cluster.WaitReady(ctx, objs, 5*time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			podLogs(t, "s3", "photos")
+		}
+	})
 	url := serviceURL(t, "photos")
 	req, _ := http.NewRequest(http.MethodPut, url+"/cat.txt", strings.NewReader("meow"))
 	req.Header.Set("Content-Type", "text/plain")
@@ -69,4 +78,30 @@ func do(t *testing.T, req *http.Request) (*http.Response, string) {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return res, string(b)
+}
+
+// podLogs logs the containers' logs of the pods whose names start with the prefixes.
+func podLogs(t *testing.T, prefixes ...string) {
+	cs, err := kubernetes.NewForConfig(cluster.RestConfig())
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	ctx := context.Background()
+	pods, err := cs.CoreV1().Pods(sampleNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	for _, p := range pods.Items {
+		for _, pre := range prefixes {
+			if !strings.HasPrefix(p.Name, pre) {
+				continue
+			}
+			for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+				b, err := cs.CoreV1().Pods(sampleNS).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
+				t.Logf("logs of %s/%s (%v):\n%s", p.Name, c.Name, err, b)
+			}
+		}
+	}
 }
