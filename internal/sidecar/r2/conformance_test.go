@@ -50,7 +50,13 @@ func TestConformance(t *testing.T) {
 			}
 		}},
 		{"head of a missing key is null", apiRef, "head", []any{"conf/missing"}, isNull},
-		{"get returns the body", apiRef, "get", []any{"conf/a"}, body("hello world", nil)},
+		{"get returns the body and the metadata", apiRef, "get", []any{"conf/a"}, func(t *testing.T, r reply) {
+			body("hello world", nil)(t, r)
+			if o := decode[object](t, r); o.Etag != etag || o.Version != put.Version || o.Uploaded != up ||
+				o.HTTPMetadata["contentType"] != "text/plain" || o.CustomMetadata["Mixed-Case"] != "kept" {
+				t.Fatalf("get %+v", o)
+			}
+		}},
 		{"get of a missing key is null", apiRef, "get", []any{"conf/missing"}, isNull},
 		{"range offset", apiRef, "get", []any{"conf/a", map[string]any{"range": map[string]int{"offset": 6}}}, body("world", map[string]int64{"offset": 6, "length": 5})},
 		{"range offset and length", apiRef, "get", []any{"conf/a", map[string]any{"range": map[string]int{"offset": 0, "length": 5}}}, body("hello", map[string]int64{"offset": 0, "length": 5})},

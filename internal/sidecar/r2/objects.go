@@ -53,10 +53,20 @@ func (c *call) head() error {
 }
 
 // get answers with the metadata followed by the value (or its range). A failed onlyIf
-// answers 412 with the object's metadata, which workerd returns without a body.
+// answers 412 with the object's metadata, which workerd returns without a body. A get
+// of the whole object without onlyIf takes one GetObject, whose headers carry the
+// metadata; otherwise a stat first decides.
 func (c *call) get() error {
 	if err := checkKey(c.req.Object); err != nil {
 		return err
+	}
+	if c.req.OnlyIf == nil && c.req.Range == nil && c.req.RangeHeader == nil {
+		body, info, _, err := c.b.core.GetObject(c.ctx, c.b.cfg.Bucket, c.req.Object, minio.GetObjectOptions{})
+		if err != nil {
+			return err
+		}
+		m := metaOf(c.req.Object, info)
+		return c.writeBody(&m, body, info.Size)
 	}
 	m, err := c.stat(c.req.Object)
 	if err != nil {
@@ -87,6 +97,11 @@ func (c *call) get() error {
 			return err
 		}
 	}
+	return c.writeBody(m, body, length)
+}
+
+// writeBody answers with m followed by length bytes of body, and closes body.
+func (c *call) writeBody(m *objectMeta, body io.ReadCloser, length int64) error {
 	defer body.Close()
 	meta, _ := json.Marshal(m)
 	c.w.Header().Set(headerMetadataSize, strconv.Itoa(len(meta)))
