@@ -284,6 +284,9 @@ func cases(tbl *limits.Table) []admitCase {
 		admitCase{name: "secret-missing-warns", obj: newWorker("secret-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.Bindings = []v1alpha1.Binding{{Name: "TOKEN", SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "token-not-yet"}, Key: "t"}}}
 		}), wantWarn: []string{"spec.bindings[0].secretKeyRef.name", "Secret wh/token-not-yet does not exist yet"}},
+		admitCase{name: "r2bucket-missing-warns", obj: newWorker("r2-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Bindings = []v1alpha1.Binding{{Name: "PHOTOS", R2Bucket: &v1alpha1.LocalObjectReference{Name: "photos-not-yet"}}}
+		}), wantWarn: []string{"spec.bindings[0].r2Bucket.name", "R2Bucket wh/photos-not-yet does not exist yet"}},
 	)
 
 	// Workflow limits per profile (the profile of the referenced Worker).
