@@ -101,7 +101,7 @@ run: manifests generate ## Run the manager against the current kubeconfig.
 .PHONY: dev
 dev: tools build build-installer ## The whole fleet on one machine: local cluster, operator, samples (see README).
 	CGO_ENABLED=0 go build -trimpath -tags dev -o bin/workerd-operator-dev ./cmd/workerd-operator
-	WORKERD_OPERATOR_BIN=$(CURDIR)/$(BIN) bin/workerd-operator-dev dev --install dist/install.yaml --manifests config/samples
+	WORKERD_OPERATOR_BIN=$(CURDIR)/$(BIN) bin/workerd-operator-dev dev --install dist/install.yaml --manifests config/samples --manifests config/dev/r2
 
 .PHONY: docker-build
 docker-build: ## Build the operator and workerd images (needs a Docker engine).

@@ -16,6 +16,7 @@ const (
 	BindingD1Database             BindingKind = "d1Database"
 	BindingQueue                  BindingKind = "queue"
 	BindingHyperdrive             BindingKind = "hyperdrive"
+	BindingR2Bucket               BindingKind = "r2Bucket"
 )
 
 // Kinds of the objects a binding references (Binding.Reference). Every reference is by
@@ -29,6 +30,7 @@ const (
 	ReferenceKVNamespace            = "KVNamespace"
 	ReferenceD1Database             = "D1Database"
 	ReferenceQueue                  = "Queue"
+	ReferenceR2Bucket               = "R2Bucket"
 )
 
 // bindingField is what one binding kind is on the API side: which field holds it and
@@ -87,6 +89,9 @@ var bindingFields = []bindingField{
 	{kind: BindingHyperdrive, object: ReferenceSecret, refField: "secretRef.name",
 		set: func(b *Binding) bool { return b.Hyperdrive != nil },
 		ref: func(b *Binding) string { return b.Hyperdrive.SecretRef.Name }},
+	{kind: BindingR2Bucket, object: ReferenceR2Bucket,
+		set: func(b *Binding) bool { return b.R2Bucket != nil },
+		ref: func(b *Binding) string { return b.R2Bucket.Name }},
 }
 
 // BindingKinds lists every binding kind in the API's order.

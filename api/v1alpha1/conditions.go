@@ -5,7 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Condition types shared by all four kinds (metav1.Condition.Type).
+// Condition types shared by all kinds (metav1.Condition.Type).
 const (
 	// ConditionReady is True when the object serves what its spec asks for, at
 	// status.observedGeneration.

@@ -378,7 +378,7 @@ type WorkerAssets struct {
 }
 
 // Binding is one entry of the Worker's env. Exactly one value field is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow), has(self.kvNamespace), has(self.d1Database), has(self.queue), has(self.hyperdrive)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace, workflow, kvNamespace, d1Database, queue or hyperdrive must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow), has(self.kvNamespace), has(self.d1Database), has(self.queue), has(self.hyperdrive), has(self.r2Bucket)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace, workflow, kvNamespace, d1Database, queue, hyperdrive or r2Bucket must be set"
 type Binding struct {
 	// name of the binding in env: a JavaScript identifier, 1 to 64 characters.
 	// +kubebuilder:validation:MinLength=1
@@ -424,6 +424,10 @@ type Binding struct {
 	// queue binds a Queue of the same namespace as a producer (docs/queues.md).
 	// +optional
 	Queue *LocalObjectReference `json:"queue,omitempty"`
+	// r2Bucket binds an R2Bucket of the same namespace (docs/r2.md).
+	// +optional
+	R2Bucket *LocalObjectReference `json:"r2Bucket,omitempty"`
+
 	// hyperdrive binds a PostgreSQL or MySQL database as Cloudflare Hyperdrive does
 	// (env.X.connectionString, host, port, user, password, database), without
 	// Hyperdrive's pooling and caching (docs/outbound.md).

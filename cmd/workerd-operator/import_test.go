@@ -56,9 +56,11 @@ export default { async fetch(req, env) { return new Response(await env.MY_DURABL
 		t.Fatalf("render --check on %v: exit %d\n%s", files, code, stderr)
 	}
 
-	_, stderr, code = runCommand(t, bin, "import", filepath.Join(templates, "r2-explorer-template"), "--bundle", bundle)
-	if code != 1 || !strings.Contains(stderr, "r2_buckets: no R2 binding kind yet") || !strings.Contains(stderr, "--allow-unsupported") {
-		t.Errorf("import r2-explorer-template: exit %d\n%s", code, stderr)
+	// r2-explorer-template: its r2_buckets become an R2Bucket on the given S3 endpoint.
+	stdout, stderr, code := runCommand(t, bin, "import", filepath.Join(templates, "r2-explorer-template"), "--bundle", bundle,
+		"--assets-image", "registry.example/r2:1", "--r2-endpoint", "http://s3.storage:7070")
+	if code != 0 || !strings.Contains(stdout, "kind: R2Bucket") || !strings.Contains(stdout, "r2Bucket:") {
+		t.Errorf("import r2-explorer-template: exit %d\n%s%s", code, stdout, stderr)
 	}
 
 	// A project with assets needs an image; with --assets-image it imports and checks.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/cache"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/r2"
 	"github.com/workerd-operator/workerd-operator/internal/workflows"
 )
 
@@ -29,6 +32,7 @@ type sidecarOptions struct {
 	profile         string
 	lease, grace    time.Duration
 	lim             channels.Limits // the --channel-max-* values; only changed ones apply
+	cache           cache.Options   // the --cache-* values
 }
 
 // newSidecarCommand: `workerd-operator sidecar --listen 127.0.0.1:9092 --listen-tls
@@ -57,6 +61,9 @@ func newSidecarCommand() *cobra.Command {
 	f.StringVar(&o.profile, "limits-profile", string(limits.DefaultProfile), "limit profile the channel limits come from (free, paid, custom; internal/limits)")
 	f.DurationVar(&o.lease, "channel-lease", channels.DefaultLease, "durable-channel subscription lease, renewed by subscribe and every wait; lapsed subscriptions are collected")
 	f.DurationVar(&o.grace, "shutdown-timeout", 10*time.Second, "how long SIGTERM waits for open requests and, in a workflow engine pod, for step attempts in flight")
+	f.Int64Var(&o.cache.MemoryBytes, "cache-memory-bytes", cache.DefaultMemoryBytes, "Cache API: bytes of cached bodies kept in memory (entries up to 1/16 of it)")
+	f.Int64Var(&o.cache.DiskBytes, "cache-disk-bytes", cache.DefaultDiskBytes, "Cache API: bytes of cached bodies kept under <data-dir>/cache")
+	f.Int64Var(&o.cache.MaxEntryBytes, "cache-max-entry-bytes", cache.DefaultMaxEntryBytes, "Cache API: the largest response put() stores (Cloudflare: 512 MB)")
 	f.IntVar(&o.lim.MaxChannels, "channel-max-channels", o.lim.MaxChannels, "channels per Durable Object instance (lower than the profile's channels_per_object, 64)")
 	f.IntVar(&o.lim.MaxSubscribers, "channel-max-subscribers", o.lim.MaxSubscribers, "subscribers per channel (lower than the profile's subscribers_per_channel, 256)")
 	f.IntVar(&o.lim.MaxMessageBytes, "channel-max-message-bytes", o.lim.MaxMessageBytes, "bytes per message (lower than the profile's channel_message_bytes, 65536)")
@@ -81,6 +88,15 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 			return err
 		}
 	}
+	if err := attachR2(srv, cmd.ErrOrStderr()); err != nil {
+		return err
+	}
+	o.cache.Dir = filepath.Join(o.dataDir, "cache")
+	c, err := cache.New(o.cache)
+	if err != nil {
+		return fmt.Errorf("sidecar: cache: %w", err)
+	}
+	srv.HandleMarked(podcontract.CacheHeader, c)
 	if err := srv.Listen(); err != nil {
 		return err
 	}
@@ -141,6 +157,26 @@ func attachWorkflows(srv *sidecar.Server, o *sidecarOptions, stderr io.Writer) e
 	wo.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, "workflows: "+format+"\n", a...) }
 	_, err = workflows.Attach(srv, wo)
 	return err
+}
+
+// attachR2 serves the R2 gateway for the buckets in $WORKERD_OPERATOR_R2_BUCKETS, set
+// when the pod's Worker has r2Bucket bindings.
+func attachR2(srv *sidecar.Server, stderr io.Writer) error {
+	env := os.Getenv(podcontract.R2ConfigEnv)
+	if env == "" {
+		return nil
+	}
+	cfg, err := r2.ParseConfig(env)
+	if err != nil {
+		return err
+	}
+	gw, err := r2.New(cfg, func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) })
+	if err != nil {
+		return err
+	}
+	srv.HandleRoot(gw)
+	fmt.Fprintf(stderr, "sidecar: R2 gateway for %d bucket(s)\n", len(cfg))
+	return nil
 }
 
 // serveSidecar serves until the server fails or SIGINT/SIGTERM arrives, then shuts

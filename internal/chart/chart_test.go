@@ -151,8 +151,8 @@ var optionSets = []struct {
 		name: "defaults",
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			crds := kinds(objs, "CustomResourceDefinition")
-			if len(crds) != 7 {
-				t.Fatalf("%d CRDs rendered, want the 7 kinds", len(crds))
+			if len(crds) != 8 {
+				t.Fatalf("%d CRDs rendered, want the 8 kinds", len(crds))
 			}
 			for _, c := range crds {
 				if got := c.GetAnnotations()["helm.sh/resource-policy"]; got != "keep" {

@@ -8,6 +8,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
 	"github.com/workerd-operator/workerd-operator/internal/controller/datastore"
 	"github.com/workerd-operator/workerd-operator/internal/controller/durableobjectnamespace"
+	"github.com/workerd-operator/workerd-operator/internal/controller/r2bucket"
 	"github.com/workerd-operator/workerd-operator/internal/controller/worker"
 	"github.com/workerd-operator/workerd-operator/internal/controller/workflow"
 	"github.com/workerd-operator/workerd-operator/internal/render"
@@ -37,6 +38,9 @@ func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.Dispatcher
 		if err := (&datastore.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events, Kind: kind}).SetupWithManager(mgr); err != nil {
 			return err
 		}
+	}
+	if err := (&r2bucket.Reconciler{Client: mgr.GetClient(), Events: events}).SetupWithManager(mgr); err != nil {
+		return err
 	}
 	if cron.APIReader == nil {
 		cron.APIReader = mgr.GetAPIReader()

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
+	"github.com/workerd-operator/workerd-operator/internal/toolchain"
 )
 
 // ImageMapping maps container images to local binaries (config/dev/images.yaml).
@@ -27,7 +28,7 @@ type ImageMapping struct {
 }
 
 // ImageBinary is one entry: Image is a reference without tag/digest (exact match) or a
-// path.Match pattern containing `*`; Binary is `$workerd`, `$operator`, a path (absolute or
+// path.Match pattern containing `*`; Binary is `$workerd`, `$operator`, `$versitygw`, a path (absolute or
 // relative to the repository root) or a name in PATH.
 type ImageBinary struct {
 	Image  string `json:"image"`
@@ -70,7 +71,7 @@ func stripTag(ref string) string {
 }
 
 // Binary returns the local binary standing for image, building or installing it on
-// first use ($workerd, $operator). The error names the image and the mapping file.
+// first use ($workerd, $operator, $versitygw). The error names the image and the mapping file.
 func (m *ImageMapping) Binary(image string) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -132,6 +133,8 @@ func resolveBinary(b string) (string, error) {
 		return testenv.Workerd()
 	case "$operator":
 		return OperatorBinary()
+	case "$versitygw":
+		return toolchain.S3Server()
 	}
 	if filepath.IsAbs(b) {
 		return b, nil

@@ -48,6 +48,9 @@ type LocalOptions struct {
 	// Externals maps external service names to "host:port" (--external-addr). The
 	// sidecar defaults to a loopback port nothing listens on, so /readyz fails clearly.
 	Externals map[string]string
+	// SidecarAliases are external services that take the sidecar's address unless
+	// Externals has them (render.SidecarAliases of a rendered Worker).
+	SidecarAliases []string
 	// Env is added to the process environment, e.g. "WORKERD_SECRET_TOKEN=s3cret".
 	Env []string
 	// Args are more workerd flags, e.g. --directory-path for a shard's storage.
@@ -160,6 +163,9 @@ func StartLocal(ctx context.Context, o LocalOptions) (*Local, error) {
 // pod name; an engine the workflows socket. Binary and Env are left to the caller.
 func (r Rendered) LocalOptions(dir string) (LocalOptions, error) {
 	o := LocalOptions{Dir: dir, Sockets: []string{podcontract.HTTPSocket, podcontract.RPCSocket, podcontract.HealthSocket, podcontract.TriggerSocket}}
+	if r.Worker != nil {
+		o.SidecarAliases = render.SidecarAliases(r.Worker)
+	}
 	switch r.HostKind {
 	case v1alpha1.ReferenceDurableObjectNamespace:
 		st := filepath.Join(dir, render.DOStorageService)
@@ -205,6 +211,11 @@ func localArgs(o LocalOptions) ([]string, int, error) {
 			return nil, 0, err
 		}
 		externals[podcontract.SidecarService] = a
+	}
+	for _, s := range o.SidecarAliases {
+		if _, ok := externals[s]; !ok {
+			externals[s] = externals[podcontract.SidecarService]
+		}
 	}
 	args := []string{"serve", "--experimental", filepath.Join(o.Dir, podcontract.ConfigFile), "--control-fd=3"}
 	for _, s := range sockets {

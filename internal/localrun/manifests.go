@@ -36,6 +36,7 @@ type Manifests struct {
 	KVNamespaces            []*v1alpha1.KVNamespace
 	D1Databases             []*v1alpha1.D1Database
 	Queues                  []*v1alpha1.Queue
+	R2Buckets               []*v1alpha1.R2Bucket
 	ConfigMaps              []*corev1.ConfigMap
 	Secrets                 []*corev1.Secret
 	Others                  [][]byte
@@ -53,6 +54,7 @@ var kinds = map[[2]string]func(doc []byte, m *Manifests) error{
 	{v1alpha1.GroupVersion.Group, "Queue"}:                  decodeAppend(func(m *Manifests) *[]*v1alpha1.Queue { return &m.Queues }),
 	{"", "ConfigMap"}:                                       decodeAppend(func(m *Manifests) *[]*corev1.ConfigMap { return &m.ConfigMaps }),
 	{"", "Secret"}:                                          decodeAppend(func(m *Manifests) *[]*corev1.Secret { return &m.Secrets }),
+	{v1alpha1.GroupVersion.Group, "R2Bucket"}:               decodeAppend(func(m *Manifests) *[]*v1alpha1.R2Bucket { return &m.R2Buckets }),
 }
 
 // decodeAppend decodes a document strictly into a new T and appends it to field(m).
@@ -355,6 +357,13 @@ func inputFor(m *Manifests, w *v1alpha1.Worker, opts render.Options, a Addresses
 		if s[1] == ns {
 			k := dataKindOf[s[0]]
 			in.DataStores[render.DataRef{Kind: k, Name: s[2]}] = render.DataAddress(ns, k, s[2], opts)
+		}
+	}
+	in.R2Buckets = map[string]render.R2BucketTarget{}
+	for _, b := range m.R2Buckets {
+		if namespaceOf(b.Namespace) == ns {
+			s3 := b.Spec.S3
+			in.R2Buckets[b.Name] = render.R2BucketTarget{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Region: s3.Region, SecretName: s3.CredentialsSecret.Name}
 		}
 	}
 	if cs := w.Spec.Source.ConfigMap; cs != nil {

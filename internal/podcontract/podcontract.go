@@ -107,6 +107,25 @@ const (
 	// HyperdriveEnvPrefix prefixes the env vars of a hyperdrive binding's host and port:
 	// WORKERD_HYPERDRIVE_<name>_HOST and _PORT (the database's address, a workerd flag).
 	HyperdriveEnvPrefix = "WORKERD_HYPERDRIVE_"
+	// R2BucketHeader names the R2Bucket of an R2 binding call: each r2Bucket binding's
+	// external service (R2ServicePrefix + the R2Bucket's name, an alias of the sidecar)
+	// injects it, and the sidecar's R2 gateway (internal/sidecar/r2) reads it.
+	R2BucketHeader = "X-Workerd-Operator-R2-Bucket"
+	// R2ServicePrefix prefixes the external service of an R2Bucket in the config.
+	R2ServicePrefix = "r2:"
+	// CacheService is the Cache API's service in the config (every Worker's
+	// cacheApiOutbound): an alias of the sidecar, HTTP proxy style (the full URL as the
+	// request target), whose requests carry CacheHeader; the sidecar's per-pod cache
+	// (internal/sidecar/cache) answers them, whatever their path.
+	CacheService = "workerd-operator:cache"
+	// CacheHeader marks the Cache API's requests to the sidecar.
+	CacheHeader = "X-Workerd-Operator-Cache"
+	// R2ConfigEnv is the sidecar's env var holding its R2 buckets as JSON (endpoint,
+	// bucket, region and the env vars of the credentials, never the credentials).
+	R2ConfigEnv = "WORKERD_OPERATOR_R2_BUCKETS"
+	// R2CredentialsEnvPrefix prefixes the sidecar's env vars of an R2Bucket's
+	// credentials: WORKERD_R2_<n>_ACCESS_KEY_ID and _SECRET_ACCESS_KEY, from its Secret.
+	R2CredentialsEnvPrefix = "WORKERD_R2_"
 	// PodIPEnv is the container env var holding the pod IP (downward API).
 	PodIPEnv = "POD_IP"
 	// MemoryLimitEnv is the sidecar's env var holding its container's memory limit in

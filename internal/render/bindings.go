@@ -43,6 +43,7 @@ var bindingKinds = []struct {
 	{v1alpha1.BindingD1Database, newDataKind(DataD1)},
 	{v1alpha1.BindingQueue, newDataKind(DataQueue)},
 	{v1alpha1.BindingHyperdrive, func(Input) (bindingKind, error) { return &hyperdriveKind{}, nil }},
+	{v1alpha1.BindingR2Bucket, newR2Kind},
 }
 
 // kindOf classifies a binding. Only tests replace it, to plug in a kind the API lacks.
@@ -68,8 +69,8 @@ type extras struct {
 	files []File
 	// healthBindings are more bindings of the health shim worker (a shard pod's GATEWAY).
 	healthBindings []string
-	// env is more env of the workerd container.
-	env []corev1.EnvVar
+	// env is more env of the workerd container, sidecarEnv of the sidecar container.
+	env, sidecarEnv []corev1.EnvVar
 	// args are more args of workerd; secretVolumes more volumes of the pod.
 	args          []string
 	secretVolumes []SecretVolume
@@ -121,6 +122,7 @@ func renderBindings(in Input) (*extras, error) {
 	sort.Slice(x.bindings, func(i, j int) bool { return x.bindings[i].name < x.bindings[j].name })
 	sort.Slice(x.env, func(i, j int) bool { return x.env[i].Name < x.env[j].Name })
 	sort.Slice(x.secretVolumes, func(i, j int) bool { return x.secretVolumes[i].Dir < x.secretVolumes[j].Dir })
+	sort.Slice(x.sidecarEnv, func(i, j int) bool { return x.sidecarEnv[i].Name < x.sidecarEnv[j].Name })
 	return x, nil
 }
 

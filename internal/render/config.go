@@ -50,6 +50,7 @@ func writeUserWorker(c *capnp, w *v1alpha1.Worker, modules []module, flags []str
 	}
 	c.close("],")
 	c.field("compatibilityDate", Quote(w.Spec.CompatibilityDate))
+	c.field("cacheApiOutbound", Quote(podcontract.CacheService))
 	if len(flags) > 0 {
 		c.field("compatibilityFlags", list(quoteAll(flags)...))
 	}
@@ -64,11 +65,21 @@ func writeUserWorker(c *capnp, w *v1alpha1.Worker, modules []module, flags []str
 	c.closeWorker()
 }
 
-// writeShimServices writes the sidecar's external service and the health and trigger
+// writeShimServices writes the sidecar's external services (itself and the Cache API's
+// alias) and the health and trigger
 // shim workers (internal/shim); the trigger shim calls the user's Worker svcName, the
 // health shim has healthBindings besides SIDECAR.
 func writeShimServices(c *capnp, svcName string, healthBindings []string) {
 	c.item(named(podcontract.SidecarService), "external = (http = ())")
+	// The Cache API's requests: proxy style keeps the scheme and host in the request
+	// target, the cache's key; the injected Host (proxy style sends none) is what an
+	// HTTP/1.1 server requires. The address comes by flag (Args) like the sidecar's; the
+	// one here, the sidecar's in a pod, lets a config run without the flag start.
+	c.item(named(podcontract.CacheService), kv("external", tuple(
+		kv("address", Quote(fmt.Sprintf("%s:%d", podcontract.LoopbackHost, podcontract.SidecarPort))),
+		"http = "+tuple("style = proxy", kv("injectRequestHeaders", list(
+			tuple(named(podcontract.CacheHeader), kv("value", Quote("1"))),
+			tuple(named("Host"), kv("value", Quote(podcontract.CacheService)))))))))
 	c.openWorker(podcontract.HealthService)
 	c.field("modules", list(shimModule(shim.HealthModule)))
 	c.field("compatibilityDate", Quote(ShimCompatibilityDate))

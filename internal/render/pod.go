@@ -62,11 +62,12 @@ func MemoryMiB(w *v1alpha1.Worker) int32 {
 //	serve --experimental /etc/workerd/config.capnp --socket-addr=http=$(POD_IP):<port>
 //	--socket-addr=rpc=$(POD_IP):9095 --socket-addr=health=$(POD_IP):9090
 //	--socket-addr=trigger=$(POD_IP):9091 --external-addr=sidecar=127.0.0.1:9092
+//	--external-addr=workerd-operator:cache=127.0.0.1:9092 [--external-addr=r2:<bucket>=127.0.0.1:9092 ...]
 //
 // Kubernetes expands $(POD_IP) from the container's env (downward API status.podIP).
 // The sidecar listens on the loopback for workerd (podcontract.LoopbackHost).
 func Args(w *v1alpha1.Worker) []string {
-	return []string{
+	args := []string{
 		"serve", "--experimental", podcontract.ConfigDir + "/" + podcontract.ConfigFile,
 		socketAddr(podcontract.HTTPSocket, HTTPPort(w)),
 		socketAddr(podcontract.RPCSocket, podcontract.RPCPort),
@@ -74,6 +75,17 @@ func Args(w *v1alpha1.Worker) []string {
 		socketAddr(podcontract.TriggerSocket, podcontract.TriggerPort),
 		fmt.Sprintf("--external-addr=%s=%s:%d", podcontract.SidecarService, podcontract.LoopbackHost, podcontract.SidecarPort),
 	}
+	// The Cache API's and the R2Buckets' services are aliases of the sidecar.
+	for _, s := range SidecarAliases(w) {
+		args = append(args, fmt.Sprintf("--external-addr=%s=%s:%d", s, podcontract.LoopbackHost, podcontract.SidecarPort))
+	}
+	return args
+}
+
+// SidecarAliases are the external services besides "sidecar" that reach the pod's
+// sidecar: the Cache API's (podcontract.CacheService) and the R2Buckets' (r2.go).
+func SidecarAliases(w *v1alpha1.Worker) []string {
+	return append([]string{podcontract.CacheService}, R2Services(w)...)
 }
 
 // socketAddr is the flag binding socket name to the pod IP and port.

@@ -74,6 +74,8 @@ type Input struct {
 	// WorkflowHosts are the Workflows whose engine runs in the pods being rendered
 	// (runner worker + `workflows` socket, WorkflowEngineArgs; workflows.go).
 	WorkflowHosts []WorkflowHost
+	// R2Buckets maps an R2Bucket name to its store, for every r2Bucket binding (r2.go).
+	R2Buckets map[string]R2BucketTarget
 	// DataStores maps a KVNamespace, D1Database or Queue to its gateway address
 	// (DataAddress), for every kvNamespace, d1Database and queue binding (datastores.go).
 	DataStores map[DataRef]string
@@ -125,6 +127,9 @@ type Output struct {
 	// SecretVolumes are Secrets the pod mounts under ConfigDir for the config to embed
 	// (hyperdrive bindings), sorted by Dir.
 	SecretVolumes []SecretVolume
+	// SidecarEnv are the sidecar container's env vars: the R2 gateway's buckets
+	// (podcontract.R2ConfigEnv) and their credentials from Secrets, sorted by name.
+	SidecarEnv []corev1.EnvVar
 	// Version is a content hash (16 hex chars) of everything the pod runs: config,
 	// module bytes (including External) and secret references (names, never values).
 	Version string
@@ -158,7 +163,7 @@ func Render(in Input) (*Output, error) {
 	}
 	external := append([]File(nil), src.external...)
 	sort.Slice(external, func(i, j int) bool { return external[i].Path < external[j].Path })
-	out := &Output{Files: files, External: external, Env: x.env, Args: x.args, SecretVolumes: x.secretVolumes}
+	out := &Output{Files: files, External: external, Env: x.env, Args: x.args, SecretVolumes: x.secretVolumes, SidecarEnv: x.sidecarEnv}
 	out.Version = version(out)
 	return out, nil
 }
@@ -256,7 +261,10 @@ func version(o *Output) string {
 	for _, v := range o.SecretVolumes {
 		put("secretVolume", v.Name, v.Secret, v.Dir)
 	}
-	for _, e := range o.Env {
+	for _, e := range o.SidecarEnv {
+		put("sidecarEnv", e.Name, e.Value)
+	}
+	for _, e := range append(o.Env, o.SidecarEnv...) {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 			r := e.ValueFrom.SecretKeyRef
 			opt := r.Optional != nil && *r.Optional

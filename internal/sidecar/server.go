@@ -58,6 +58,14 @@ type Server struct {
 	tlsListener net.Listener
 	tlsHTTP     *http.Server
 	stopping    atomic.Bool
+	// marked are handlers of requests carrying a header, whatever their path
+	// (HandleMarked).
+	marked []markedHandler
+}
+
+type markedHandler struct {
+	header string
+	h      http.Handler
 }
 
 // LameDuck is the least time Shutdown keeps the listeners open after it began, answering
@@ -107,7 +115,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if s.Stopping() {
 		w.Header().Set("Connection", "close")
 	}
+	for _, m := range s.marked {
+		if r.Header.Get(m.header) != "" {
+			m.h.ServeHTTP(w, r)
+			return
+		}
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// HandleMarked serves the pod-internal requests that carry header with h, whatever
+// their path: the Cache API's requests, whose request targets are the cached URLs.
+// The cross-pod listener never routes them. Call it before Serve.
+func (s *Server) HandleMarked(header string, h http.Handler) {
+	s.marked = append(s.marked, markedHandler{header, h})
 }
 
 // Stopping is true once Shutdown began.
@@ -140,6 +161,10 @@ func (s *Server) OnDrain(f func(context.Context) error) {
 	defer s.mu.Unlock()
 	s.drainers = append(s.drainers, f)
 }
+
+// HandleRoot serves requests for "/" itself with h: the path workerd's r2Bucket binding
+// sends every call to (the R2 gateway, internal/sidecar/r2). Call it before Serve.
+func (s *Server) HandleRoot(h http.Handler) { s.mux.Handle("/{$}", h) }
 
 // Channels is the durable-channel registry.
 func (s *Server) Channels() *channels.Manager { return s.channels }

@@ -296,8 +296,10 @@ func workerPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash s
 	podAnnotations["kubectl.kubernetes.io/default-container"] = podcontract.WorkerdContainer
 
 	volumes, mounts := workerVolumes(w, out)
+	sidecar := sidecarContainerSpec(opts)
+	sidecar.Env = append(sidecar.Env, out.SidecarEnv...) // the R2 gateway's buckets and credentials
 	pod := corev1.PodSpec{
-		InitContainers:                []corev1.Container{sidecarContainerSpec(opts)},
+		InitContainers:                []corev1.Container{sidecar},
 		Containers:                    []corev1.Container{workerdContainer(w, out, opts, mounts)},
 		Volumes:                       volumes,
 		TerminationGracePeriodSeconds: ptr.To(opts.PreStopSeconds + opts.DrainSeconds),

@@ -109,6 +109,16 @@ func NodeBin() (string, error) {
 	return runScript(filepath.Join(root, "hack", "install-node.sh"))
 }
 
+// S3Server returns the S3-compatible server binary (versitygw) that `make dev` and
+// the R2 tests store objects in, building it first if needed (hack/install-s3.sh).
+func S3Server() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return runScript(filepath.Join(root, "hack", "install-s3.sh"))
+}
+
 func runScript(path string, args ...string) (string, error) {
 	cmd := exec.Command("bash", append([]string{path}, args...)...)
 	var stdout bytes.Buffer

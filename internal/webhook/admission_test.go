@@ -292,6 +292,9 @@ func cases(tbl *limits.Table) []admitCase {
 		admitCase{name: "hyperdrive-secret-missing-warns", obj: newWorker("hd-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.Bindings = []v1alpha1.Binding{{Name: "DB", Hyperdrive: &v1alpha1.HyperdriveBinding{SecretRef: v1alpha1.LocalObjectReference{Name: "db-not-yet"}}}}
 		}), wantWarn: []string{"spec.bindings[0].hyperdrive.secretRef.name", "Secret wh/db-not-yet does not exist yet"}},
+		admitCase{name: "r2bucket-missing-warns", obj: newWorker("r2-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Bindings = []v1alpha1.Binding{{Name: "PHOTOS", R2Bucket: &v1alpha1.LocalObjectReference{Name: "photos-not-yet"}}}
+		}), wantWarn: []string{"spec.bindings[0].r2Bucket.name", "R2Bucket wh/photos-not-yet does not exist yet"}},
 	)
 
 	// Workflow limits per profile (the profile of the referenced Worker).

@@ -153,7 +153,7 @@ func referenceObject(gvk schema.GroupVersionKind) client.Object {
 // referenceObjects lists one object per kind the reference and policy checks read.
 func referenceObjects() []client.Object {
 	var out []client.Object
-	for _, gvk := range []schema.GroupVersionKind{gvkWorker, gvkDON, gvkConfigMap, gvkWorkflow, gvkSecret, gvkNamespace} {
+	for _, gvk := range []schema.GroupVersionKind{gvkWorker, gvkDON, gvkConfigMap, gvkWorkflow, gvkR2Bucket, gvkSecret, gvkNamespace} {
 		out = append(out, referenceObject(gvk))
 	}
 	return out
@@ -208,6 +208,7 @@ var (
 	gvkWorker    = v1alpha1.GroupVersion.WithKind("Worker")
 	gvkWorkflow  = v1alpha1.GroupVersion.WithKind("Workflow")
 	gvkDON       = v1alpha1.GroupVersion.WithKind("DurableObjectNamespace")
+	gvkR2Bucket  = v1alpha1.GroupVersion.WithKind("R2Bucket")
 	gvkSecret    = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 	gvkConfigMap = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	gvkNamespace = schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
@@ -223,6 +224,7 @@ var referenceGVK = map[string]schema.GroupVersionKind{
 	v1alpha1.ReferenceKVNamespace:            v1alpha1.GroupVersion.WithKind("KVNamespace"),
 	v1alpha1.ReferenceD1Database:             v1alpha1.GroupVersion.WithKind("D1Database"),
 	v1alpha1.ReferenceQueue:                  v1alpha1.GroupVersion.WithKind("Queue"),
+	v1alpha1.ReferenceR2Bucket:               gvkR2Bucket,
 }
 
 // workerProfile returns the limit profile of Worker ns/name, the operator's default

@@ -55,7 +55,7 @@ func TestCrashSafety(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 6))
 	start := time.Now()
 	for kills["sidecar"] < minKills || kills["workerd"] < minKills {
-		time.Sleep(time.Duration(50+rng.IntN(400)) * time.Millisecond)
+		time.Sleep(time.Duration(20+rng.IntN(180)) * time.Millisecond)
 		if completed() == nInst {
 			break
 		}

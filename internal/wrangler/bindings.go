@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -115,6 +116,35 @@ func (c *converter) workflows(path string, v any) {
 			ObjectMeta: metav1.ObjectMeta{Name: wf},
 			Spec:       v1alpha1.WorkflowSpec{WorkerRef: v1alpha1.LocalObjectReference{Name: c.name}, ClassName: class},
 		})
+	}
+}
+
+// r2Buckets become r2Bucket bindings to the R2Bucket named after bucket_name. Where
+// its objects live (an S3 endpoint) is nothing wrangler knows: Import writes the
+// R2Buckets with Options.R2Endpoint.
+func (c *converter) r2Buckets(path string, v any) {
+	for i, e := range list(v) {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		m, ok := e.(map[string]any)
+		binding, bucket := str(m, "binding"), str(m, "bucket_name")
+		if !ok || binding == "" || bucket == "" {
+			c.unsupported(p, "needs binding and bucket_name")
+			continue
+		}
+		for _, k := range sortedKeys(m) {
+			switch k {
+			case "binding", "bucket_name", "preview_bucket_name":
+			case "jurisdiction":
+				c.res.Ignored = append(c.res.Ignored, Issue{p + ".jurisdiction", "where Cloudflare stores the bucket; here spec.s3 of the R2Bucket says"})
+			default:
+				c.unsupported(p+"."+k, unknownReason)
+			}
+		}
+		name := dnsName(bucket)
+		c.addBinding(v1alpha1.Binding{Name: binding, R2Bucket: &v1alpha1.LocalObjectReference{Name: name}})
+		if !slices.Contains(c.res.r2, r2Bucket{name, bucket}) {
+			c.res.r2 = append(c.res.r2, r2Bucket{name, bucket})
+		}
 	}
 }
 

@@ -33,6 +33,8 @@ type Result struct {
 	Queues                  []*v1alpha1.Queue
 	// ConfigMaps hold D1 migrations (d1_databases[].migrations_dir).
 	ConfigMaps []*corev1.ConfigMap
+	// R2Buckets are written by Import with Options.R2Endpoint.
+	R2Buckets []*v1alpha1.R2Bucket
 	// Unsupported are the keys that did not map, sorted by path.
 	Unsupported []Issue
 	// Ignored are keys without effect here (deployment or dashboard settings).
@@ -49,7 +51,12 @@ type Result struct {
 	main string
 	// assetsDir is the asset directory (assets.directory, absolute), "" without assets.
 	assetsDir string
+	// r2 are the buckets r2_buckets binds, in order, once each.
+	r2 []r2Bucket
 }
+
+// r2Bucket is an R2Bucket an r2_buckets entry binds: its object name and bucket_name.
+type r2Bucket struct{ name, bucket string }
 
 // converter maps one environment's keys into a Result.
 type converter struct {
@@ -156,6 +163,8 @@ func (c *converter) key(k, path string, v any) {
 		c.queues(path, v)
 	case "hyperdrive":
 		c.hyperdrive(path, v)
+	case "r2_buckets":
+		c.r2Buckets(path, v)
 	case "triggers":
 		c.triggers(path, v)
 	case "limits":

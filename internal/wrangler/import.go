@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"sigs.k8s.io/yaml"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
@@ -37,6 +39,9 @@ type Options struct {
 	// Image, when set, makes spec.source.image name this reference instead of inline
 	// modules; Result.Image holds what to pack into it (the modules, the assets).
 	Image string
+	// R2Endpoint is the S3-compatible store the R2Buckets of r2_buckets get as
+	// spec.s3.endpoint; "" writes no R2Bucket (a note says to create them).
+	R2Endpoint string
 }
 
 // UnsupportedError lists the keys that did not map.
@@ -97,6 +102,7 @@ func Import(o Options) (*Result, error) {
 			return nil, fmt.Errorf("%s: %w", cfg.File, err)
 		}
 	}
+	res.addR2Buckets(o.R2Endpoint, o.Namespace)
 	if len(res.Unsupported) > 0 {
 		res.Worker.Annotations = map[string]string{UnsupportedAnnotation: joinIssues(res.Unsupported)}
 	}
@@ -130,7 +136,29 @@ func (r *Result) Objects() []any {
 	for _, o := range r.Queues {
 		out = append(out, o)
 	}
+	for _, b := range r.R2Buckets {
+		out = append(out, b)
+	}
 	return out
+}
+
+// addR2Buckets writes an R2Bucket per bucket the bindings name, on endpoint, with the
+// credentials Secret "<name>-s3"; without an endpoint a note says to create them.
+func (r *Result) addR2Buckets(endpoint, ns string) {
+	for _, rb := range r.r2 {
+		if endpoint == "" {
+			r.Notes = append(r.Notes, fmt.Sprintf("R2Bucket %s (bucket %s) is not written: pass --r2-endpoint, or create it with spec.s3 (docs/r2.md)", rb.name, rb.bucket))
+			continue
+		}
+		r.R2Buckets = append(r.R2Buckets, &v1alpha1.R2Bucket{
+			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "R2Bucket"},
+			ObjectMeta: metav1.ObjectMeta{Name: rb.name, Namespace: ns},
+			Spec: v1alpha1.R2BucketSpec{S3: v1alpha1.S3BucketSource{
+				Endpoint: endpoint, Bucket: rb.bucket, CredentialsSecret: v1alpha1.LocalObjectReference{Name: rb.name + "-s3"},
+			}},
+		})
+		r.Notes = append(r.Notes, fmt.Sprintf("R2Bucket %s: create the Secret %s-s3 with the keys %s and %s", rb.name, rb.name, v1alpha1.R2AccessKeyIDKey, v1alpha1.R2SecretAccessKeyKey))
+	}
 }
 
 // manifest renders one object as YAML without status and empty metadata fields.

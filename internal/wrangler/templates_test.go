@@ -75,7 +75,7 @@ func templateRow(t *testing.T, dir string) string {
 	case len(conv.Unsupported) == 0 && err != nil:
 		t.Errorf("%s: %v", name, err)
 	}
-	res, err := wrangler.Import(wrangler.Options{Path: dir, Bundle: standInBundle(t), Image: image, AllowUnsupported: true})
+	res, err := wrangler.Import(wrangler.Options{Path: dir, Bundle: standInBundle(t), Image: image, AllowUnsupported: true, R2Endpoint: "http://s3.storage:7070"})
 	if err != nil {
 		t.Fatalf("%s: --allow-unsupported: %v", name, err)
 	}
@@ -124,7 +124,7 @@ func checkRenders(t *testing.T, res *wrangler.Result) {
 	t.Helper()
 	m := &localrun.Manifests{Workers: []*v1alpha1.Worker{res.Worker}, DurableObjectNamespaces: res.DurableObjectNamespaces,
 		Workflows: res.Workflows, CronSchedules: res.CronSchedules,
-		KVNamespaces: res.KVNamespaces, D1Databases: res.D1Databases, Queues: res.Queues, ConfigMaps: res.ConfigMaps}
+		KVNamespaces: res.KVNamespaces, D1Databases: res.D1Databases, Queues: res.Queues, ConfigMaps: res.ConfigMaps, R2Buckets: res.R2Buckets}
 	if _, err := localrun.RenderManifests(m, render.Options{}); err != nil {
 		t.Errorf("%s: render: %v", res.Worker.Name, err)
 	}

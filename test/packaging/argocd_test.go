@@ -26,7 +26,7 @@ const (
 	expectedHealth = "test.workerd-operator.io/expected-health"
 )
 
-var fleetKinds = []string{"Worker", "DurableObjectNamespace", "Workflow", "CronSchedule", "KVNamespace", "D1Database", "Queue"}
+var fleetKinds = []string{"Worker", "DurableObjectNamespace", "Workflow", "CronSchedule", "KVNamespace", "D1Database", "Queue", "R2Bucket"}
 
 // Ready=False reasons the health check reports as Progressing: they clear by themselves.
 var transientReasons = []string{

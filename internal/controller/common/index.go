@@ -28,6 +28,7 @@ const (
 	IndexWorkerServiceRef  = ".spec.bindings.service.name"
 	IndexWorkerDONSRef     = ".spec.bindings.durableObjectNamespace.name"
 	IndexWorkerWorkflowRef = ".spec.bindings.workflow.name"
+	IndexWorkerR2BucketRef = ".spec.bindings.r2Bucket.name"
 	IndexWorkerRef         = ".spec.workerRef.name"
 	IndexWorkerKVRef       = ".spec.bindings.kvNamespace.name"
 	IndexWorkerD1Ref       = ".spec.bindings.d1Database.name"
@@ -100,6 +101,7 @@ func setupWorkerIndexes(mgr ctrl.Manager) error {
 		{IndexWorkerKVRef, fleetv1alpha1.ReferenceKVNamespace},
 		{IndexWorkerD1Ref, fleetv1alpha1.ReferenceD1Database},
 		{IndexWorkerQueueRef, fleetv1alpha1.ReferenceQueue},
+		{IndexWorkerR2BucketRef, fleetv1alpha1.ReferenceR2Bucket},
 	} {
 		if err := idx.IndexField(ctx, &fleetv1alpha1.Worker{}, ix.name, func(o client.Object) []string {
 			return o.(*fleetv1alpha1.Worker).ReferencedNames(ix.kind)
@@ -135,6 +137,7 @@ func WatchWorkerReaders[L any, PL interface {
 		Watches(&fleetv1alpha1.KVNamespace{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerKVRef)), specChanged).
 		Watches(&fleetv1alpha1.D1Database{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerD1Ref)), specChanged).
 		Watches(&fleetv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerQueueRef)), specChanged).
+		Watches(&fleetv1alpha1.R2Bucket{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerR2BucketRef)), specChanged).
 		WatchesMetadata(secretMeta, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerSecrets))).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerConfigMap)))
 }

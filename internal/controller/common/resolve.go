@@ -52,6 +52,10 @@ func RenderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1
 	if err != nil {
 		return nil, "", err
 	}
+	r2s, err := resolveR2Buckets(ctx, c, w)
+	if err != nil {
+		return nil, "", err
+	}
 	hash, err := internalTLSHash(ctx, opts, w.Namespace, in.hash)
 	if err != nil {
 		return nil, "", err
@@ -59,7 +63,7 @@ func RenderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1
 	rin := render.Input{
 		Worker: w, ConfigMap: in.configMap, Services: in.services,
 		Options:        render.Options{ClusterDomain: opts.ClusterDomain, InternalTLS: true, Outbound: opts.Outbound},
-		DurableObjects: dos, Workflows: wfs, WorkflowHosts: wfHosts, DataStores: stores,
+		DurableObjects: dos, Workflows: wfs, WorkflowHosts: wfHosts, DataStores: stores, R2Buckets: r2s,
 	}
 	if host != nil {
 		rin.Host = host.Name
@@ -280,4 +284,29 @@ func RenderDataHost(ctx context.Context, opts Options, h render.DataHost, servic
 		return nil, "", &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
 	}
 	return out, hash, nil
+}
+
+// resolveR2Buckets gives the store of every R2Bucket w binds. A missing R2Bucket is an
+// *errBlocked naming the binding; its Secret is checked by the R2Bucket's reconciler
+// (a missing one keeps the sidecar from starting: CreateContainerConfigError).
+func resolveR2Buckets(ctx context.Context, c client.Client, w *fleetv1alpha1.Worker) (map[string]render.R2BucketTarget, error) {
+	out := map[string]render.R2BucketTarget{}
+	for i, b := range w.Spec.Bindings {
+		kind, name := b.Reference()
+		if kind != fleetv1alpha1.ReferenceR2Bucket {
+			continue
+		}
+		rb := &fleetv1alpha1.R2Bucket{}
+		err := c.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, rb)
+		if apierrors.IsNotFound(err) {
+			return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
+				message: fmt.Sprintf("spec.bindings[%d] (%s): R2Bucket %q not found in namespace %q", i, b.Name, name, w.Namespace)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		s3 := rb.Spec.S3
+		out[name] = render.R2BucketTarget{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Region: s3.Region, SecretName: s3.CredentialsSecret.Name}
+	}
+	return out, nil
 }

@@ -147,6 +147,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&fleetv1alpha1.KVNamespace{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerKVRef))).
 		Watches(&fleetv1alpha1.D1Database{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerD1Ref))).
 		Watches(&fleetv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerQueueRef))).
+		Watches(&fleetv1alpha1.R2Bucket{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerR2BucketRef)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("worker").
 		WithOptions(controller.Options{MaxConcurrentReconciles: common.MaxConcurrentReconciles}).
 		Complete(r)

@@ -1,0 +1,105 @@
+// Package r2bucket reconciles R2Buckets: an R2Bucket has no children (the pods of the
+// Workers binding it reach its store through their sidecars, docs/r2.md); its status
+// says whether its credentials Secret exists with both keys.
+package r2bucket
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/controller/common"
+)
+
+// Reconciler reconciles R2Buckets.
+type Reconciler struct {
+	client.Client
+	Events common.Events
+}
+
+// IndexSecret indexes R2Buckets by their credentials Secret.
+const IndexSecret = ".spec.s3.credentialsSecret.name"
+
+// +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=r2buckets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=r2buckets/status,verbs=get;update;patch
+
+// Reconcile checks the credentials Secret and writes the status once.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	rb := &fleetv1alpha1.R2Bucket{}
+	if err := r.Get(ctx, req.NamespacedName, rb); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	st := *rb.Status.DeepCopy()
+	st.ObservedGeneration = rb.Generation
+	conds := common.Conditions{List: &st.Conditions, Generation: rb.Generation}
+	missing, err := r.missingKeys(ctx, rb)
+	switch {
+	case err != nil:
+		conds.Set(fleetv1alpha1.ConditionReady, metav1.ConditionFalse, fleetv1alpha1.ReasonReconcileError, err.Error())
+	case missing != "":
+		conds.Set(fleetv1alpha1.ConditionReady, metav1.ConditionFalse, fleetv1alpha1.ReasonSecretNotFound, missing)
+	default:
+		conds.Set(fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonReconciled,
+			fmt.Sprintf("bucket %q at %s with the credentials of Secret %q", rb.Spec.S3.Bucket, rb.Spec.S3.Endpoint, rb.Spec.S3.CredentialsSecret.Name))
+	}
+	r.Events.Transitions(ctx, rb, rb.Status.Conditions, st.Conditions)
+	if werr := common.WriteStatus(ctx, r.Client, rb, &rb.Status, st); werr != nil {
+		return ctrl.Result{}, werr
+	}
+	return ctrl.Result{}, err
+}
+
+// missingKeys says what is missing of the credentials Secret ("" when nothing). Only
+// its metadata is read: the operator never holds secret values (a Secret without the
+// keys keeps the pods' sidecars from starting, CreateContainerConfigError).
+func (r *Reconciler) missingKeys(ctx context.Context, rb *fleetv1alpha1.R2Bucket) (string, error) {
+	name := rb.Spec.S3.CredentialsSecret.Name
+	err := r.Get(ctx, types.NamespacedName{Namespace: rb.Namespace, Name: name}, secretMeta())
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("spec.s3.credentialsSecret: Secret %q not found in namespace %q", name, rb.Namespace), nil
+	}
+	return "", err
+}
+
+func secretMeta() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return m
+}
+
+// SetupWithManager registers the reconciler; a change of a Secret requeues the
+// R2Buckets naming it.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &fleetv1alpha1.R2Bucket{}, IndexSecret, func(o client.Object) []string {
+		return []string{o.(*fleetv1alpha1.R2Bucket).Spec.S3.CredentialsSecret.Name}
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&fleetv1alpha1.R2Bucket{}).
+		WatchesMetadata(secretMeta(), handler.EnqueueRequestsFromMapFunc(r.bucketsOf)).
+		Named("r2bucket").
+		Complete(r)
+}
+
+func (r *Reconciler) bucketsOf(ctx context.Context, o client.Object) []reconcile.Request {
+	var l fleetv1alpha1.R2BucketList
+	if err := r.List(ctx, &l, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexSecret: o.GetName()}); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, b := range l.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Name}})
+	}
+	return slices.Clip(reqs)
+}

@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/workerd-operator/workerd-operator/internal/devcluster"
+)
+
+// TestR2DevSample: the R2 sample of `make dev` (config/dev/r2: versitygw as a pod, an
+// R2Bucket on it, the photos Worker) becomes Ready on the dev cluster; an object put
+// through the Worker's R2 binding is listed and read back, the second read from the
+// pod's Cache API.
+func TestR2DevSample(t *testing.T) {
+	ctx := context.Background()
+	objs, err := devcluster.ReadManifests(filepath.Join(repoRoot, "config", "dev", "r2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		o.SetNamespace(sampleNS)
+	}
+	if err := cluster.Apply(ctx, objs, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.WaitReady(ctx, objs, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			podLogs(t, "s3", "photos")
+		}
+	})
+	url := serviceURL(t, "photos")
+	req, _ := http.NewRequest(http.MethodPut, url+"/cat.txt", strings.NewReader("meow"))
+	req.Header.Set("Content-Type", "text/plain")
+	if res, body := do(t, req); res.StatusCode != http.StatusCreated || !strings.Contains(body, `"size":4`) {
+		t.Fatalf("PUT: %s %s", res.Status, body)
+	}
+	res, body := do(t, mustGet(url+"/"))
+	var keys []struct{ Key string }
+	if err := json.Unmarshal([]byte(body), &keys); err != nil || len(keys) != 1 || keys[0].Key != "cat.txt" {
+		t.Fatalf("list: %s %s", res.Status, body)
+	}
+	for _, want := range []string{"miss", "hit"} {
+		res, body := do(t, mustGet(url+"/cat.txt"))
+		if res.StatusCode != 200 || body != "meow" || res.Header.Get("Content-Type") != "text/plain" || res.Header.Get("X-Cache") != want {
+			t.Fatalf("GET (want x-cache %s): %s %q %v", want, res.Status, body, res.Header)
+		}
+	}
+}
+
+func mustGet(url string) *http.Request {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		panic(fmt.Sprint(err))
+	}
+	return req
+}
+
+func do(t *testing.T, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	res, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, string(b)
+}
+
+// podLogs logs the containers' logs of the pods whose names start with the prefixes.
+func podLogs(t *testing.T, prefixes ...string) {
+	cs, err := kubernetes.NewForConfig(cluster.RestConfig())
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	ctx := context.Background()
+	pods, err := cs.CoreV1().Pods(sampleNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	for _, p := range pods.Items {
+		for _, pre := range prefixes {
+			if !strings.HasPrefix(p.Name, pre) {
+				continue
+			}
+			for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+				b, err := cs.CoreV1().Pods(sampleNS).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
+				t.Logf("logs of %s/%s (%v):\n%s", p.Name, c.Name, err, b)
+			}
+		}
+	}
+}
