@@ -266,7 +266,7 @@ func runManager(f *managerFlags) error {
 	if err := controller.SetupAll(mgr, f.opts, cronschedule.DispatcherOptions{
 		DispatchRecord: cronRecord(f.leaderElectNS, setupLog),
 		ClaimAhead:     f.cronClaimAhead,
-	}); err != nil {
+	}, f.watch); err != nil {
 		return err
 	}
 	if f.enableWebhooks {

@@ -60,13 +60,14 @@ func BenchmarkReconcileThousandWorkers(b *testing.B) {
 		}
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 			Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
+			Cache: controller.CacheOptions(nil, ""),
 			// The suite's own manager (TestMain) registered the same controller names.
 			Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := controller.SetupAll(mgr, specs.DefaultOptions(), cronschedule.DispatcherOptions{}); err != nil {
+		if err := controller.SetupAll(mgr, specs.DefaultOptions(), cronschedule.DispatcherOptions{}, nil); err != nil {
 			b.Fatal(err)
 		}
 		b.ResetTimer()

@@ -271,6 +271,8 @@ func TestDurableObjectNamespaceDegradedByShardFailure(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "d-do-0", Labels: map[string]string{
 			podcontract.LabelName: "workerd", podcontract.LabelComponent: podcontract.ComponentDOShard, podcontract.LabelDONS: "d",
+			// The manager caches only the pods it labels (the pod template's labels).
+			podcontract.LabelManagedBy: podcontract.ManagedBy,
 		}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "workerd", Image: testOpts.WorkerdImage}}},
 	}

@@ -1,8 +1,13 @@
 package controller
 
 import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/workerd-operator/workerd-operator/internal/controller/common"
 	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
@@ -11,35 +16,42 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/controller/r2bucket"
 	"github.com/workerd-operator/workerd-operator/internal/controller/worker"
 	"github.com/workerd-operator/workerd-operator/internal/controller/workflow"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/specs"
 )
 
 // SetupAll registers everything the operator reconciles with mgr: the field indexes,
 // the reconcilers of Workers, DurableObjectNamespaces and Workflows, and the
-// CronSchedule dispatcher (leader only). cron's APIReader, Recorder, Log and Workflows
-// default to the manager's reader, an event recorder, a named logger and the engine
-// starter.
-func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.DispatcherOptions) error {
+// CronSchedule dispatcher (leader only). namespaces are the watched namespaces (as
+// given to CacheOptions; none: every namespace), where the references the operator
+// does not label are watched (common.References). cron's APIReader, Recorder, Log and
+// Workflows default to the manager's reader, an event recorder, a named logger and the
+// engine starter.
+func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.DispatcherOptions, namespaces []string) error {
 	if err := common.SetupIndexes(mgr); err != nil {
 		return err
 	}
+	refs, err := common.NewReferences(mgr, watched(namespaces, opts.ManagerNamespace))
+	if err != nil {
+		return err
+	}
 	events := common.Events{Recorder: mgr.GetEventRecorder(common.EventRecorderName)}
-	if err := (&worker.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events}).SetupWithManager(mgr); err != nil {
+	if err := (&worker.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events, Refs: refs}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&durableobjectnamespace.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events}).SetupWithManager(mgr); err != nil {
+	if err := (&durableobjectnamespace.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events, Refs: refs}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&workflow.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events}).SetupWithManager(mgr); err != nil {
+	if err := (&workflow.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events, Refs: refs}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	for _, kind := range []render.DataKind{render.DataKV, render.DataD1, render.DataQueue} {
-		if err := (&datastore.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events, Kind: kind}).SetupWithManager(mgr); err != nil {
+		if err := (&datastore.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events, Kind: kind, Refs: refs}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}
-	if err := (&r2bucket.Reconciler{Client: mgr.GetClient(), Events: events}).SetupWithManager(mgr); err != nil {
+	if err := (&r2bucket.Reconciler{Client: mgr.GetClient(), Events: events, Refs: refs}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if cron.APIReader == nil {
@@ -60,20 +72,39 @@ func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.Dispatcher
 	return mgr.Add(cronschedule.NewDispatcher(mgr.GetClient(), cron))
 }
 
-// CacheOptions are the manager's cache options. With namespaces (manager flag
-// --watch-namespaces) the cache lists and watches objects of those namespaces and of
-// managerNamespace (where the manager keeps its own records) only, so that Roles there
-// suffice; Namespaces, which are cluster-scoped, are still read cluster-wide. Without:
-// every namespace.
+// CacheOptions are the manager's cache options. It holds only the Pods, ConfigMaps
+// and Secrets the operator labels (podcontract.LabelManagedBy), not every one of the
+// cluster: those a Worker references are read through common.References. With
+// namespaces (manager flag --watch-namespaces) the cache lists and watches objects of
+// those namespaces and of managerNamespace (where the manager keeps its own records)
+// only, so that Roles there suffice; Namespaces, which are cluster-scoped, are still
+// read cluster-wide. Without: every namespace.
 func CacheOptions(namespaces []string, managerNamespace string) cache.Options {
+	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{podcontract.LabelManagedBy: podcontract.ManagedBy})}
+	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}: managed, &corev1.ConfigMap{}: managed, &corev1.Secret{}: managed,
+	}}
 	if len(namespaces) == 0 {
-		return cache.Options{}
+		return opts
 	}
-	set := map[string]cache.Config{}
-	for _, ns := range append(namespaces, managerNamespace) {
-		if ns != "" {
-			set[ns] = cache.Config{}
+	opts.DefaultNamespaces = map[string]cache.Config{}
+	for _, ns := range watched(namespaces, managerNamespace) {
+		opts.DefaultNamespaces[ns] = cache.Config{}
+	}
+	return opts
+}
+
+// watched are the namespaces the caches hold: namespaces and managerNamespace; none
+// (every namespace) without namespaces.
+func watched(namespaces []string, managerNamespace string) []string {
+	if len(namespaces) == 0 {
+		return nil
+	}
+	var out []string
+	for _, ns := range append(slices.Clone(namespaces), managerNamespace) {
+		if ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
 		}
 	}
-	return cache.Options{DefaultNamespaces: set}
+	return out
 }

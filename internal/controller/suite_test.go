@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -29,7 +30,9 @@ import (
 var (
 	k8sClient client.Client
 	restCfg   *rest.Config
-	testOpts  = specs.DefaultOptions()
+	// mgrCache is the manager's cache (what its reconcilers read).
+	mgrCache cache.Cache
+	testOpts = specs.DefaultOptions()
 )
 
 func TestMain(m *testing.M) {
@@ -52,13 +55,14 @@ func runSuite(m *testing.M) int {
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  testenv.Scheme(),
+		Cache:   controller.CacheOptions(nil, ""),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := controller.SetupAll(mgr, testOpts, cronschedule.DispatcherOptions{}); err != nil {
+	if err := controller.SetupAll(mgr, testOpts, cronschedule.DispatcherOptions{}, nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -69,7 +73,7 @@ func runSuite(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
 	}()
-	restCfg = cfg
+	restCfg, mgrCache = cfg, mgr.GetCache()
 	k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -24,6 +24,8 @@ func workerPod(ns, worker, name string, state corev1.ContainerStatus) (*corev1.P
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
 			podcontract.LabelName: "workerd", podcontract.LabelComponent: podcontract.ComponentWorker, podcontract.LabelWorker: worker,
+			// The manager caches only the pods it labels (the pod template's labels).
+			podcontract.LabelManagedBy: podcontract.ManagedBy,
 		}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "workerd", Image: testOpts.WorkerdImage}}},
 	}

@@ -150,10 +150,11 @@ func referenceObject(gvk schema.GroupVersionKind) client.Object {
 	return m
 }
 
-// referenceObjects lists one object per kind the reference and policy checks read.
+// referenceObjects lists one object per kind the reference and policy checks read from
+// the manager's cache (ConfigMaps and Secrets are read live: uncached).
 func referenceObjects() []client.Object {
 	var out []client.Object
-	for _, gvk := range []schema.GroupVersionKind{gvkWorker, gvkDON, gvkConfigMap, gvkWorkflow, gvkR2Bucket, gvkSecret, gvkNamespace} {
+	for _, gvk := range []schema.GroupVersionKind{gvkWorker, gvkDON, gvkWorkflow, gvkR2Bucket, gvkNamespace} {
 		out = append(out, referenceObject(gvk))
 	}
 	return out
@@ -171,6 +172,9 @@ func (w *Webhooks) get(ctx context.Context, ns, name string, obj client.Object) 
 	if w.opts.LiveReader == nil {
 		return w.opts.Reader.Get(ctx, key, obj)
 	}
+	if uncached(obj) {
+		return w.opts.LiveReader.Get(ctx, key, obj)
+	}
 	// A cache read waits for its informer to sync; bound that wait so an informer that
 	// cannot sync (e.g. list/watch not granted) costs a live read, not the request.
 	cctx, cancel := context.WithTimeout(ctx, CacheReadTimeout)
@@ -180,6 +184,20 @@ func (w *Webhooks) get(ctx context.Context, ns, name string, obj client.Object) 
 		err = w.opts.LiveReader.Get(ctx, key, obj)
 	}
 	return err
+}
+
+// uncached reports whether obj is a ConfigMap or a Secret: the manager's cache holds
+// only the operator's labelled ones (controller.CacheOptions), so a Worker's reference
+// would always miss it.
+func uncached(obj client.Object) bool {
+	switch o := obj.(type) {
+	case *corev1.ConfigMap, *corev1.Secret:
+		return true
+	case *metav1.PartialObjectMetadata:
+		gvk := o.GroupVersionKind()
+		return gvk == gvkConfigMap || gvk == gvkSecret
+	}
+	return false
 }
 
 // exists reports whether the object kind/ns/name exists. Lookup errors other than

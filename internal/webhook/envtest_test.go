@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
 
+	"github.com/workerd-operator/workerd-operator/internal/controller"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
@@ -145,7 +146,9 @@ func (s *suite) start() error {
 	}
 	o := &env.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  testenv.Scheme(),
+		Scheme: testenv.Scheme(),
+		// The manager's own cache: only the operator's labelled ConfigMaps and Secrets.
+		Cache:   controller.CacheOptions(nil, ""),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir,

@@ -189,9 +189,10 @@ const (
 
 // SetupWebhooks registers the defaulting and validating webhooks of the four kinds on
 // mgr's webhook server. When opts.Reader is nil, reference checks read the manager's
-// cache (informers registered here: typed Workers, DurableObjectNamespaces and
-// ConfigMaps, which the controllers watch anyway; metadata-only Secrets and
-// Workflows) and confirm a miss with the uncached API reader. Validators go through controller-runtime's builder
+// cache (informers registered here: typed Workers and DurableObjectNamespaces, which
+// the controllers watch anyway; metadata-only Workflows and Namespaces) and confirm a
+// miss with the uncached API reader; ConfigMaps and Secrets, of which the cache holds
+// only the operator's labelled ones, are read with the API reader alone. Validators go through controller-runtime's builder
 // (ctrl.NewWebhookManagedBy(mgr, &v1alpha1.Worker{}).WithValidator(...)); defaulters
 // are registered on the same paths the builder would use, with the add-only handler
 // (see the package comment). Errors: invalid opts.

@@ -3,9 +3,7 @@ package common
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -121,14 +119,13 @@ func setupWorkerIndexes(mgr ctrl.Manager) error {
 // (RenderWorker) and lists as L (DurableObjectNamespaces, Workflows) by IndexWorkerRef:
 // a change of the Worker, of a Worker it binds as a service, of a
 // DurableObjectNamespace or Workflow it binds, of a Secret or of its source ConfigMap
-// requeues every L whose spec.workerRef names that Worker. So an object waiting for a
+// requeues every L whose spec.workerRef names that Worker (Secrets and ConfigMaps
+// through refs, which caches their metadata). So an object waiting for a
 // sibling its Worker binds is woken when the sibling is created.
 func WatchWorkerReaders[L any, PL interface {
 	*L
 	client.ObjectList
-}](b *builder.Builder, c client.Reader) *builder.Builder {
-	secretMeta := &metav1.PartialObjectMetadata{}
-	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+}](b *builder.Builder, c client.Reader, refs *References) *builder.Builder {
 	specChanged := builder.WithPredicates(predicate.GenerationChangedPredicate{})
 	return b.
 		Watches(&fleetv1alpha1.Worker{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, true, IndexWorkerServiceRef)), specChanged).
@@ -138,8 +135,8 @@ func WatchWorkerReaders[L any, PL interface {
 		Watches(&fleetv1alpha1.D1Database{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerD1Ref)), specChanged).
 		Watches(&fleetv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerQueueRef)), specChanged).
 		Watches(&fleetv1alpha1.R2Bucket{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerR2BucketRef)), specChanged).
-		WatchesMetadata(secretMeta, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerSecrets))).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(workerReaders[L, PL](c, false, IndexWorkerConfigMap)))
+		WatchesRawSource(refs.Watch("Secret", workerReaders[L, PL](c, false, IndexWorkerSecrets))).
+		WatchesRawSource(refs.Watch("ConfigMap", workerReaders[L, PL](c, false, IndexWorkerConfigMap)))
 }
 
 // workerReaders maps an object o to the objects of list type L whose spec.workerRef

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,9 +33,10 @@ type workerInputs struct {
 // Workflows whose engine runs in the pods; more change the renderer's input last (a
 // Queue's host pod running its consumer's code). It returns the output and the inputs hash.
 // A missing reference or a spec the renderer refuses is Blocked. What it reads is
-// what WorkerReaders maps back to the objects rendering w.
-func RenderWorker(ctx context.Context, c client.Client, opts Options, w *fleetv1alpha1.Worker, host *fleetv1alpha1.DurableObjectNamespace, wfHosts []render.WorkflowHost, more ...func(*render.Input)) (*render.Output, string, error) {
-	in, err := resolver{Client: c, Options: opts}.resolveInputs(ctx, w)
+// what WorkerReaders maps back to the objects rendering w; refs reads the ConfigMap and
+// Secrets it references.
+func RenderWorker(ctx context.Context, c client.Client, refs *References, opts Options, w *fleetv1alpha1.Worker, host *fleetv1alpha1.DurableObjectNamespace, wfHosts []render.WorkflowHost, more ...func(*render.Input)) (*render.Output, string, error) {
+	in, err := resolver{Client: c, Refs: refs, Options: opts}.resolveInputs(ctx, w)
 	if err != nil {
 		return nil, "", err
 	}
@@ -111,17 +111,19 @@ func WorkerRef(ctx context.Context, c client.Client, namespace, name string) (*f
 // resolver reads what a Worker references.
 type resolver struct {
 	client.Client
+	Refs    *References
 	Options Options
 }
 
-// resolveInputs reads what the Worker references. Secrets are read as metadata only:
-// the operator never holds secret values; their resourceVersions feed the inputs hash.
+// resolveInputs reads what the Worker references: its source ConfigMap from the API
+// server, Secrets as metadata only (the operator never holds secret values) from
+// Refs.Meta; their resourceVersions feed the inputs hash.
 func (r resolver) resolveInputs(ctx context.Context, w *fleetv1alpha1.Worker) (*workerInputs, error) {
 	in := &workerInputs{services: map[string]render.ServiceTarget{}}
 	var versions []string
 	if src := w.Spec.Source.ConfigMap; src != nil {
 		cm := &corev1.ConfigMap{}
-		if err := r.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: src.Name}, cm); err != nil {
+		if err := r.Refs.Live.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: src.Name}, cm); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, &errBlocked{reason: fleetv1alpha1.ReasonConfigMapNotFound,
 					message: fmt.Sprintf("spec.source.configMap: ConfigMap %q not found in namespace %q", src.Name, w.Namespace)}
@@ -137,9 +139,8 @@ func (r resolver) resolveInputs(ctx context.Context, w *fleetv1alpha1.Worker) (*
 		kind, name := b.Reference()
 		switch kind {
 		case fleetv1alpha1.ReferenceSecret:
-			meta := &metav1.PartialObjectMetadata{}
-			meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-			err := r.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, meta)
+			meta := ReferenceMeta("Secret")
+			err := r.Refs.Meta.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, meta)
 			if apierrors.IsNotFound(err) {
 				if b.Optional() {
 					continue

@@ -31,6 +31,8 @@ type Reconciler struct {
 	client.Client
 	Options specs.Options
 	Events  common.Events
+	// Refs reads the ConfigMaps and Secrets the operator does not label.
+	Refs    *common.References
 	Kind    render.DataKind
 	backoff *common.Backoff
 }
@@ -65,7 +67,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // StatefulSet and NetworkPolicy. It returns the live StatefulSet.
 func (r *Reconciler) reconcileChildren(ctx context.Context, s *store) (*appsv1.StatefulSet, error) {
 	h := render.DataHost{Kind: r.Kind, Namespace: s.obj.GetNamespace(), Name: s.obj.GetName()}
-	if err := s.host(ctx, r.Client, &h); err != nil {
+	if err := s.host(ctx, r.Client, r.Refs.Live, &h); err != nil {
 		return nil, err
 	}
 	w, out, hash, err := r.render(ctx, s, h)
@@ -89,7 +91,7 @@ func (r *Reconciler) render(ctx context.Context, s *store, h render.DataHost) (*
 	if err != nil {
 		return nil, nil, "", err
 	}
-	out, hash, err := common.RenderWorker(ctx, r.Client, r.Options, w, nil, nil, func(in *render.Input) { in.DataHost = &h })
+	out, hash, err := common.RenderWorker(ctx, r.Client, r.Refs, r.Options, w, nil, nil, func(in *render.Input) { in.DataHost = &h })
 	return w, out, hash, err
 }
 
@@ -123,7 +125,8 @@ func computeStatus(gen int64, before fleetv1alpha1.DataStoreStatus, sts *appsv1.
 }
 
 // SetupWithManager registers the reconciler of r.Kind and its watches: owned children,
-// the host pod (for Degraded) and, for D1, the migrations ConfigMap.
+// the host pod (for Degraded) and, for D1, the migrations ConfigMap (its metadata,
+// through r.Refs).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.backoff = common.NewBackoff()
 	s := r.newStore()
@@ -136,11 +139,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(common.PodOwner(specs.DataStoreOwnerLabel(r.Kind), podcontract.ComponentDataStore)))
 	switch r.Kind {
 	case render.DataD1:
-		b = b.Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(common.Referencing[fleetv1alpha1.D1DatabaseList](r.Client, common.IndexD1MigrationsConfigMap)))
+		b = b.WatchesRawSource(r.Refs.Watch("ConfigMap", common.Referencing[fleetv1alpha1.D1DatabaseList](r.Client, common.IndexD1MigrationsConfigMap)))
 	case render.DataQueue:
 		// The host runs the consumer's code: re-render on what that rendering reads,
 		// and on the Queues named as dead letter queues (their consumer).
-		b = common.WatchWorkerReaders[fleetv1alpha1.QueueList](b, r.Client).
+		b = common.WatchWorkerReaders[fleetv1alpha1.QueueList](b, r.Client, r.Refs).
 			Watches(&fleetv1alpha1.Queue{}, handler.EnqueueRequestsFromMapFunc(common.Referencing[fleetv1alpha1.QueueList](r.Client, common.IndexQueueDeadLetter)))
 	}
 	return b.Named(string(r.Kind)).

@@ -42,8 +42,8 @@ func (r *Reconciler) newStore() *store {
 }
 
 // host completes h from the spec (storage; a D1Database's migrations, read from their
-// ConfigMap: a missing one is Blocked).
-func (s *store) host(ctx context.Context, c client.Client, h *render.DataHost) error {
+// ConfigMap with live, the API server: a missing one is Blocked).
+func (s *store) host(ctx context.Context, c client.Client, live client.Reader, h *render.DataHost) error {
 	switch o := s.obj.(type) {
 	case *fleetv1alpha1.KVNamespace:
 		s.storage = o.Spec.Storage
@@ -61,7 +61,7 @@ func (s *store) host(ctx context.Context, c client.Client, h *render.DataHost) e
 			return nil
 		}
 		cm := &corev1.ConfigMap{}
-		err := c.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: m.ConfigMap.Name}, cm)
+		err := live.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: m.ConfigMap.Name}, cm)
 		if apierrors.IsNotFound(err) {
 			return common.Blocked(fleetv1alpha1.ReasonConfigMapNotFound,
 				fmt.Sprintf("spec.migrations.configMap: ConfigMap %q not found in namespace %q", m.ConfigMap.Name, o.Namespace))

@@ -30,6 +30,8 @@ type Reconciler struct {
 	client.Client
 	Options specs.Options
 	Events  common.Events
+	// Refs reads the ConfigMaps and Secrets the operator does not label.
+	Refs    *common.References
 	backoff *common.Backoff
 }
 
@@ -69,7 +71,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, d *fleetv1alpha1.Dur
 	if err != nil {
 		return nil, err
 	}
-	out, inputsHash, err := common.RenderWorker(ctx, r.Client, r.Options, w, d, nil)
+	out, inputsHash, err := common.RenderWorker(ctx, r.Client, r.Refs, r.Options, w, d, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +128,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(common.PodOwner(podcontract.LabelDONS, podcontract.ComponentDOShard)))
-	return common.WatchWorkerReaders[fleetv1alpha1.DurableObjectNamespaceList](b, r.Client).
+	return common.WatchWorkerReaders[fleetv1alpha1.DurableObjectNamespaceList](b, r.Client, r.Refs).
 		Named("durableobjectnamespace").
 		WithOptions(controller.Options{MaxConcurrentReconciles: common.MaxConcurrentReconciles}).
 		Complete(r)

@@ -139,7 +139,7 @@ func startManager(t *testing.T, cfg *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controller.SetupAll(mgr, specs.DefaultOptions(), cronschedule.DispatcherOptions{}); err != nil {
+	if err := controller.SetupAll(mgr, specs.DefaultOptions(), cronschedule.DispatcherOptions{}, []string{watchedNS}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

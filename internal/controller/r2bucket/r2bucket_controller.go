@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
@@ -25,6 +23,9 @@ import (
 type Reconciler struct {
 	client.Client
 	Events common.Events
+	// Refs reads the credentials Secret's metadata: the manager's cache holds only the
+	// operator's labelled Secrets.
+	Refs *common.References
 }
 
 // IndexSecret indexes R2Buckets by their credentials Secret.
@@ -64,17 +65,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // keys keeps the pods' sidecars from starting, CreateContainerConfigError).
 func (r *Reconciler) missingKeys(ctx context.Context, rb *fleetv1alpha1.R2Bucket) (string, error) {
 	name := rb.Spec.S3.CredentialsSecret.Name
-	err := r.Get(ctx, types.NamespacedName{Namespace: rb.Namespace, Name: name}, secretMeta())
+	err := r.Refs.Meta.Get(ctx, types.NamespacedName{Namespace: rb.Namespace, Name: name}, common.ReferenceMeta("Secret"))
 	if apierrors.IsNotFound(err) {
 		return fmt.Sprintf("spec.s3.credentialsSecret: Secret %q not found in namespace %q", name, rb.Namespace), nil
 	}
 	return "", err
-}
-
-func secretMeta() *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	return m
 }
 
 // SetupWithManager registers the reconciler; a change of a Secret requeues the
@@ -87,7 +82,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fleetv1alpha1.R2Bucket{}).
-		WatchesMetadata(secretMeta(), handler.EnqueueRequestsFromMapFunc(r.bucketsOf)).
+		WatchesRawSource(r.Refs.Watch("Secret", r.bucketsOf)).
 		Named("r2bucket").
 		Complete(r)
 }

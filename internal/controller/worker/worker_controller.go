@@ -8,7 +8,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +27,8 @@ type Reconciler struct {
 	client.Client
 	Options specs.Options
 	Events  common.Events
+	// Refs reads the ConfigMaps and Secrets the operator does not label.
+	Refs    *common.References
 	backoff *common.Backoff
 }
 
@@ -68,7 +69,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // reconcileChildren renders the Worker and applies its NetworkPolicy (or deletes it
 // when Options.NetworkPolicies is off), ConfigMap, Deployment and Services. It returns the live Deployment and the rendered version.
 func (r *Reconciler) reconcileChildren(ctx context.Context, w *fleetv1alpha1.Worker) (*appsv1.Deployment, string, error) {
-	out, inputsHash, err := common.RenderWorker(ctx, r.Client, r.Options, w, nil, nil)
+	out, inputsHash, err := common.RenderWorker(ctx, r.Client, r.Refs, r.Options, w, nil, nil)
 	if err != nil {
 		return nil, "", err
 	}
@@ -125,20 +126,18 @@ func (r *Reconciler) writeStatus(ctx context.Context, w *fleetv1alpha1.Worker, s
 
 // SetupWithManager registers the reconciler and its watches (the indexes are
 // common.SetupIndexes'): its children, its pods (for Degraded), and everything it
-// reads: Secrets, its source ConfigMap, the Workers, DurableObjectNamespaces and
-// Workflows it binds.
+// reads: Secrets and its source ConfigMap (their metadata, through r.Refs), the
+// Workers, DurableObjectNamespaces and Workflows it binds.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.backoff = common.NewBackoff()
-	secretMeta := &metav1.PartialObjectMetadata{}
-	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fleetv1alpha1.Worker{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesMetadata(secretMeta, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerSecrets))).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerConfigMap))).
+		WatchesRawSource(r.Refs.Watch("Secret", r.workersReferencing(common.IndexWorkerSecrets))).
+		WatchesRawSource(r.Refs.Watch("ConfigMap", r.workersReferencing(common.IndexWorkerConfigMap))).
 		Watches(&fleetv1alpha1.Worker{}, handler.EnqueueRequestsFromMapFunc(r.workersReferencing(common.IndexWorkerServiceRef)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(common.PodOwner(podcontract.LabelWorker, podcontract.ComponentWorker))).

@@ -42,6 +42,8 @@ type Reconciler struct {
 	client.Client
 	Options specs.Options
 	Events  common.Events
+	// Refs reads the ConfigMaps and Secrets the operator does not label.
+	Refs *common.References
 	// HTTP reads the engine's instance counts (GET /workflows/{name}/stats on the
 	// engine pod's sidecar). Default: a client with a 3 s timeout.
 	HTTP    *http.Client
@@ -102,7 +104,7 @@ func (r *Reconciler) build(ctx context.Context, wf *fleetv1alpha1.Workflow) (spe
 	if err != nil {
 		return specs.ShardSet{}, err
 	}
-	out, inputsHash, err := common.RenderWorker(ctx, r.Client, r.Options, w, nil,
+	out, inputsHash, err := common.RenderWorker(ctx, r.Client, r.Refs, r.Options, w, nil,
 		[]render.WorkflowHost{{Name: wf.Name, ClassName: wf.Spec.ClassName}})
 	if err != nil {
 		return specs.ShardSet{}, err
@@ -206,7 +208,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(common.PodOwner(podcontract.LabelWorkflow, podcontract.ComponentWorkflowEngine)))
-	return common.WatchWorkerReaders[fleetv1alpha1.WorkflowList](b, r.Client).
+	return common.WatchWorkerReaders[fleetv1alpha1.WorkflowList](b, r.Client, r.Refs).
 		Named("workflow").
 		WithOptions(controller.Options{MaxConcurrentReconciles: common.MaxConcurrentReconciles}).
 		Complete(r)

@@ -1,0 +1,128 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+)
+
+// The manager's cache holds the Pods, ConfigMaps and Secrets the operator labels, not
+// the other ones of the cluster (issue: RBAC, "cache only the operator's labelled Pods
+// and ConfigMaps"). A Worker's source ConfigMap and the Secrets it binds, which the
+// operator does not label, are still read, and a change of the ConfigMap still
+// re-renders the Worker.
+func TestCacheHoldsOnlyLabelledObjects(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	unrelated := []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unrelated"}, Data: map[string]string{"k": "v"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unrelated"}, StringData: map[string]string{"k": "v"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unrelated"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/c:1"}}}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api"}, StringData: map[string]string{"token": "s3cr3t"}},
+		sourceConfigMap(ns, "bundle", "v1"),
+	}
+	for _, o := range unrelated {
+		if err := k8sClient.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := workerFixture(ns, "from-configmap", withSecretBinding("api", "token"), func(w *fleetv1alpha1.Worker) {
+		w.Spec.Source = fleetv1alpha1.WorkerSource{ConfigMap: &fleetv1alpha1.ConfigMapSource{Name: "bundle", Main: "worker.js"}}
+	})
+	if err := k8sClient.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(w)
+	v1 := waitVersion(t, key, "")
+	// The operator's rendered ConfigMap is cached, so the cache has seen the namespace.
+	eventually(t, "the operator's ConfigMap in the cache", func() error {
+		return inCache(ctx, ns, &corev1.ConfigMapList{}, func(o client.Object) bool { return o.GetLabels()[podcontract.LabelWorker] == key.Name })
+	})
+	unlabelled := func(o client.Object) bool { return o.GetLabels()[podcontract.LabelManagedBy] != podcontract.ManagedBy }
+	for _, l := range []client.ObjectList{&corev1.ConfigMapList{}, &corev1.SecretList{}, &corev1.PodList{}, metaList("ConfigMapList"), metaList("SecretList")} {
+		if err := inCache(ctx, ns, l, unlabelled); err == nil {
+			t.Errorf("the manager's cache holds unlabelled objects: %T %v", l, names(l, unlabelled))
+		}
+	}
+
+	cm := sourceConfigMap(ns, "bundle", "v2")
+	if err := k8sClient.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	waitVersion(t, key, v1)
+}
+
+func sourceConfigMap(ns, name, body string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{
+		"worker.js": "export default { fetch() { return new Response('" + body + "') } }",
+	}}
+}
+
+// waitVersion waits for the Worker's status.version to be set and differ from not.
+func waitVersion(t *testing.T, key client.ObjectKey, not string) string {
+	t.Helper()
+	var v string
+	eventually(t, "a rendered version other than "+not, func() error {
+		v = getWorker(t, key).Status.Version
+		if v == "" || v == not {
+			return fmt.Errorf("status.version %q", v)
+		}
+		return nil
+	})
+	return v
+}
+
+func metaList(kind string) *metav1.PartialObjectMetadataList {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
+	return l
+}
+
+// inCache lists l in ns from the manager's cache and returns nil when an item matches.
+func inCache(ctx context.Context, ns string, l client.ObjectList, match func(client.Object) bool) error {
+	if err := mgrCache.List(ctx, l, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	items, err := listItems(l)
+	if err != nil {
+		return err
+	}
+	for _, o := range items {
+		if match(o) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no match among %d cached %T", len(items), l)
+}
+
+func names(l client.ObjectList, match func(client.Object) bool) []string {
+	items, _ := listItems(l)
+	var out []string
+	for _, o := range items {
+		if match(o) {
+			out = append(out, o.GetName())
+		}
+	}
+	return out
+}
+
+func listItems(l client.ObjectList) ([]client.Object, error) {
+	objs, err := apimeta.ExtractList(l)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Object, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(client.Object))
+	}
+	return out, nil
+}
