@@ -1,16 +1,14 @@
 package render_test
 
 import (
+	"fmt"
+	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
@@ -32,7 +30,7 @@ func BenchmarkDataBindings(b *testing.B) {
 		h := render.DataHost{Kind: kind, Namespace: "default", Name: "bench"}
 		host := startDataHost(b, bin, b.TempDir(), h)
 		pods := startDataClient(b, bin, map[render.DataRef]string{ref: host.Addrs[podcontract.GatewaySocket]})
-		w := benchClient(b)
+		w := dataWorker(b, "conformance.js")
 		stores, _ := dataBindings(w, map[render.DataRef]string{ref: ""})
 		single := startHost(b, bin, b.TempDir(), render.Input{Worker: w, DataHost: &h, DataStores: stores}, nil)
 		cases := map[render.DataKind][]string{render.DataKV: {"bench-kv-get", "bench-kv-put"}, render.DataD1: {"bench-d1-point"}, render.DataQueue: {"bench-q-send"}}[kind]
@@ -46,18 +44,6 @@ func BenchmarkDataBindings(b *testing.B) {
 			}
 		}
 	}
-}
-
-func benchClient(b *testing.B) *v1alpha1.Worker {
-	js, err := os.ReadFile(filepath.Join("testdata", "data", "conformance.js"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	src := string(js)
-	return &v1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: "default"}, Spec: v1alpha1.WorkerSpec{
-		CompatibilityDate: "2025-01-01",
-		Source:            v1alpha1.WorkerSource{Inline: &v1alpha1.InlineSource{Modules: []v1alpha1.Module{{Name: "main.js", Type: v1alpha1.ModuleESModule, Content: &src}}}},
-	}}
 }
 
 func benchGet(b *testing.B, url string) {
@@ -80,4 +66,78 @@ func benchGet(b *testing.B, url string) {
 	b.ReportMetric(float64(durs[len(durs)/2].Microseconds()), "p50-us")
 	b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds()), "p99-us")
 	b.ReportMetric(float64(b.N)/total.Seconds(), "ops/s")
+}
+
+// BenchmarkQueueDelivery measures queue messages/s end to end: Worker code sends b.N
+// messages (send() one by one, or sendBatch() of 100) and the consumer's queue()
+// acks them (ackAll); the figure is b.N over the time from the first send until the
+// consumer has acked the last one. Two ways, as BenchmarkDataBindings: "pods", the
+// producer Worker in one workerd process and the Queue's host with its consumer in
+// another (docs/queues.md: the consumer runs in the Queue's pod), the producer's
+// binding crossing an external service over loopback; "single-process", producer,
+// queues.js and consumer in one process. Consumer: maxBatchSize 100, maxBatchTimeout 0.
+// Metrics: msgs/s (end to end), send-msgs/s (until the last send resolved).
+//
+//	go test ./internal/render -run '^$' -bench QueueDelivery -benchtime 5000x
+func BenchmarkQueueDelivery(b *testing.B) {
+	bin := testenv.WorkerdBinary(b)
+	ref := render.DataRef{Kind: render.DataQueue, Name: "bench"}
+	hundred, zero := int32(100), int32(0)
+	h := render.DataHost{Kind: render.DataQueue, Namespace: "default", Name: "bench",
+		Consumer: &render.QueueConsumer{MaxBatchSize: &hundred, MaxBatchTimeout: &zero}}
+	host := startHost(b, bin, b.TempDir(), render.Input{Worker: dataWorker(b, "queuebench.js"), DataHost: &h}, nil)
+	pods := startDataWorker(b, bin, dataWorker(b, "queuebench.js"), map[render.DataRef]string{ref: host.Addrs[podcontract.GatewaySocket]})
+	w := dataWorker(b, "queuebench.js")
+	stores, _ := dataBindings(w, map[render.DataRef]string{ref: ""})
+	single := startHost(b, bin, b.TempDir(), render.Input{Worker: w, DataHost: &h, DataStores: stores}, nil)
+	for _, mode := range []struct{ name, producer, consumer string }{
+		{"pods", pods.Addrs[podcontract.HTTPSocket], host.Addrs[podcontract.HTTPSocket]},
+		{"single-process", single.Addrs[podcontract.HTTPSocket], single.Addrs[podcontract.HTTPSocket]},
+	} {
+		for _, batch := range []string{"0", "1"} {
+			name := map[string]string{"0": "send", "1": "sendBatch"}[batch] + "/" + mode.name
+			b.Run(name, func(b *testing.B) { benchDelivery(b, "http://"+mode.producer, "http://"+mode.consumer, batch) })
+		}
+	}
+}
+
+// benchDelivery sends b.N messages through producer (/send, 1000 per request) and waits
+// until consumer has acked them all.
+func benchDelivery(b *testing.B, producer, consumer, batch string) {
+	hc := &http.Client{}
+	acked := func() int {
+		resp, err := hc.Get(consumer + "/acked")
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		n, err := strconv.Atoi(string(body))
+		if err != nil {
+			b.Fatalf("%s/acked: %q", consumer, body)
+		}
+		return n
+	}
+	base := acked()
+	b.ResetTimer()
+	start := time.Now()
+	for sent := 0; sent < b.N; sent += 1000 {
+		resp, err := hc.Get(fmt.Sprintf("%s/send?n=%d&batch=%s", producer, min(1000, b.N-sent), batch))
+		if err != nil || resp.StatusCode != 200 {
+			b.Fatalf("send: %v %v", err, resp)
+		}
+		_ = resp.Body.Close()
+	}
+	sentIn := time.Since(start)
+	deadline := time.Now().Add(5 * time.Minute)
+	for acked() < base+b.N {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d messages acked after 5 minutes", acked()-base, b.N)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	total := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/total.Seconds(), "msgs/s")
+	b.ReportMetric(float64(b.N)/sentIn.Seconds(), "send-msgs/s")
 }

@@ -65,15 +65,26 @@ func startHost(t testing.TB, bin, dir string, in render.Input, externals map[str
 // bindings KV (kvNamespace store) and DB (d1Database db), reaching the hosts' gateways.
 func startDataClient(t testing.TB, bin string, gateways map[render.DataRef]string) *localrun.Local {
 	t.Helper()
-	js, err := os.ReadFile(filepath.Join("testdata", "data", "conformance.js"))
+	return startDataWorker(t, bin, dataWorker(t, "conformance.js"), gateways)
+}
+
+// dataWorker is the Worker "client" whose module is testdata/data/<file>.
+func dataWorker(t testing.TB, file string) *v1alpha1.Worker {
+	t.Helper()
+	js, err := os.ReadFile(filepath.Join("testdata", "data", file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := string(js)
-	w := &v1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: "default"}, Spec: v1alpha1.WorkerSpec{
+	return &v1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: "default"}, Spec: v1alpha1.WorkerSpec{
 		CompatibilityDate: "2025-01-01",
 		Source:            v1alpha1.WorkerSource{Inline: &v1alpha1.InlineSource{Modules: []v1alpha1.Module{{Name: "main.js", Type: v1alpha1.ModuleESModule, Content: &src}}}},
 	}}
+}
+
+// startDataWorker starts w as a Worker pod bound to the stores of gateways.
+func startDataWorker(t testing.TB, bin string, w *v1alpha1.Worker, gateways map[render.DataRef]string) *localrun.Local {
+	t.Helper()
 	stores, externals := dataBindings(w, gateways)
 	out, err := render.Render(render.Input{Worker: w, DataStores: stores})
 	if err != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -143,5 +144,78 @@ func TestTemplateAstroBlog(t *testing.T) {
 	}
 	if r.status != 404 || !strings.Contains(string(r.body), "404") {
 		t.Errorf("GET /no/such/page: status %d %.300q, want 404 and the 404 page", r.status, r.body)
+	}
+}
+
+// todoID is the id TodoManager.create gives an item (crypto.randomUUID), as the page's
+// toggle and delete forms carry it (app/routes/$id.tsx).
+var todoID = regexp.MustCompile(`name="id" value="([0-9a-f-]{36})"`)
+
+// TestTemplateToDoListKV: to-do-list-kv-template redirects / to a fresh list
+// (/<nanoid>, app/routes/_index.tsx), and its list page's form creates, toggles and
+// deletes items that a reload reads back from the KVNamespace (TodoManager keeps the
+// list as JSON under the key <nanoid>, app/to-do-manager.ts); another list is empty.
+// https://developers.cloudflare.com/kv/api/write-key-value-pairs/
+func TestTemplateToDoListKV(t *testing.T) {
+	project, bundle := buildTemplate(t, "to-do-list-kv-template")
+	res := importAndApply(t, project, bundle)
+	bound := false
+	for _, b := range res.Worker.Spec.Bindings {
+		bound = bound || (b.Name == "TO_DO_LIST" && b.KVNamespace != nil && len(res.KVNamespaces) == 1 &&
+			b.KVNamespace.Name == res.KVNamespaces[0].Name)
+	}
+	if !bound {
+		t.Fatalf("imported %d KVNamespaces, bindings %+v; want one, bound as TO_DO_LIST", len(res.KVNamespaces), res.Worker.Spec.Bindings)
+	}
+	url := serviceURL(t, res.Worker.Name)
+	var list string
+	eventually(t, 2*time.Minute, "GET / redirects to a list", func() error {
+		r, err := fetch(url+"/", nil)
+		if err != nil {
+			return err
+		}
+		// nanoid(): 21 characters of A-Za-z0-9_- (https://github.com/ai/nanoid).
+		list = r.header.Get("Location")
+		if r.status != 302 || !regexp.MustCompile(`^/[A-Za-z0-9_-]{21}$`).MatchString(list) {
+			return fmt.Errorf("status %d, Location %q", r.status, list)
+		}
+		return nil
+	})
+	page := getOK(t, url+list, nil)
+	if !strings.Contains(string(page.body), "Todo List") || todoID.Match(page.body) {
+		t.Fatalf("GET %s: %.500q, want the empty list page", list, page.body)
+	}
+	text := fmt.Sprintf("water the plants %d", time.Now().UnixNano())
+	postForm(t, url+list, "intent=create&text="+strings.ReplaceAll(text, " ", "+"))
+	page = getOK(t, url+list, nil)
+	m := todoID.FindSubmatch(page.body)
+	if !strings.Contains(string(page.body), ">"+text+"<") || m == nil {
+		t.Fatalf("reload of %s after create: %.800q, want the item %q with its id", list, page.body, text)
+	}
+	postForm(t, url+list, "intent=toggle&id="+string(m[1]))
+	if page = getOK(t, url+list, nil); !strings.Contains(string(page.body), `class="line-through text-gray-400">`+text) {
+		t.Errorf("reload after toggle: %.800q, want the item struck through (completed)", page.body)
+	}
+	if other := getOK(t, url+"/another-list-000000000", nil); strings.Contains(string(other.body), text) {
+		t.Errorf("another list shows %q: the key is the list's id", text)
+	}
+	postForm(t, url+list, "intent=delete&id="+string(m[1]))
+	if page = getOK(t, url+list, nil); strings.Contains(string(page.body), text) || todoID.Match(page.body) {
+		t.Errorf("reload after delete: %.800q, want the empty list", page.body)
+	}
+}
+
+// postForm submits a form as a browser without JavaScript does (a document POST,
+// which Remix answers by running the route's action and rendering the page).
+func postForm(t *testing.T, url, form string) {
+	t.Helper()
+	res, err := httpClient.Post(url, "application/x-www-form-urlencoded", strings.NewReader(form))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("POST %s %s: status %d %.300q", url, form, res.StatusCode, b)
 	}
 }
