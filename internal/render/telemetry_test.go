@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -95,6 +96,23 @@ func (m *metricsOf) sum(name string, want ...string) float64 {
 	return total
 }
 
+// seriesCase is a series total a test expects: sum(name, labels...) == want.
+type seriesCase struct {
+	name   string
+	labels []string
+	want   float64
+}
+
+// check compares the last scrape with cases; output is the workerd output to show.
+func (m *metricsOf) check(cases []seriesCase, output string) {
+	m.t.Helper()
+	for _, c := range cases {
+		if got := m.sum(c.name, c.labels...); got != c.want {
+			m.t.Errorf("%s%v = %v, want %v\nworkerd:\n%s", c.name, c.labels, got, c.want, output)
+		}
+	}
+}
+
 // waitFor scrapes until name's total reaches n (records arrive after the responses).
 func (m *metricsOf) waitFor(name string, n float64) {
 	m.t.Helper()
@@ -178,11 +196,7 @@ func TestTailMetricsMix(t *testing.T) {
 func checkMix(t *testing.T, m *metricsOf, output string) {
 	t.Helper()
 	inv := telemetry.InvocationsTotal
-	cases := []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
+	m.check([]seriesCase{
 		{inv, nil, 13},
 		{inv, []string{"worker=mix", "entrypoint=default", "handler=fetch", "outcome=ok", "status_class=2xx"}, 7},
 		{inv, []string{"handler=fetch", "outcome=ok", "status_class=5xx"}, 3},
@@ -195,12 +209,7 @@ func checkMix(t *testing.T, m *metricsOf, output string) {
 		// The pinned workerd reports cpuTime 0: no CPU observation (docs/observability.md).
 		{telemetry.CPUTimeSeconds, nil, 0},
 		{telemetry.LabelOverflowTotal, nil, 0},
-	}
-	for _, c := range cases {
-		if got := m.sum(c.name, c.labels...); got != c.want {
-			t.Errorf("%s%v = %v, want %v\nworkerd:\n%s", c.name, c.labels, got, c.want, output)
-		}
-	}
+	}, output)
 }
 
 func checkMixLogs(t *testing.T, logs string) {
@@ -235,4 +244,73 @@ func (b *syncBuf) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// sidecarOf is the sidecar address a test process was started with.
+func sidecarOf(t testing.TB, p *proc) string {
+	t.Helper()
+	for _, a := range p.args {
+		if v, ok := strings.CutPrefix(a, "--external-addr="+podcontract.SidecarService+"="); ok {
+			return v
+		}
+	}
+	t.Fatal("process has no sidecar")
+	return ""
+}
+
+// Through a rendered Durable Object shard on the pinned workerd: the Worker's fetch, the
+// class's RPC methods (an exception among them) and its alarm are counted per entrypoint
+// (the class) and method, with the fetch's subrequests by kind.
+func TestTailMetricsDurableObject(t *testing.T) {
+	w, d := doFixture(t)
+	d.Spec.Shards = ptr.To[int32](1)
+	c := startDOClusterFor(t, w, d, 0)
+	shard := c.shards[0]
+	for _, q := range []string{"/inc?name=a", "/inc?name=a", "/boom?name=a&msg=bad", "/alarm?name=a&ms=1"} {
+		path, query, _ := strings.Cut(q, "?")
+		vals, _ := url.ParseQuery(query)
+		c.get(t, shard, path, vals)
+	}
+	m := &metricsOf{t: t, addr: sidecarOf(t, shard)}
+	m.waitFor(telemetry.InvocationsTotal, 9)
+	inv, sub := telemetry.InvocationsTotal, telemetry.SubrequestsTotal
+	do := []string{"worker=counter", "entrypoint=Counter"}
+	m.check([]seriesCase{
+		{inv, nil, 9},
+		{inv, []string{"worker=counter", "entrypoint=default", "handler=fetch", "method=", "outcome=ok", "status_class=2xx"}, 3},
+		{inv, []string{"entrypoint=default", "handler=fetch", "status_class=5xx"}, 1},
+		{inv, append(do, "handler=rpc", "method=increment", "outcome=ok", "status_class=none"), 2},
+		{inv, append(do, "handler=rpc", "method=setAlarmIn", "outcome=ok"), 1},
+		// The error of a throwing RPC method travels to the caller (its 500 above);
+		// workerd reports the method's invocation itself as ok.
+		{inv, append(do, "handler=rpc", "method=boom", "outcome=ok"), 1},
+		{inv, append(do, "handler=alarm", "method=", "outcome=ok"), 1},
+		{sub, []string{"entrypoint=default", "handler=fetch", "kind=durable_object_subrequest"}, 4},
+		{sub, append(do, "handler=rpc", "kind=durable_object_storage_get"), 2},
+		{sub, append(do, "handler=rpc", "kind=durable_object_storage_put"), 2},
+		{sub, append(do, "handler=rpc", "kind=durable_object_storage_setAlarm"), 1},
+		{sub, append(do, "kind=jsRpcCall"), 0},
+		{telemetry.WallTimeSeconds, append(do, "handler=rpc"), 4},
+	}, shard.output())
+}
+
+// Through a rendered workflow engine on the pinned workerd: the Worker's fetches (create
+// and status polls) and the workflow's run, with its step, are counted per entrypoint.
+func TestTailMetricsWorkflow(t *testing.T) {
+	e := startWorkflowEngine(t)
+	st, calls := e.runGreet("w1")
+	if st["status"] != "complete" {
+		t.Fatalf("status %v\n%s", st, e.logs.String())
+	}
+	m := &metricsOf{t: t, addr: e.sidecar}
+	m.waitFor(telemetry.InvocationsTotal, float64(calls)+1)
+	inv := telemetry.InvocationsTotal
+	wf := []string{"worker=app", "entrypoint=Greeter", "handler=rpc"}
+	m.check([]seriesCase{
+		{inv, nil, float64(calls) + 1},
+		{inv, []string{"worker=app", "entrypoint=default", "handler=fetch", "outcome=ok", "status_class=2xx"}, float64(calls)},
+		{inv, append(wf, "method=run", "outcome=ok"), 1},
+		// step.do is a call on the step object the runner hands to run() (an RpcTarget).
+		{telemetry.SubrequestsTotal, append(wf, "kind=jsRpcCall"), 1},
+	}, e.logs.String())
 }

@@ -52,6 +52,9 @@ function newRecord(onset, env) {
     invocationId: onset.invocationId || "",
     traceId: (onset.spanContext && onset.spanContext.traceId) || "",
     spanId: ev.spanId || "",
+    // The invocation's own spans: its root, and in an RPC invocation the server side of
+    // the call (jsRpcCall), under which the method's own calls open.
+    own: [ev.spanId || ""],
     subrequests: {},
     spans: [],
     logs: [],
@@ -66,7 +69,11 @@ function span(rec, ev, item, open) {
   const at = ms(item.timestamp);
   if (open) {
     const parent = (item.spanContext && item.spanContext.spanId) || "";
-    if (parent === rec.spanId) rec.subrequests[ev.name] = (rec.subrequests[ev.name] || 0) + 1;
+    if (rec.trigger === "rpc" && ev.name === "jsRpcCall" && rec.own.length === 1 && parent === rec.spanId) {
+      rec.own.push(ev.spanId);
+      return;
+    }
+    if (rec.own.includes(parent)) rec.subrequests[ev.name] = (rec.subrequests[ev.name] || 0) + 1;
     if (rec.spans.length < MAX_SPANS) rec.spans.push({ name: ev.name, spanId: ev.spanId, parent, start: at, end: 0, outcome: "" });
     else rec.dropped++;
     return;
@@ -96,6 +103,8 @@ function onEvent(rec, item, env) {
       span(rec, ev, item, false);
       return null;
     case "attributes":
+      // Only the invocation's own attributes: a subrequest's name its callee's method.
+      if (!rec.own.includes(item.spanContext && item.spanContext.spanId)) return null;
       for (const a of ev.info || []) if (a.name === "jsrpc.method" && !rec.method) rec.method = String(a.value);
       return null;
     case "return":
