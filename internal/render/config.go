@@ -60,6 +60,9 @@ func writeUserWorker(c *capnp, w *v1alpha1.Worker, modules []module, flags []str
 		c.close("],")
 	}
 	c.splice(&x.worker)
+	if len(x.tails) > 0 {
+		c.field("tails", list(x.tails...))
+	}
 	c.field("streamingTails", list(Quote(podcontract.TailService)))
 	c.closeWorker()
 }

@@ -144,11 +144,7 @@ func startTelemetrySidecar(t testing.TB, logs io.Writer) string {
 // exactly the expected counts per handler, outcome and status class on the sidecar's
 // /metrics, and JSON log lines naming the Worker, trigger and request id.
 func TestTailMetricsMix(t *testing.T) {
-	w := &v1alpha1.Worker{
-		ObjectMeta: metav1.ObjectMeta{Name: "mix", Namespace: "ns"},
-		Spec: v1alpha1.WorkerSpec{CompatibilityDate: "2025-06-01", Source: v1alpha1.WorkerSource{Inline: &v1alpha1.InlineSource{
-			Modules: []v1alpha1.Module{{Name: "worker.js", Type: v1alpha1.ModuleESModule, Content: ptr.To(mixWorker)}}}}},
-	}
+	w := inlineWorker("mix", mixWorker)
 	out, err := render.Render(render.Input{Worker: w})
 	if err != nil {
 		t.Fatal(err)
@@ -313,4 +309,84 @@ func TestTailMetricsWorkflow(t *testing.T) {
 		// step.do is a call on the step object the runner hands to run() (an RpcTarget).
 		{telemetry.SubrequestsTotal, append(wf, "kind=jsRpcCall"), 1},
 	}, e.logs.String())
+}
+
+// collectorWorker is a tail consumer: its tail() logs what it received.
+const collectorWorker = `export default {
+  async fetch() { return new Response("collector"); },
+  tail(events) {
+    for (const e of events) console.log("tailed " + e.outcome + " " + new URL(e.event.request.url).pathname + " logs=" + e.logs.map((l) => l.message.join(" ")).join("|"));
+  },
+};`
+
+func inlineWorker(name, js string) *v1alpha1.Worker {
+	return &v1alpha1.Worker{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+		Spec: v1alpha1.WorkerSpec{CompatibilityDate: "2025-06-01", Source: v1alpha1.WorkerSource{Inline: &v1alpha1.InlineSource{
+			Modules: []v1alpha1.Module{{Name: "worker.js", Type: v1alpha1.ModuleESModule, Content: ptr.To(js)}}}}},
+	}
+}
+
+// startRendered renders in and runs it on the pinned workerd with the given sidecar.
+func startRendered(t *testing.T, in render.Input, sidecarAddr string) *localrun.Local {
+	t.Helper()
+	out, err := render.Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := localrun.WriteFiles(dir, out.Files); err != nil {
+		t.Fatal(err)
+	}
+	l, err := localrun.StartLocal(context.Background(), localrun.LocalOptions{
+		Binary: testenv.WorkerdBinary(t), Dir: dir, Externals: map[string]string{podcontract.SidecarService: sidecarAddr},
+		Sockets: []string{podcontract.HTTPSocket, podcontract.RPCSocket, podcontract.HealthSocket, podcontract.TriggerSocket},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Stop)
+	return l
+}
+
+// spec.tails: the tail Worker (another workerd process, reached on its rpc socket like a
+// service binding's Worker) receives the Worker's tail events: outcome, request, logs.
+func TestUserTailConsumer(t *testing.T) {
+	collector := startRendered(t, render.Input{Worker: inlineWorker("collector", collectorWorker)}, startSidecar(t))
+	app := inlineWorker("app", mixWorker)
+	app.Spec.Tails = []v1alpha1.TailConsumer{{Service: "collector"}}
+	l := startRendered(t, render.Input{Worker: app, Services: map[string]render.ServiceTarget{
+		"collector": {Address: collector.Addrs[podcontract.RPCSocket]}}}, startSidecar(t))
+	for _, p := range []string{"/", "/throw"} {
+		res, err := http.Get("http://" + l.Addrs[podcontract.HTTPSocket] + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	want := []string{"tailed ok / logs=path /", "tailed exception /throw logs=path /throw"}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out := collector.Output()
+		if strings.Contains(out, want[0]) && strings.Contains(out, want[1]) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tail Worker's output lacks %q:\n%s\napp:\n%s", want, out, l.Output())
+		}
+	}
+}
+
+func TestTailsErrors(t *testing.T) {
+	for _, c := range []struct {
+		tail, want string
+	}{
+		{"app", "spec.tails[0].service: a Worker cannot be its own tail consumer"},
+		{"nope", `spec.tails[0].service: Worker "nope" not found`},
+	} {
+		w := inlineWorker("app", mixWorker)
+		w.Spec.Tails = []v1alpha1.TailConsumer{{Service: c.tail}}
+		if _, err := render.Render(render.Input{Worker: w}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("tail %q: error %v, want %q", c.tail, err, c.want)
+		}
+	}
 }

@@ -119,6 +119,8 @@ func (c *converter) key(k, path string, v any) {
 		c.workflows(path, v)
 	case "services":
 		c.services(path, v)
+	case "tail_consumers":
+		c.tailConsumers(path, v)
 	case "triggers":
 		c.triggers(path, v)
 	case "limits":
