@@ -194,7 +194,7 @@ func checkMix(t *testing.T, m *metricsOf, output string) {
 	inv := telemetry.InvocationsTotal
 	m.check([]seriesCase{
 		{inv, nil, 13},
-		{inv, []string{"worker=mix", "entrypoint=default", "handler=fetch", "outcome=ok", "status_class=2xx"}, 7},
+		{inv, []string{"worker=mix", "entrypoint=default", "handler=fetch", "execution_model=stateless", "outcome=ok", "status_class=2xx"}, 7},
 		{inv, []string{"handler=fetch", "outcome=ok", "status_class=5xx"}, 3},
 		{inv, []string{"handler=fetch", "outcome=exception", "status_class=none"}, 2},
 		{inv, []string{"handler=scheduled", "outcome=ok", "status_class=none"}, 1},
@@ -275,7 +275,7 @@ func TestTailMetricsDurableObject(t *testing.T) {
 		{inv, nil, 9},
 		{inv, []string{"worker=counter", "entrypoint=default", "handler=fetch", "method=", "outcome=ok", "status_class=2xx"}, 3},
 		{inv, []string{"entrypoint=default", "handler=fetch", "status_class=5xx"}, 1},
-		{inv, append(do, "handler=rpc", "method=increment", "outcome=ok", "status_class=none"), 2},
+		{inv, append(do, "handler=rpc", "method=increment", "execution_model=durableObject", "outcome=ok", "status_class=none"), 2},
 		{inv, append(do, "handler=rpc", "method=setAlarmIn", "outcome=ok"), 1},
 		// The error of a throwing RPC method travels to the caller (its 500 above);
 		// workerd reports the method's invocation itself as ok.
@@ -305,7 +305,7 @@ func TestTailMetricsWorkflow(t *testing.T) {
 	m.check([]seriesCase{
 		{inv, nil, float64(calls) + 1},
 		{inv, []string{"worker=app", "entrypoint=default", "handler=fetch", "outcome=ok", "status_class=2xx"}, float64(calls)},
-		{inv, append(wf, "method=run", "outcome=ok"), 1},
+		{inv, append(wf, "method=run", "outcome=ok", "execution_model=stateless"), 1},
 		// step.do is a call on the step object the runner hands to run() (an RpcTarget).
 		{telemetry.SubrequestsTotal, append(wf, "kind=jsRpcCall"), 1},
 	}, e.logs.String())

@@ -88,10 +88,11 @@ func Handler(o Options) http.Handler {
 			http.Error(w, "malformed tail record: "+err.Error(), http.StatusBadRequest)
 			return
 		}
+		// Log lines first: a scrape that counts a record finds its lines written.
+		lw.write(&rec)
 		if o.Metrics != nil {
 			o.Metrics.observe(&rec)
 		}
-		lw.write(&rec)
 		for _, s := range o.Sinks {
 			s(&rec)
 		}
