@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -47,7 +44,7 @@ const mixWorker = `export default {
 type metricsOf struct {
 	t    testing.TB
 	addr string
-	fams map[string]*dto.MetricFamily
+	fams testenv.Metrics
 }
 
 func (m *metricsOf) scrape() {
@@ -57,44 +54,12 @@ func (m *metricsOf) scrape() {
 		m.t.Fatal(err)
 	}
 	defer res.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(res.Body)
-	if err != nil {
+	if m.fams, err = testenv.ParseMetrics(res.Body); err != nil {
 		m.t.Fatal(err)
 	}
-	m.fams = fams
 }
 
-// sum adds the counter values (histogram counts) of name's series whose labels include
-// want ("k=v" pairs).
-func (m *metricsOf) sum(name string, want ...string) float64 {
-	total := 0.0
-	f := m.fams[name]
-	if f == nil {
-		return 0
-	}
-	for _, s := range f.Metric {
-		have := map[string]string{}
-		for _, l := range s.Label {
-			have[l.GetName()] = l.GetValue()
-		}
-		ok := true
-		for _, kv := range want {
-			k, v, _ := strings.Cut(kv, "=")
-			ok = ok && have[k] == v
-		}
-		if !ok {
-			continue
-		}
-		switch {
-		case s.Counter != nil:
-			total += s.Counter.GetValue()
-		case s.Histogram != nil:
-			total += float64(s.Histogram.GetSampleCount())
-		}
-	}
-	return total
-}
+func (m *metricsOf) sum(name string, want ...string) float64 { return m.fams.Sum(name, want...) }
 
 // seriesCase is a series total a test expects: sum(name, labels...) == want.
 type seriesCase struct {
@@ -144,39 +109,12 @@ func startTelemetrySidecar(t testing.TB, logs io.Writer) string {
 // exactly the expected counts per handler, outcome and status class on the sidecar's
 // /metrics, and JSON log lines naming the Worker, trigger and request id.
 func TestTailMetricsMix(t *testing.T) {
-	w := inlineWorker("mix", mixWorker)
-	out, err := render.Render(render.Input{Worker: w})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := localrun.WriteFiles(dir, out.Files); err != nil {
-		t.Fatal(err)
-	}
 	var logs syncBuf
 	sc := startTelemetrySidecar(t, &logs)
-	l, err := localrun.StartLocal(context.Background(), localrun.LocalOptions{
-		Binary: testenv.WorkerdBinary(t), Dir: dir, Externals: map[string]string{podcontract.SidecarService: sc},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Stop)
+	l := startRendered(t, render.Input{Worker: inlineWorker("mix", mixWorker)}, sc)
 	base := "http://" + l.Addrs[podcontract.HTTPSocket]
-	mix := map[string]struct{ n, status int }{"/": {5, 200}, "/500": {3, 500}, "/throw": {2, 500}, "/cpu": {2, 200}}
-	for path, c := range mix {
-		for range c.n {
-			res, err := http.Get(base + path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode != c.status {
-				t.Fatalf("GET %s: %d, want %d", path, res.StatusCode, c.status)
-			}
-		}
-	}
+	mix := map[string]testenv.Expect{"/": {N: 5, Status: 200}, "/500": {N: 3, Status: 500}, "/throw": {N: 2, Status: 500}, "/cpu": {N: 2, Status: 200}}
+	testenv.GetAll(t, http.DefaultClient, base, mix)
 	body := fmt.Sprintf(`{"cron":"*/5 * * * *","scheduledTime":%d}`, time.Now().UnixMilli())
 	res, err := http.Post("http://"+l.Addrs[podcontract.TriggerSocket]+"/scheduled", "application/json", strings.NewReader(body))
 	if err != nil {
@@ -328,14 +266,20 @@ func inlineWorker(name, js string) *v1alpha1.Worker {
 }
 
 // startRendered renders in and runs it on the pinned workerd with the given sidecar.
-func startRendered(t *testing.T, in render.Input, sidecarAddr string) *localrun.Local {
+func startRendered(t testing.TB, in render.Input, sidecarAddr string) *localrun.Local {
 	t.Helper()
 	out, err := render.Render(in)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startFiles(t, out.Files, sidecarAddr)
+}
+
+// startFiles runs rendered files on the pinned workerd with the given sidecar.
+func startFiles(t testing.TB, files []render.File, sidecarAddr string) *localrun.Local {
+	t.Helper()
 	dir := t.TempDir()
-	if err := localrun.WriteFiles(dir, out.Files); err != nil {
+	if err := localrun.WriteFiles(dir, files); err != nil {
 		t.Fatal(err)
 	}
 	l, err := localrun.StartLocal(context.Background(), localrun.LocalOptions{

@@ -1,9 +1,10 @@
 // tail.js: the streaming tail worker of every user Worker (config `streamingTails`,
 // docs/observability.md). workerd calls tailStream once per invocation of the Worker with
 // its onset event and then the returned handler with each later event (log, exception,
-// spanOpen/spanClose, attributes, return) up to the outcome. At the outcome it posts one
-// summary record to the sidecar (env.SIDECAR, POST env.TAIL_PATH), which turns it into
-// Prometheus series and JSON log lines. env.WORKER is the Worker's name.
+// spanOpen/spanClose, attributes, return) up to the outcome. At the outcome it queues one
+// summary record for the sidecar (env.SIDECAR, POST env.TAIL_PATH, a JSON array of
+// records per batch), which turns them into Prometheus series and JSON log lines.
+// env.WORKER is the Worker's name.
 // Bounds per invocation, so one chatty invocation cannot make a huge record.
 const MAX_LOGS = 256;
 const MAX_SPANS = 64;
@@ -122,16 +123,39 @@ function onEvent(rec, item, env) {
   }
 }
 
-async function send(rec, env) {
+// Records wait here (module scope: shared by the invocations of this isolate) and go to
+// the sidecar in batches: one POST per BATCH_MS or MAX_BATCH records, whichever first.
+// The first invocation that finds no flush pending carries the flush.
+const BATCH_MS = 25;
+const MAX_BATCH = 256;
+let queue = [];
+let flushing = false;
+
+function send(rec, env) {
+  queue.push(rec);
+  if (flushing) return null;
+  flushing = true;
+  return flush(env);
+}
+
+async function flush(env) {
   try {
-    const res = await env.SIDECAR.fetch("http://sidecar" + env.TAIL_PATH, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(rec),
-    });
-    await res.body?.cancel();
-  } catch {
-    // The sidecar is down (restarting): the record is lost, the Worker is unaffected.
+    while (queue.length > 0) {
+      if (queue.length < MAX_BATCH) await new Promise((r) => setTimeout(r, BATCH_MS));
+      const batch = queue.splice(0, MAX_BATCH);
+      try {
+        const res = await env.SIDECAR.fetch("http://sidecar" + env.TAIL_PATH, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(batch),
+        });
+        await res.body?.cancel();
+      } catch {
+        // The sidecar is down (restarting): the batch is lost, the Worker is unaffected.
+      }
+    }
+  } finally {
+    flushing = false;
   }
 }
 

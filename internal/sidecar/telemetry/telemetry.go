@@ -1,7 +1,7 @@
 // Package telemetry is the sidecar's end of the tail worker (shim tail.js,
 // docs/observability.md): workerd's streaming tail events of every invocation of the
-// pod's Worker arrive, summarised per invocation, on POST podcontract.TailPath (the
-// pod-internal listener only). Each record becomes Prometheus series (metrics.go) and
+// pod's Worker arrive, summarised per invocation and batched, on POST
+// podcontract.TailPath (the pod-internal listener only). Each record becomes Prometheus series (metrics.go) and
 // one JSON line per console.* call and uncaught exception on the sidecar's stdout.
 package telemetry
 
@@ -13,8 +13,9 @@ import (
 	"time"
 )
 
-// MaxRecordBytes bounds one record (the tail worker caps logs and spans well below it).
-const MaxRecordBytes = 8 << 20
+// MaxBatchBytes bounds one POST: a JSON array of at most 256 records (tail.js), each
+// with at most 256 log lines of 16 KiB, 64 spans and its exceptions.
+const MaxBatchBytes = 64 << 20
 
 // Record is one invocation as the tail worker summarises it.
 type Record struct {
@@ -74,8 +75,8 @@ type Options struct {
 	Sinks []func(*Record)
 }
 
-// Handler serves POST podcontract.TailPath: 204 after recording, 400 on a malformed
-// record.
+// Handler serves POST podcontract.TailPath, a JSON array of records: 204 after
+// recording them, 400 on a malformed body.
 func Handler(o Options) http.Handler {
 	lw := &lineWriter{w: o.Logs}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -83,18 +84,21 @@ func Handler(o Options) http.Handler {
 			http.Error(w, "method not allowed: POST a record", http.StatusMethodNotAllowed)
 			return
 		}
-		var rec Record
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRecordBytes)).Decode(&rec); err != nil {
-			http.Error(w, "malformed tail record: "+err.Error(), http.StatusBadRequest)
+		var recs []Record
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBatchBytes)).Decode(&recs); err != nil {
+			http.Error(w, "malformed tail records (want a JSON array): "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		// Log lines first: a scrape that counts a record finds its lines written.
-		lw.write(&rec)
-		if o.Metrics != nil {
-			o.Metrics.observe(&rec)
-		}
-		for _, s := range o.Sinks {
-			s(&rec)
+		for i := range recs {
+			rec := &recs[i]
+			// Log lines first: a scrape that counts a record finds its lines written.
+			lw.write(rec)
+			if o.Metrics != nil {
+				o.Metrics.observe(rec)
+			}
+			for _, s := range o.Sinks {
+				s(rec)
+			}
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
