@@ -199,6 +199,7 @@ func checkWorkerdMetrics(t *testing.T, objs []*unstructured.Unstructured) {
 	if got := nested(t, cm, "data", "workerd.json"); got != strings.TrimRight(string(want), "\n") || cm.GetLabels()["grafana_dashboard"] != "1" {
 		t.Errorf("dashboard ConfigMap labels %v, data differs from %s", cm.GetLabels(), dashboardFile)
 	}
+	wantArgs(t, objs, "--otlp-endpoint=http://otel.monitoring:4318/v1/traces")
 	if !slices.Contains(args(t, objs), "--network-policy-metrics-namespace=monitoring") {
 		t.Errorf("args %v", args(t, objs))
 	}

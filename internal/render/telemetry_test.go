@@ -92,8 +92,15 @@ func (m *metricsOf) waitFor(name string, n float64) {
 // startTelemetrySidecar runs a real sidecar whose log lines go to logs.
 func startTelemetrySidecar(t testing.TB, logs io.Writer) string {
 	t.Helper()
-	addr := testenv.FreeLoopbackAddr(t)
-	srv, err := sidecar.New(sidecar.Options{Addr: addr, DataDir: t.TempDir(), Logs: logs})
+	return startSidecarWith(t, sidecar.Options{Logs: logs})
+}
+
+// startSidecarWith runs a real sidecar with o on a free loopback address (and a data
+// directory of the test's) until the test ends and returns that address.
+func startSidecarWith(t testing.TB, o sidecar.Options) string {
+	t.Helper()
+	o.Addr, o.DataDir = testenv.FreeLoopbackAddr(t), t.TempDir()
+	srv, err := sidecar.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +109,7 @@ func startTelemetrySidecar(t testing.TB, logs io.Writer) string {
 	}
 	go func() { _ = srv.Serve() }()
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	return addr
+	return o.Addr
 }
 
 // Through the pinned workerd: a known mix of requests and a scheduled run produce

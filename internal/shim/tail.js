@@ -53,6 +53,7 @@ function newRecord(onset, env) {
     invocationId: onset.invocationId || "",
     traceId: (onset.spanContext && onset.spanContext.traceId) || "",
     spanId: ev.spanId || "",
+    parentSpanId: (onset.spanContext && onset.spanContext.spanId) || "",
     // The invocation's own spans: its root, and in an RPC invocation the server side of
     // the call (jsRpcCall), under which the method's own calls open.
     own: [ev.spanId || ""],

@@ -43,6 +43,9 @@ type Options struct {
 	// the NetworkPolicies admit its pods to the sidecar port, where GET /metrics still
 	// needs the namespace's client certificate (docs/observability.md).
 	MetricsNamespace string
+	// OTLPEndpoint, when set, is the OTLP/HTTP traces URL every workerd pod's sidecar
+	// exports its invocation spans to (sidecar --otlp-endpoint, docs/observability.md).
+	OTLPEndpoint string
 	// Issuer keeps the namespaces' internal TLS Secrets the pods mount and makes the
 	// manager's clients of the pods (docs/security-internal-plane.md). The manager
 	// always sets it; the builders do not use it.

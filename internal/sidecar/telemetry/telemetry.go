@@ -19,25 +19,28 @@ const MaxBatchBytes = 64 << 20
 
 // Record is one invocation as the tail worker summarises it.
 type Record struct {
-	Worker         string         `json:"worker"`
-	Entrypoint     string         `json:"entrypoint"`
-	ExecutionModel string         `json:"executionModel"`
-	Trigger        string         `json:"trigger"`
-	Method         string         `json:"method"`
-	Cron           string         `json:"cron"`
-	Outcome        string         `json:"outcome"`
-	Status         int            `json:"status"`
-	Start          float64        `json:"start"`
-	WallMs         float64        `json:"wallMs"`
-	CPUMs          float64        `json:"cpuMs"`
-	InvocationID   string         `json:"invocationId"`
-	TraceID        string         `json:"traceId"`
-	SpanID         string         `json:"spanId"`
-	Subrequests    map[string]int `json:"subrequests"`
-	Spans          []Span         `json:"spans"`
-	Logs           []Log          `json:"logs"`
-	Exceptions     []Exception    `json:"exceptions"`
-	Dropped        int            `json:"dropped"`
+	Worker         string  `json:"worker"`
+	Entrypoint     string  `json:"entrypoint"`
+	ExecutionModel string  `json:"executionModel"`
+	Trigger        string  `json:"trigger"`
+	Method         string  `json:"method"`
+	Cron           string  `json:"cron"`
+	Outcome        string  `json:"outcome"`
+	Status         int     `json:"status"`
+	Start          float64 `json:"start"`
+	WallMs         float64 `json:"wallMs"`
+	CPUMs          float64 `json:"cpuMs"`
+	InvocationID   string  `json:"invocationId"`
+	TraceID        string  `json:"traceId"`
+	SpanID         string  `json:"spanId"`
+	// ParentSpanID is the caller's span when the invocation continues a trace (a Durable
+	// Object call from a Worker of the same process).
+	ParentSpanID string         `json:"parentSpanId"`
+	Subrequests  map[string]int `json:"subrequests"`
+	Spans        []Span         `json:"spans"`
+	Logs         []Log          `json:"logs"`
+	Exceptions   []Exception    `json:"exceptions"`
+	Dropped      int            `json:"dropped"`
 }
 
 // Span is a span the invocation opened (a subrequest or binding call, or one nested in it).
