@@ -178,12 +178,18 @@ func (b *Binding) field() *bindingField {
 }
 
 // ReferencedNames returns the names of the objects of kind (ReferenceSecret, ...) that
-// w's bindings reference, in spec order.
+// w's bindings (and, for ReferenceWorker, spec.tails) reference, in spec order.
 func (w *Worker) ReferencedNames(kind string) []string {
 	var names []string
 	for _, b := range w.Spec.Bindings {
 		if k, name := b.Reference(); k == kind {
 			names = append(names, name)
+		}
+	}
+	if kind == ReferenceWorker {
+		// A tail consumer is reached like a service binding's Worker.
+		for _, t := range w.Spec.Tails {
+			names = append(names, t.Service)
 		}
 	}
 	return names

@@ -73,6 +73,18 @@ type WorkerSpec struct {
 	// +optional
 	Bindings []Binding `json:"bindings,omitempty"`
 
+	// tails are Workers of the same namespace that receive this Worker's tail events
+	// (their tail() handler: outcome, logs, exceptions per invocation), like wrangler's
+	// tail_consumers
+	// (https://developers.cloudflare.com/workers/observability/logs/tail-workers/).
+	// The operator's own tail worker feeds the metrics either way (docs/observability.md).
+	// At most 16.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=service
+	// +optional
+	Tails []TailConsumer `json:"tails,omitempty"`
+
 	// limits are the platform limits this Worker runs under.
 	// +optional
 	Limits *WorkerLimits `json:"limits,omitempty"`
@@ -443,6 +455,16 @@ type HyperdriveBinding struct {
 	// database, user, password and scheme ("postgres" or "mysql"); all six are required.
 	// +required
 	SecretRef LocalObjectReference `json:"secretRef"`
+}
+
+// TailConsumer names a Worker that receives another Worker's tail events.
+type TailConsumer struct {
+	// service is the name of the tail Worker, in the same namespace; not the Worker
+	// itself.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Service string `json:"service"`
 }
 
 // ServiceBinding names another Worker and optionally one of its named entrypoints.

@@ -197,6 +197,8 @@ func newManagerCommand() *cobra.Command {
 	fl.StringVar(&f.opts.ClusterDomain, "cluster-domain", f.opts.ClusterDomain, "cluster DNS domain of in-cluster addresses")
 	fl.Int64Var(&f.opts.PreStopSeconds, "prestop-seconds", f.opts.PreStopSeconds, "preStop sleep of workerd containers, in seconds")
 	fl.BoolVar(&f.opts.NetworkPolicies, "network-policies", f.opts.NetworkPolicies, "give the pods of every Worker, DurableObjectNamespace and Workflow a NetworkPolicy admitting only their callers (docs/security-internal-plane.md); false deletes the ones the operator made")
+	fl.StringVar(&f.opts.MetricsNamespace, "network-policy-metrics-namespace", "", "namespace of the metrics scraper the workerd pods' NetworkPolicies admit to the sidecar port (its /metrics needs the namespace's client certificate, docs/observability.md)")
+	fl.StringVar(&f.opts.OTLPEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces URL every workerd pod's sidecar exports a span per invocation and per subrequest to, e.g. http://otel-collector.monitoring:4318/v1/traces (docs/observability.md)")
 	fl.Int64Var(&f.opts.DrainSeconds, "drain-seconds", f.opts.DrainSeconds, "time workerd may drain in-flight requests after SIGTERM, in seconds")
 	f.policy.register(fl)
 	f.isolation.register(fl)

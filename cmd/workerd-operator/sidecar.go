@@ -19,6 +19,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/cache"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/r2"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/telemetry"
 	"github.com/workerd-operator/workerd-operator/internal/workflows"
 )
 
@@ -30,6 +31,7 @@ type sidecarOptions struct {
 	workflowsConfig string
 	runnerURL       string
 	profile         string
+	otlpEndpoint    string
 	lease, grace    time.Duration
 	lim             channels.Limits // the --channel-max-* values; only changed ones apply
 	cache           cache.Options   // the --cache-* values
@@ -58,6 +60,7 @@ func newSidecarCommand() *cobra.Command {
 	f.StringVar(&o.listenTLS, "listen-tls", "", "listen address host:port of the cross-pod API, mutual TLS with --tls-dir ($(POD_IP):9092 in a pod): probes and, with a client certificate of the namespace or the manager, metrics and the Workflows engine API")
 	f.StringVar(&o.tlsDir, "tls-dir", podcontract.InternalTLSDir, "directory of the internal TLS files (the namespace's certificate and CA, the manager's CA) for --listen-tls")
 	f.StringVar(&o.dataDir, "data-dir", podcontract.SidecarDataDir, "state directory (the shard's PVC or an emptyDir)")
+	f.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export a span per invocation and per subrequest to this OTLP/HTTP traces URL, e.g. http://otel-collector.monitoring:4318/v1/traces (docs/observability.md)")
 	f.StringVar(&o.profile, "limits-profile", string(limits.DefaultProfile), "limit profile the channel limits come from (free, paid, custom; internal/limits)")
 	f.DurationVar(&o.lease, "channel-lease", channels.DefaultLease, "durable-channel subscription lease, renewed by subscribe and every wait; lapsed subscriptions are collected")
 	f.DurationVar(&o.grace, "shutdown-timeout", 10*time.Second, "how long SIGTERM waits for open requests and, in a workflow engine pod, for step attempts in flight")
@@ -79,7 +82,16 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 	if err != nil {
 		return err
 	}
-	srv, err := sidecar.New(sidecar.Options{Addr: o.listen, DataDir: o.dataDir, ChannelLimits: l, ChannelLease: o.lease})
+	so := sidecar.Options{Addr: o.listen, DataDir: o.dataDir, ChannelLimits: l, ChannelLease: o.lease}
+	if o.otlpEndpoint != "" {
+		otlp, err := telemetry.NewOTLP(cmd.Context(), o.otlpEndpoint)
+		if err != nil {
+			return err
+		}
+		so.TailSinks = append(so.TailSinks, otlp.Sink)
+		defer func() { _ = otlp.Close(context.Background()) }()
+	}
+	srv, err := sidecar.New(so)
 	if err != nil {
 		return err
 	}

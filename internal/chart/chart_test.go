@@ -254,6 +254,12 @@ var optionSets = []struct {
 		},
 	},
 	{
+		name: "workerd metrics",
+		values: `workerdMetrics: {scraperNamespace: monitoring, otlpEndpoint: "http://otel.monitoring:4318/v1/traces", podMonitor: {namespaces: [apps], interval: 20s, labels: {release: prom}},
+  dashboard: {enabled: true, labels: {grafana_dashboard: "1"}}}`,
+		check: checkWorkerdMetrics,
+	},
+	{
 		name:   "metrics disabled",
 		values: `metrics: {enabled: false}`,
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {

@@ -363,18 +363,35 @@ func TestWorkerScaleSubresource(t *testing.T) {
 }
 
 func TestWorkerServiceBindingWaitsForTarget(t *testing.T) {
+	// The binding connects to the rpc Service, never the http port (here 9000).
+	waitsForTarget(t, func(w *fleetv1alpha1.Worker) {
+		w.Spec.Bindings = []fleetv1alpha1.Binding{{Name: "BACKEND", Service: &fleetv1alpha1.ServiceBinding{Name: "backend"}}}
+	}, `spec.bindings[0] (BACKEND): Worker "backend"`, "backend-rpc.%s.svc.cluster.local:9095")
+}
+
+// A tail consumer (spec.tails) is resolved like a service binding's Worker: the caller
+// waits for it, then delivers its tail events to its rpc Service.
+func TestWorkerTailWaitsForTarget(t *testing.T) {
+	waitsForTarget(t, func(w *fleetv1alpha1.Worker) {
+		w.Spec.Tails = []fleetv1alpha1.TailConsumer{{Service: "backend"}}
+	}, `spec.tails[0]: Worker "backend"`, "backend-rpc.%s.svc.cluster.local:9095")
+}
+
+// waitsForTarget creates Worker caller (mutated by refer) in a new namespace, expects
+// Ready=False ReferenceNotFound with a message holding wantMsg, creates Worker backend
+// and expects caller's config to hold wantAddr (a format taking the namespace).
+func waitsForTarget(t *testing.T, refer func(*fleetv1alpha1.Worker), wantMsg, wantAddr string) {
+	t.Helper()
 	ctx := context.Background()
 	ns := newNamespace(t)
-	caller := workerFixture(ns, "caller", func(w *fleetv1alpha1.Worker) {
-		w.Spec.Bindings = []fleetv1alpha1.Binding{{Name: "BACKEND", Service: &fleetv1alpha1.ServiceBinding{Name: "backend"}}}
-	})
+	caller := workerFixture(ns, "caller", refer)
 	if err := k8sClient.Create(ctx, caller); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(caller)
 	eventually(t, "ReferenceNotFound", func() error {
 		c := meta.FindStatusCondition(getWorker(t, key).Status.Conditions, fleetv1alpha1.ConditionReady)
-		if c == nil || c.Reason != fleetv1alpha1.ReasonReferenceNotFound || !strings.Contains(c.Message, `"backend"`) {
+		if c == nil || c.Reason != fleetv1alpha1.ReasonReferenceNotFound || !strings.Contains(c.Message, wantMsg) {
 			return fmt.Errorf("Ready %+v", c)
 		}
 		return nil
@@ -394,8 +411,7 @@ func TestWorkerServiceBindingWaitsForTarget(t *testing.T) {
 		if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: dep.Spec.Template.Spec.Volumes[0].ConfigMap.Name}, cm); err != nil {
 			return err
 		}
-		// The binding connects to the rpc Service, never the http port (here 9000).
-		want := fmt.Sprintf("backend-rpc.%s.svc.cluster.local:9095", ns)
+		want := fmt.Sprintf(wantAddr, ns)
 		for _, v := range cm.Data {
 			if strings.Contains(v, want) {
 				return nil

@@ -94,6 +94,12 @@ const (
 	// which the assets binding names.
 	AssetsService         = "workerd-operator:assets"
 	AssetWorkerEntrypoint = "AssetWorker"
+	// TailService is the streaming tail worker (shim tail.js) every user Worker's
+	// streamingTails names; it posts one record per invocation to the sidecar's
+	// TailPath (docs/observability.md).
+	TailService = "workerd-operator:tail"
+	// TailPath is the sidecar's pod-internal endpoint for those records.
+	TailPath = "/tail/v1/invocations"
 	// RPCConnectHost is the capnpConnectHost of the rpc socket and of the external
 	// services to other Workers: a CONNECT to this host opens Cap'n Proto RPC, which
 	// carries JS RPC between workerd processes. The http socket does not set it.

@@ -81,6 +81,8 @@ type extras struct {
 	// trigger shim reach: the user's Worker, or the assets service of an assets-only
 	// Worker.
 	httpService, workerService string
+	// tails are the service designators of spec.tails.
+	tails []string
 }
 
 func newExtras() *extras {
@@ -110,6 +112,10 @@ func renderBindings(in Input) (*extras, error) {
 			return nil, err
 		}
 		x.bindings = append(x.bindings, line)
+	}
+	var err error
+	if x.tails, err = renderTails(in.Worker, kinds[v1alpha1.BindingService].(*serviceKind)); err != nil {
+		return nil, err
 	}
 	for _, k := range order {
 		if err := k.contribute(x); err != nil {
@@ -250,12 +256,41 @@ func (k *serviceKind) bind(field string, b v1alpha1.Binding) (string, error) {
 	if s.Entrypoint != "" {
 		return "", fmt.Errorf("%s.service.entrypoint: named entrypoint %q of another Worker is not supported yet (workerd cannot address a named entrypoint through an external service)", field, s.Entrypoint)
 	}
-	t, ok := k.in.Services[s.Name]
-	if !ok || t.Address == "" {
-		return "", fmt.Errorf("%s.service.name: Worker %q not found", field, s.Name)
+	d, err := k.target(field+".service.name", s.Name)
+	if err != nil {
+		return "", err
 	}
-	k.targets[s.Name] = t
-	return kv("service", Quote(targetService(s.Name))), nil
+	return kv("service", d), nil
+}
+
+// target is the service designator of another Worker of the namespace (the external
+// service contribute adds once per Worker); field names the reference in errors.
+func (k *serviceKind) target(field, worker string) (string, error) {
+	t, ok := k.in.Services[worker]
+	if !ok || t.Address == "" {
+		return "", fmt.Errorf("%s: Worker %q not found", field, worker)
+	}
+	k.targets[worker] = t
+	return Quote(targetService(worker)), nil
+}
+
+// renderTails resolves spec.tails to service designators for the user Worker's
+// `tails`: the tail Worker's rpc socket, as for a service binding (workerd delivers the
+// tail events over Cap'n Proto).
+func renderTails(w *v1alpha1.Worker, k *serviceKind) ([]string, error) {
+	var out []string
+	for i, t := range w.Spec.Tails {
+		field := fmt.Sprintf("spec.tails[%d].service", i)
+		if t.Service == w.Name {
+			return nil, fmt.Errorf("%s: a Worker cannot be its own tail consumer (https://developers.cloudflare.com/workers/observability/logs/tail-workers/)", field)
+		}
+		d, err := k.target(field, t.Service)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 func targetService(worker string) string { return "service:" + worker }

@@ -23,6 +23,7 @@ func writeConfig(w *v1alpha1.Worker, modules []module, flags []string, x *extras
 	}
 	c.splice(&x.services)
 	writeShimServices(c, x.workerService, x.healthBindings)
+	writeTailService(c, w.Name)
 	c.close("],")
 	c.open("sockets = [")
 	writeSockets(c, x.workerService, x.httpService, x.opts)
@@ -62,6 +63,10 @@ func writeUserWorker(c *capnp, w *v1alpha1.Worker, modules []module, flags []str
 		c.close("],")
 	}
 	c.splice(&x.worker)
+	if len(x.tails) > 0 {
+		c.field("tails", list(x.tails...))
+	}
+	c.field("streamingTails", list(Quote(podcontract.TailService)))
 	c.closeWorker()
 }
 
@@ -90,6 +95,20 @@ func writeShimServices(c *capnp, svcName string, healthBindings []string) {
 	c.field("compatibilityDate", Quote(ShimCompatibilityDate))
 	c.field("compatibilityFlags", list(Quote("service_binding_extra_handlers")))
 	c.field("bindings", list(tuple(named("TARGET"), kv("service", Quote(svcName)))))
+	c.closeWorker()
+}
+
+// writeTailService writes the streaming tail worker (shim tail.js) of the user's Worker:
+// it reaches the sidecar and knows the Worker's name, the `worker` label of its series.
+func writeTailService(c *capnp, worker string) {
+	c.openWorker(podcontract.TailService)
+	c.field("modules", list(shimModule(shim.TailModule)))
+	c.field("compatibilityDate", Quote(ShimCompatibilityDate))
+	c.field("bindings", list(
+		tuple(named("SIDECAR"), kv("service", Quote(podcontract.SidecarService))),
+		tuple(named("WORKER"), kv("text", Quote(worker))),
+		tuple(named("TAIL_PATH"), kv("text", Quote(podcontract.TailPath))),
+	))
 	c.closeWorker()
 }
 

@@ -3,7 +3,6 @@ package render_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,7 +26,6 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/localrun"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
-	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -281,17 +279,7 @@ func startDOClusterTLS(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 // loopback address until the test ends and returns that address.
 func startSidecar(t testing.TB) string {
 	t.Helper()
-	addr := testenv.FreeLoopbackAddr(t)
-	srv, err := sidecar.New(sidecar.Options{Addr: addr, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve() }()
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	return addr
+	return startTelemetrySidecar(t, io.Discard)
 }
 
 // get sends GET path?query to the http socket of p and returns status and body.

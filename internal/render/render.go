@@ -200,7 +200,7 @@ func sortedFlags(in []string) ([]string, error) {
 // each with a ConfigMap key of its own.
 func renderedFiles(config []byte, src *source, x *extras) ([]File, error) {
 	files := []File{{Key: podcontract.ConfigFile, Path: podcontract.ConfigFile, Data: config}}
-	for _, n := range []string{shim.HealthModule, shim.TriggerModule} {
+	for _, n := range []string{shim.HealthModule, shim.TriggerModule, shim.TailModule} {
 		b, err := shim.Source(n)
 		if err != nil {
 			return nil, err

@@ -78,9 +78,17 @@ func TestWorkflowBindingErrors(t *testing.T) {
 	}
 }
 
-// An engine pod rendered by the renderer runs a workflow end to end on the pinned workerd
-// with the real sidecar engine: binding create -> runner -> step -> complete.
-func TestWorkflowEngineRendered(t *testing.T) {
+// wfEngine is an engine pod rendered by the renderer: the pinned workerd and the real
+// sidecar engine.
+type wfEngine struct {
+	t       testing.TB
+	l       *localrun.Local
+	sidecar string
+	logs    *bytes.Buffer
+}
+
+func startWorkflowEngine(t testing.TB) *wfEngine {
+	t.Helper()
 	out, err := render.Render(render.Input{Worker: wfWorkerObj(), WorkflowHosts: []render.WorkflowHost{{Name: "greet", ClassName: "Greeter"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -89,22 +97,21 @@ func TestWorkflowEngineRendered(t *testing.T) {
 	if err := localrun.WriteFiles(dir, out.Files); err != nil {
 		t.Fatal(err)
 	}
-	sidecarAddr := testenv.FreeLoopbackAddr(t)
-	var logs bytes.Buffer
-	l, err := localrun.StartLocal(context.Background(), localrun.LocalOptions{
-		Binary: testenv.WorkerdBinary(t), Dir: dir, Output: &logs,
+	e := &wfEngine{t: t, sidecar: testenv.FreeLoopbackAddr(t), logs: &bytes.Buffer{}}
+	e.l, err = localrun.StartLocal(context.Background(), localrun.LocalOptions{
+		Binary: testenv.WorkerdBinary(t), Dir: dir, Output: e.logs,
 		Sockets:   []string{podcontract.HTTPSocket, podcontract.RPCSocket, podcontract.HealthSocket, podcontract.TriggerSocket, podcontract.WorkflowSocket},
-		Externals: map[string]string{podcontract.SidecarService: sidecarAddr},
+		Externals: map[string]string{podcontract.SidecarService: e.sidecar},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(l.Stop)
-	srv, err := sidecar.New(sidecar.Options{Addr: sidecarAddr, DataDir: t.TempDir()})
+	t.Cleanup(e.l.Stop)
+	srv, err := sidecar.New(sidecar.Options{Addr: e.sidecar, DataDir: t.TempDir(), Logs: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := workflows.Attach(srv, workflows.Options{RunnerURL: "http://" + l.Addrs[podcontract.WorkflowSocket], Workflows: []api.WorkflowConfig{{Name: "greet"}}}); err != nil {
+	if _, err := workflows.Attach(srv, workflows.Options{RunnerURL: "http://" + e.l.Addrs[podcontract.WorkflowSocket], Workflows: []api.WorkflowConfig{{Name: "greet"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Listen(); err != nil {
@@ -112,31 +119,50 @@ func TestWorkflowEngineRendered(t *testing.T) {
 	}
 	go func() { _ = srv.Serve() }()
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	call := func(body map[string]any) map[string]any {
-		b, _ := json.Marshal(body)
-		res, err := http.Post("http://"+l.Addrs[podcontract.HTTPSocket]+"/", "application/json", bytes.NewReader(b))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		rb, _ := io.ReadAll(res.Body)
-		var out map[string]any
-		if err := json.Unmarshal(rb, &out); err != nil {
-			t.Fatalf("%d %s\n%s", res.StatusCode, rb, logs.String())
-		}
-		return out
+	return e
+}
+
+// call posts body to the Worker's http socket and returns its JSON answer.
+func (e *wfEngine) call(body map[string]any) map[string]any {
+	t := e.t
+	t.Helper()
+	b, _ := json.Marshal(body)
+	res, err := http.Post("http://"+e.l.Addrs[podcontract.HTTPSocket]+"/", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := call(map[string]any{"op": "create", "id": "g1", "params": map[string]any{"who": "world"}}); got["id"] != "g1" {
-		t.Fatalf("create: %v", got)
+	defer res.Body.Close()
+	rb, _ := io.ReadAll(res.Body)
+	var out map[string]any
+	if err := json.Unmarshal(rb, &out); err != nil {
+		t.Fatalf("%d %s\n%s", res.StatusCode, rb, e.logs.String())
+	}
+	return out
+}
+
+// runGreet creates instance id and polls its status until it settles; it returns the
+// status and the number of calls made.
+func (e *wfEngine) runGreet(id string) (map[string]any, int) {
+	calls := 1
+	if got := e.call(map[string]any{"op": "create", "id": id, "params": map[string]any{"who": "world"}}); got["id"] != id {
+		e.t.Fatalf("create: %v", got)
 	}
 	var st map[string]any
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		st = call(map[string]any{"op": "status", "id": "g1"})
+		st = e.call(map[string]any{"op": "status", "id": id})
+		calls++
 		if st["status"] == "complete" || st["status"] == "errored" || time.Now().After(deadline) {
-			break
+			return st, calls
 		}
 	}
+}
+
+// An engine pod rendered by the renderer runs a workflow end to end on the pinned workerd
+// with the real sidecar engine: binding create -> runner -> step -> complete.
+func TestWorkflowEngineRendered(t *testing.T) {
+	e := startWorkflowEngine(t)
+	st, _ := e.runGreet("g1")
 	if out, _ := json.Marshal(st); string(out) != `{"output":{"g":"hello world"},"status":"complete"}` {
-		t.Fatalf("status() = %s\n%s", out, logs.String())
+		t.Fatalf("status() = %s\n%s", out, e.logs.String())
 	}
 }

@@ -24,4 +24,8 @@
 //     streams 200 application/x-ndjson, one {"index","outcome","noRetry"} line per run
 //     as it finishes (docs/pod-contract.md); the cron dispatcher sends one per pod per
 //     slot.
+//   - tail.js: the streaming tail worker of the user's Worker (its `streamingTails`):
+//     summarises each invocation's events (handler, entrypoint, outcome, status, wall
+//     time, spans, console.* calls, exceptions) and posts them in batches to the
+//     sidecar's podcontract.TailPath (docs/observability.md).
 package shim

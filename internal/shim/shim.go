@@ -16,6 +16,7 @@ var FS embed.FS
 const (
 	HealthModule  = "health.js"
 	TriggerModule = "trigger.js"
+	TailModule    = "tail.js"
 )
 
 // Source returns the bytes of the embedded shim file name (a base name such as

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/telemetry"
 )
 
 // Options configure a Server. Other sub-APIs extend the server with Server.Handle (or by
@@ -39,6 +41,11 @@ type Options struct {
 	// Registry collects the metrics served on /metrics; a fresh registry with the Go and
 	// process collectors when nil.
 	Registry *prometheus.Registry
+	// Logs receives the Worker's console.* and exception lines from the tail worker
+	// (package telemetry); os.Stdout when nil.
+	Logs io.Writer
+	// TailSinks also receive every tail record (telemetry.Options.Sinks).
+	TailSinks []func(*telemetry.Record)
 }
 
 // Server is the sidecar: an HTTP server with /healthz, /metrics, /channels/ and the
@@ -106,6 +113,9 @@ func New(o Options) (*Server, error) {
 	})
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	s.Handle(channels.PathPrefix, channels.Handler(cm))
+	s.mux.Handle("POST "+podcontract.TailPath, telemetry.Handler(telemetry.Options{
+		Metrics: telemetry.NewMetrics(reg, 0), Logs: cmp.Or[io.Writer](o.Logs, os.Stdout), Sinks: o.TailSinks,
+	}))
 	s.http = newHTTPServer(http.HandlerFunc(s.serve), cmp.Or(o.BodyTimeout, DefaultBodyTimeout))
 	return s, nil
 }

@@ -51,6 +51,7 @@ func WorkerdPodLabels() map[string]string {
 // Worker's outbound rules (egressRules).
 func buildNetworkPolicy(meta metav1.ObjectMeta, selector map[string]string, pod *corev1.PodSpec, opts Options, w *fleetv1alpha1.Worker) *networkingv1.NetworkPolicy {
 	ports := map[portPeers][]networkingv1.NetworkPolicyPort{}
+	var sidecar []networkingv1.NetworkPolicyPort // the metrics scraper's port
 	for _, c := range append(append([]corev1.Container(nil), pod.InitContainers...), pod.Containers...) {
 		for _, p := range c.Ports {
 			peers, ok := portPeersByName[p.Name]
@@ -61,7 +62,11 @@ func buildNetworkPolicy(meta metav1.ObjectMeta, selector map[string]string, pod 
 			if p.Name == podcontract.HTTPPortName {
 				port = intstr.FromString(p.Name)
 			}
-			ports[peers] = append(ports[peers], networkingv1.NetworkPolicyPort{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port})
+			np := networkingv1.NetworkPolicyPort{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port}
+			ports[peers] = append(ports[peers], np)
+			if p.Name == podcontract.SidecarPortName {
+				sidecar = append(sidecar, np)
+			}
 		}
 	}
 	namespace := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: WorkerdPodLabels()}}
@@ -79,6 +84,10 @@ func buildNetworkPolicy(meta metav1.ObjectMeta, selector map[string]string, pod 
 	add([]networkingv1.NetworkPolicyPeer{namespace}, ports[peersNamespace], ports[peersNamespaceAndManager])
 	if m := managerPeer(opts); m != nil {
 		add([]networkingv1.NetworkPolicyPeer{*m}, ports[peersManager], ports[peersNamespaceAndManager])
+	}
+	if opts.MetricsNamespace != "" {
+		add([]networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{podcontract.LabelNamespaceName: opts.MetricsNamespace}}}}, sidecar)
 	}
 	return &networkingv1.NetworkPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},

@@ -157,6 +157,27 @@ func TestNetworkPolicyWithoutManagerNamespace(t *testing.T) {
 	}
 }
 
+// TestNetworkPolicyMetricsNamespace: with a scraper namespace, its pods reach the sidecar
+// port of every workerd pod (for /metrics) and no other internal port.
+func TestNetworkPolicyMetricsNamespace(t *testing.T) {
+	opts := managerOptions()
+	opts.MetricsNamespace = "monitoring"
+	policies, pods := fleetPolicies(t, npNamespace, opts)
+	np := testenv.NetworkPolicies{Policies: policies}
+	prom := testenv.PolicyPod{Namespace: "monitoring", Labels: map[string]string{"app": "prometheus"}, IP: "10.0.8.1"}
+	elsewhere := testenv.PolicyPod{Namespace: npOtherNamespace, Labels: map[string]string{"app": "prometheus"}, IP: "10.0.8.2"}
+	for _, target := range []string{"worker", "shard", "engine"} {
+		for _, port := range []int32{podcontract.SidecarPort, podcontract.RPCPort, podcontract.TriggerPort, podcontract.GatewayPort} {
+			for _, from := range []testenv.PolicyPod{prom, elsewhere} {
+				want := port == podcontract.SidecarPort && from.Namespace == "monitoring"
+				if got, err := np.Allowed(from, pods[target], port); err != nil || got != want {
+					t.Errorf("%s → %s :%d allowed %v (%v), want %v", from.Namespace, target, port, got, err, want)
+				}
+			}
+		}
+	}
+}
+
 // TestNetworkPolicyCoversEveryPort: every container port of the pods says who it
 // admits (portPeersByName), so a port added to the pod contract is not silently closed.
 func TestNetworkPolicyCoversEveryPort(t *testing.T) {

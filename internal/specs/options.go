@@ -40,6 +40,13 @@ type Options struct {
 	// manager pods (podcontract.ManagerPodLabels) of this namespace to the trigger and
 	// sidecar ports. Empty: they admit no pod as the manager.
 	ManagerNamespace string
+	// MetricsNamespace, when set, is the namespace of the metrics scraper (Prometheus):
+	// the NetworkPolicies admit its pods to the sidecar port, where GET /metrics still
+	// needs the namespace's client certificate (docs/observability.md).
+	MetricsNamespace string
+	// OTLPEndpoint, when set, is the OTLP/HTTP traces URL every workerd pod's sidecar
+	// exports its invocation spans to (sidecar --otlp-endpoint, docs/observability.md).
+	OTLPEndpoint string
 	// Issuer keeps the namespaces' internal TLS Secrets the pods mount and makes the
 	// manager's clients of the pods (docs/security-internal-plane.md). The manager
 	// always sets it; the builders do not use it.

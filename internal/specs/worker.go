@@ -220,16 +220,20 @@ func httpProbe(path string, port int32, period, failures int32) *corev1.Probe {
 // sidecarContainerSpec is the native sidecar (an init container that keeps running)
 // next to workerd: it starts before workerd and stops after it.
 func sidecarContainerSpec(opts Options) corev1.Container {
+	args := []string{
+		podcontract.SidecarCommand,
+		fmt.Sprintf("--listen=%s:%d", podcontract.LoopbackHost, podcontract.SidecarPort),
+		fmt.Sprintf("--listen-tls=$(%s):%d", podcontract.PodIPEnv, podcontract.SidecarPort),
+		"--tls-dir=" + podcontract.InternalTLSDir,
+		"--data-dir=" + podcontract.SidecarDataDir,
+	}
+	if opts.OTLPEndpoint != "" {
+		args = append(args, "--otlp-endpoint="+opts.OTLPEndpoint)
+	}
 	return corev1.Container{
-		Name:  podcontract.SidecarContainer,
-		Image: opts.OperatorImage,
-		Args: []string{
-			podcontract.SidecarCommand,
-			fmt.Sprintf("--listen=%s:%d", podcontract.LoopbackHost, podcontract.SidecarPort),
-			fmt.Sprintf("--listen-tls=$(%s):%d", podcontract.PodIPEnv, podcontract.SidecarPort),
-			"--tls-dir=" + podcontract.InternalTLSDir,
-			"--data-dir=" + podcontract.SidecarDataDir,
-		},
+		Name:          podcontract.SidecarContainer,
+		Image:         opts.OperatorImage,
+		Args:          args,
 		Env:           []corev1.EnvVar{podIPEnv(), memoryLimitEnv()},
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
 		Ports: []corev1.ContainerPort{{

@@ -1,6 +1,7 @@
 package specs
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -178,5 +179,19 @@ func TestBuildWorkerChildrenDeterministic(t *testing.T) {
 	a, b := build(t, fixtureWorker()), build(t, fixtureWorker())
 	if a.ConfigMap.Name != b.ConfigMap.Name || a.Deployment.Spec.Template.Annotations[podcontract.AnnotationVersion] != b.Deployment.Spec.Template.Annotations[podcontract.AnnotationVersion] {
 		t.Error("the same Worker built twice differs")
+	}
+}
+
+// The operator-wide OTLP endpoint reaches every pod's sidecar as --otlp-endpoint; unset,
+// the sidecar gets no such flag.
+func TestSidecarOTLPEndpoint(t *testing.T) {
+	for _, endpoint := range []string{"", "http://otel.monitoring:4318/v1/traces"} {
+		opts := DefaultOptions()
+		opts.OTLPEndpoint = endpoint
+		args := sidecarContainerSpec(opts).Args
+		has := slices.Contains(args, "--otlp-endpoint="+endpoint)
+		if has != (endpoint != "") || slices.ContainsFunc(args, func(a string) bool { return a == "--otlp-endpoint=" }) {
+			t.Errorf("endpoint %q: sidecar args %v", endpoint, args)
+		}
 	}
 }

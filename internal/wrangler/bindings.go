@@ -196,6 +196,30 @@ func (c *converter) hyperdrive(path string, v any) {
 	}
 }
 
+// tail_consumers become spec.tails: the Worker of that name receives the tail events
+// (https://developers.cloudflare.com/workers/observability/logs/tail-workers/).
+func (c *converter) tailConsumers(path string, v any) {
+	for i, e := range list(v) {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		m, ok := e.(map[string]any)
+		service := str(m, "service")
+		if !ok || service == "" {
+			c.unsupported(p, "needs service")
+			continue
+		}
+		for _, k := range sortedKeys(m) {
+			switch k {
+			case "service":
+			case "environment":
+				c.unsupported(p+".environment", "a tail Worker in another environment; import that environment as its own Worker and name it")
+			default:
+				c.unsupported(p+"."+k, unknownReason)
+			}
+		}
+		c.res.Worker.Spec.Tails = append(c.res.Worker.Spec.Tails, v1alpha1.TailConsumer{Service: dnsName(service)})
+	}
+}
+
 // triggers.crons become one CronSchedule firing the Worker's scheduled() handler.
 func (c *converter) triggers(path string, v any) {
 	m, ok := v.(map[string]any)

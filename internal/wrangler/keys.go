@@ -43,7 +43,6 @@ var unsupportedKeys = map[string]string{
 	"send_email":                "no Email binding kind",
 	"dispatch_namespaces":       "no dispatch namespace binding kind",
 	"mtls_certificates":         "no mTLS certificate binding kind",
-	"tail_consumers":            "no Tail Workers",
 	"version_metadata":          "no version metadata binding kind",
 	"pipelines":                 "no Pipelines binding kind",
 	"secrets_store_secrets":     "no Secrets Store binding kind; use secrets (a Kubernetes Secret)",

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 )
 
 func TestDecodeJSONC(t *testing.T) {
@@ -69,6 +71,9 @@ localConnectionString = "postgres://me:local-pw@localhost:5432/shop"
 binding = "AUTH"
 service = "auth-worker"
 entrypoint = "Checker"
+
+[[tail_consumers]]
+service = "Log-Shipper"
 
 [[durable_objects.bindings]]
 name = "CARTS"
@@ -138,6 +143,10 @@ func TestTOMLProject(t *testing.T) {
 	}
 	if c := res.CronSchedules; len(c) != 1 || c[0].Spec.Schedules[0] != "0 * * * *" || c[0].Spec.Target.WorkerRef.Name != "shop" {
 		t.Errorf("cron schedules %+v", c)
+	}
+	// tail_consumers: https://developers.cloudflare.com/workers/observability/logs/tail-workers/
+	if !reflect.DeepEqual(w.Spec.Tails, []v1alpha1.TailConsumer{{Service: "log-shipper"}}) {
+		t.Errorf("tails %+v", w.Spec.Tails)
 	}
 	if w.Spec.Limits == nil || *w.Spec.Limits.CPUMs != 100 {
 		t.Errorf("limits %+v", w.Spec.Limits)

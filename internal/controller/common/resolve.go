@@ -153,16 +153,14 @@ func (r resolver) resolveInputs(ctx context.Context, w *fleetv1alpha1.Worker) (*
 			}
 			versions = append(versions, "secret/"+meta.Name+"@"+meta.ResourceVersion)
 		case fleetv1alpha1.ReferenceWorker:
-			target := &fleetv1alpha1.Worker{}
-			err := r.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, target)
-			if apierrors.IsNotFound(err) {
-				return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
-					message: fmt.Sprintf("spec.bindings[%d] (%s): Worker %q not found in namespace %q", i, b.Name, name, w.Namespace)}
-			}
-			if err != nil {
+			if err := r.resolveWorker(ctx, w.Namespace, name, fmt.Sprintf("spec.bindings[%d] (%s)", i, b.Name), in); err != nil {
 				return nil, err
 			}
-			in.services[target.Name] = render.ServiceTarget{Address: render.RPCAddress(target, render.Options{ClusterDomain: r.Options.ClusterDomain})}
+		}
+	}
+	for i, t := range w.Spec.Tails {
+		if err := r.resolveWorker(ctx, w.Namespace, t.Service, fmt.Sprintf("spec.tails[%d]", i), in); err != nil {
+			return nil, err
 		}
 	}
 	sort.Strings(versions)
@@ -172,6 +170,22 @@ func (r resolver) resolveInputs(ctx context.Context, w *fleetv1alpha1.Worker) (*
 	}
 	in.hash = hex.EncodeToString(h.Sum(nil))[:16]
 	return in, nil
+}
+
+// resolveWorker adds Worker ns/name, referenced at field, to in.services; a missing one
+// is an *errBlocked naming field.
+func (r resolver) resolveWorker(ctx context.Context, ns, name, field string, in *workerInputs) error {
+	target := &fleetv1alpha1.Worker{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, target)
+	if apierrors.IsNotFound(err) {
+		return &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
+			message: fmt.Sprintf("%s: Worker %q not found in namespace %q", field, name, ns)}
+	}
+	if err != nil {
+		return err
+	}
+	in.services[target.Name] = render.ServiceTarget{Address: render.RPCAddress(target, render.Options{ClusterDomain: r.Options.ClusterDomain})}
+	return nil
 }
 
 // resolveDurableObjects reads the DurableObjectNamespaces w binds (and host, when

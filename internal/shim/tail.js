@@ -1,0 +1,168 @@
+// tail.js: the streaming tail worker of every user Worker (config `streamingTails`,
+// docs/observability.md). workerd calls tailStream once per invocation of the Worker with
+// its onset event and then the returned handler with each later event (log, exception,
+// spanOpen/spanClose, attributes, return) up to the outcome. At the outcome it queues one
+// summary record for the sidecar (env.SIDECAR, POST env.TAIL_PATH, a JSON array of
+// records per batch), which turns them into Prometheus series and JSON log lines.
+// env.WORKER is the Worker's name.
+// Bounds per invocation, so one chatty invocation cannot make a huge record.
+const MAX_LOGS = 256;
+const MAX_SPANS = 64;
+const MAX_TEXT = 16 * 1024;
+
+function text(parts) {
+  const s = (Array.isArray(parts) ? parts : [parts])
+    .map((p) => (typeof p === "string" ? p : safeJSON(p)))
+    .join(" ");
+  return s.length > MAX_TEXT ? s.slice(0, MAX_TEXT) : s;
+}
+
+// ms is an event timestamp (a Date) in milliseconds since the epoch.
+function ms(t) {
+  return t instanceof Date ? t.getTime() : new Date(t).getTime();
+}
+
+function safeJSON(v) {
+  try {
+    return JSON.stringify(v) ?? String(v);
+  } catch {
+    return String(v);
+  }
+}
+
+// trigger is the onset's event type; fetch is reported as "fetch", JS RPC as "rpc".
+function trigger(info) {
+  const t = info && info.type ? info.type : "unknown";
+  return t === "jsrpc" ? "rpc" : t;
+}
+
+function newRecord(onset, env) {
+  const ev = onset.event;
+  return {
+    worker: env.WORKER || "",
+    entrypoint: ev.entrypoint || "default",
+    executionModel: ev.executionModel || "",
+    trigger: trigger(ev.info),
+    method: "",
+    cron: ev.info && typeof ev.info.cron === "string" ? ev.info.cron : "",
+    outcome: "",
+    status: 0,
+    start: ms(onset.timestamp),
+    wallMs: 0,
+    cpuMs: 0,
+    invocationId: onset.invocationId || "",
+    traceId: (onset.spanContext && onset.spanContext.traceId) || "",
+    spanId: ev.spanId || "",
+    parentSpanId: (onset.spanContext && onset.spanContext.spanId) || "",
+    // The invocation's own spans: its root, and in an RPC invocation the server side of
+    // the call (jsRpcCall), under which the method's own calls open.
+    own: [ev.spanId || ""],
+    subrequests: {},
+    spans: [],
+    logs: [],
+    exceptions: [],
+    dropped: 0,
+  };
+}
+
+// span notes a spanOpen (a subrequest when its parent is the invocation's own span) or
+// closes an open one.
+function span(rec, ev, item, open) {
+  const at = ms(item.timestamp);
+  if (open) {
+    const parent = (item.spanContext && item.spanContext.spanId) || "";
+    if (rec.trigger === "rpc" && ev.name === "jsRpcCall" && rec.own.length === 1 && parent === rec.spanId) {
+      rec.own.push(ev.spanId);
+      return;
+    }
+    if (rec.own.includes(parent)) rec.subrequests[ev.name] = (rec.subrequests[ev.name] || 0) + 1;
+    if (rec.spans.length < MAX_SPANS) rec.spans.push({ name: ev.name, spanId: ev.spanId, parent, start: at, end: 0, outcome: "" });
+    else rec.dropped++;
+    return;
+  }
+  const id = item.spanContext && item.spanContext.spanId;
+  const s = rec.spans.find((x) => x.spanId === id);
+  if (s) {
+    s.end = at;
+    s.outcome = ev.outcome || "";
+  }
+}
+
+function onEvent(rec, item, env) {
+  const ev = item.event;
+  switch (ev.type) {
+    case "log":
+      if (rec.logs.length < MAX_LOGS) rec.logs.push({ at: ms(item.timestamp), level: ev.level, message: text(ev.message) });
+      else rec.dropped++;
+      return null;
+    case "exception":
+      rec.exceptions.push({ at: ms(item.timestamp), name: String(ev.name || "Error"), message: text(ev.message || ""), stack: text(ev.stack || "") });
+      return null;
+    case "spanOpen":
+      span(rec, ev, item, true);
+      return null;
+    case "spanClose":
+      span(rec, ev, item, false);
+      return null;
+    case "attributes":
+      // Only the invocation's own attributes: a subrequest's name its callee's method.
+      if (!rec.own.includes(item.spanContext && item.spanContext.spanId)) return null;
+      for (const a of ev.info || []) if (a.name === "jsrpc.method" && !rec.method) rec.method = String(a.value);
+      return null;
+    case "return":
+      if (ev.info && typeof ev.info.statusCode === "number") rec.status = ev.info.statusCode;
+      return null;
+    case "outcome":
+      rec.outcome = ev.outcome;
+      rec.cpuMs = ev.cpuTime || 0;
+      // workerd reports wallTime 0; the span of the invocation is the distance from
+      // the onset to the outcome on workerd's clock.
+      rec.wallMs = ev.wallTime || Math.max(0, ms(item.timestamp) - rec.start);
+      return send(rec, env);
+    default:
+      return null;
+  }
+}
+
+// Records wait here (module scope: shared by the invocations of this isolate) and go to
+// the sidecar in batches: one POST per BATCH_MS or MAX_BATCH records, whichever first.
+// The first invocation that finds no flush pending carries the flush.
+const BATCH_MS = 25;
+const MAX_BATCH = 256;
+let queue = [];
+let flushing = false;
+
+function send(rec, env) {
+  queue.push(rec);
+  if (flushing) return null;
+  flushing = true;
+  return flush(env);
+}
+
+async function flush(env) {
+  try {
+    while (queue.length > 0) {
+      if (queue.length < MAX_BATCH) await new Promise((r) => setTimeout(r, BATCH_MS));
+      const batch = queue.splice(0, MAX_BATCH);
+      try {
+        const res = await env.SIDECAR.fetch("http://sidecar" + env.TAIL_PATH, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(batch),
+        });
+        await res.body?.cancel();
+      } catch {
+        // The sidecar is down (restarting): the batch is lost, the Worker is unaffected.
+      }
+    }
+  } finally {
+    flushing = false;
+  }
+}
+
+export default {
+  tailStream(onset, env) {
+    const rec = newRecord(onset, env);
+    return (item) => onEvent(rec, item, env);
+  },
+};

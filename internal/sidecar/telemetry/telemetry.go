@@ -1,0 +1,162 @@
+// Package telemetry is the sidecar's end of the tail worker (shim tail.js,
+// docs/observability.md): workerd's streaming tail events of every invocation of the
+// pod's Worker arrive, summarised per invocation and batched, on POST
+// podcontract.TailPath (the pod-internal listener only). Each record becomes Prometheus series (metrics.go) and
+// one JSON line per console.* call and uncaught exception on the sidecar's stdout.
+package telemetry
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// MaxBatchBytes bounds one POST: a JSON array of at most 256 records (tail.js), each
+// with at most 256 log lines of 16 KiB, 64 spans and its exceptions.
+const MaxBatchBytes = 64 << 20
+
+// Record is one invocation as the tail worker summarises it.
+type Record struct {
+	Worker         string  `json:"worker"`
+	Entrypoint     string  `json:"entrypoint"`
+	ExecutionModel string  `json:"executionModel"`
+	Trigger        string  `json:"trigger"`
+	Method         string  `json:"method"`
+	Cron           string  `json:"cron"`
+	Outcome        string  `json:"outcome"`
+	Status         int     `json:"status"`
+	Start          float64 `json:"start"`
+	WallMs         float64 `json:"wallMs"`
+	CPUMs          float64 `json:"cpuMs"`
+	InvocationID   string  `json:"invocationId"`
+	TraceID        string  `json:"traceId"`
+	SpanID         string  `json:"spanId"`
+	// ParentSpanID is the caller's span when the invocation continues a trace (a Durable
+	// Object call from a Worker of the same process).
+	ParentSpanID string         `json:"parentSpanId"`
+	Subrequests  map[string]int `json:"subrequests"`
+	Spans        []Span         `json:"spans"`
+	Logs         []Log          `json:"logs"`
+	Exceptions   []Exception    `json:"exceptions"`
+	Dropped      int            `json:"dropped"`
+}
+
+// Span is a span the invocation opened (a subrequest or binding call, or one nested in it).
+type Span struct {
+	Name    string  `json:"name"`
+	SpanID  string  `json:"spanId"`
+	Parent  string  `json:"parent"`
+	Start   float64 `json:"start"`
+	End     float64 `json:"end"`
+	Outcome string  `json:"outcome"`
+}
+
+// Log is one console.* call.
+type Log struct {
+	At      float64 `json:"at"`
+	Level   string  `json:"level"`
+	Message string  `json:"message"`
+}
+
+// Exception is one uncaught exception.
+type Exception struct {
+	At      float64 `json:"at"`
+	Name    string  `json:"name"`
+	Message string  `json:"message"`
+	Stack   string  `json:"stack"`
+}
+
+// Options configure Handler.
+type Options struct {
+	// Metrics receive every record; nil records none.
+	Metrics *Metrics
+	// Logs receives the JSON log lines; nil writes none.
+	Logs io.Writer
+	// Sinks receive every record after the metrics and logs (e.g. the OTLP exporter).
+	Sinks []func(*Record)
+}
+
+// Handler serves POST podcontract.TailPath, a JSON array of records: 204 after
+// recording them, 400 on a malformed body.
+func Handler(o Options) http.Handler {
+	lw := &lineWriter{w: o.Logs}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "method not allowed: POST a record", http.StatusMethodNotAllowed)
+			return
+		}
+		var recs []Record
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBatchBytes)).Decode(&recs); err != nil {
+			http.Error(w, "malformed tail records (want a JSON array): "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		for i := range recs {
+			rec := &recs[i]
+			// Log lines first: a scrape that counts a record finds its lines written.
+			lw.write(rec)
+			if o.Metrics != nil {
+				o.Metrics.observe(rec)
+			}
+			for _, s := range o.Sinks {
+				s(rec)
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// LogLine is the JSON object the sidecar writes per console.* call ("type":"log") and
+// per uncaught exception ("type":"exception").
+type LogLine struct {
+	Time       string `json:"time"`
+	Type       string `json:"type"`
+	Level      string `json:"level"`
+	Worker     string `json:"worker"`
+	Entrypoint string `json:"entrypoint"`
+	Trigger    string `json:"trigger"`
+	Method     string `json:"method,omitempty"`
+	RequestID  string `json:"requestId"`
+	TraceID    string `json:"traceId,omitempty"`
+	Name       string `json:"name,omitempty"`
+	Message    string `json:"message"`
+	Stack      string `json:"stack,omitempty"`
+}
+
+// lineWriter writes whole lines under a lock, so concurrent records never interleave.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) write(r *Record) {
+	if l.w == nil || len(r.Logs)+len(r.Exceptions) == 0 {
+		return
+	}
+	base := LogLine{Worker: r.Worker, Entrypoint: r.Entrypoint, Trigger: r.Trigger, Method: r.Method,
+		RequestID: r.InvocationID, TraceID: r.TraceID}
+	var buf []byte
+	add := func(x LogLine) {
+		b, _ := json.Marshal(x)
+		buf = append(append(buf, b...), '\n')
+	}
+	for _, g := range r.Logs {
+		x := base
+		x.Time, x.Type, x.Level, x.Message = stamp(g.At), "log", g.Level, g.Message
+		add(x)
+	}
+	for _, e := range r.Exceptions {
+		x := base
+		x.Time, x.Type, x.Level, x.Name, x.Message, x.Stack = stamp(e.At), "exception", "error", e.Name, e.Message, e.Stack
+		add(x)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = l.w.Write(buf)
+}
+
+// stamp is an event time (ms since the epoch) in RFC 3339 with milliseconds, UTC.
+func stamp(ms float64) string {
+	return time.UnixMilli(int64(ms)).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}

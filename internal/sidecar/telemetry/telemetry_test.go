@@ -1,0 +1,83 @@
+package telemetry_test
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/telemetry"
+)
+
+// A label the Worker's code chooses (here RPC method names) takes at most the bound's
+// distinct values; later ones are counted as _other and in the overflow counter.
+func TestLabelBound(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var logs bytes.Buffer
+	h := telemetry.Handler(telemetry.Options{Metrics: telemetry.NewMetrics(reg, 2), Logs: &logs})
+	body := `[
+	  {"worker":"w","entrypoint":"Api","trigger":"rpc","method":"a","outcome":"ok"},
+	  {"worker":"w","entrypoint":"Api","trigger":"rpc","method":"b","outcome":"ok"},
+	  {"worker":"w","entrypoint":"Api","trigger":"rpc","method":"c","outcome":"ok"},
+	  {"worker":"w","entrypoint":"Api","trigger":"rpc","method":"d","outcome":"ok","logs":[{"at":0,"level":"info","message":"hi"}]}
+	]`
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
+	if rec.Code != http.StatusNoContent {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	want := `
+# HELP workerd_operator_worker_label_overflow_total Events whose label value was replaced by _other because the label reached its distinct-value bound.
+# TYPE workerd_operator_worker_label_overflow_total counter
+workerd_operator_worker_label_overflow_total{label="method"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), telemetry.LabelOverflowTotal); err != nil {
+		t.Error(err)
+	}
+	for method, n := range map[string]float64{"a": 1, "b": 1, telemetry.Other: 2} {
+		if got := testutil.ToFloat64(counter(t, reg, method)); got != n {
+			t.Errorf("method %s: %v invocations, want %v", method, got, n)
+		}
+	}
+	if got := logs.String(); got != `{"time":"1970-01-01T00:00:00.000Z","type":"log","level":"info","worker":"w","entrypoint":"Api","trigger":"rpc","method":"d","requestId":"","message":"hi"}`+"\n" {
+		t.Errorf("log line %s", got)
+	}
+}
+
+// counter is the invocations series of RPC method m (worker w, entrypoint Api).
+func counter(t *testing.T, reg *prometheus.Registry, m string) prometheus.Collector {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
+	for _, f := range fams {
+		if f.GetName() != telemetry.InvocationsTotal {
+			continue
+		}
+		for _, s := range f.Metric {
+			for _, l := range s.Label {
+				if l.GetName() == "method" && l.GetValue() == m {
+					c.Add(s.Counter.GetValue())
+				}
+			}
+		}
+	}
+	return c
+}
+
+func TestMalformed(t *testing.T) {
+	h := telemetry.Handler(telemetry.Options{})
+	for _, body := range []string{"{", `{"worker":"w"}`} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "want a JSON array") {
+			t.Errorf("%s: %d %s", body, rec.Code, rec.Body)
+		}
+	}
+}
