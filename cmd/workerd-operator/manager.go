@@ -53,15 +53,17 @@ type managerFlags struct {
 	webhookHost    string
 	webhookCertDir string
 	webhookSecret  string
-	webhookService string
-	enableWebhooks bool
-	defaultProfile string
-	customLimits   string
-	development    bool
-	opts           specs.Options
-	watch          []string
-	policy         policyFlags
-	isolation      isolationFlags
+	// invocationMetrics is --invocation-metrics (specs.Options.NoInvocationMetrics negated).
+	invocationMetrics bool
+	webhookService    string
+	enableWebhooks    bool
+	defaultProfile    string
+	customLimits      string
+	development       bool
+	opts              specs.Options
+	watch             []string
+	policy            policyFlags
+	isolation         isolationFlags
 }
 
 // isolationFlags are the cluster admin's isolation settings for every workerd pod
@@ -198,6 +200,7 @@ func newManagerCommand() *cobra.Command {
 	fl.Int64Var(&f.opts.PreStopSeconds, "prestop-seconds", f.opts.PreStopSeconds, "preStop sleep of workerd containers, in seconds")
 	fl.BoolVar(&f.opts.NetworkPolicies, "network-policies", f.opts.NetworkPolicies, "give the pods of every Worker, DurableObjectNamespace and Workflow a NetworkPolicy admitting only their callers (docs/security-internal-plane.md); false deletes the ones the operator made")
 	fl.StringVar(&f.opts.MetricsNamespace, "network-policy-metrics-namespace", "", "namespace of the metrics scraper the workerd pods' NetworkPolicies admit to the sidecar port (its /metrics needs the namespace's client certificate, docs/observability.md)")
+	fl.BoolVar(&f.invocationMetrics, "invocation-metrics", true, "inject the tail worker that feeds each workerd pod's sidecar with invocation metrics, logs and traces; it costs a fixed time per invocation (docs/observability.md)")
 	fl.StringVar(&f.opts.OTLPEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces URL every workerd pod's sidecar exports a span per invocation and per subrequest to, e.g. http://otel-collector.monitoring:4318/v1/traces (docs/observability.md)")
 	fl.Int64Var(&f.opts.DrainSeconds, "drain-seconds", f.opts.DrainSeconds, "time workerd may drain in-flight requests after SIGTERM, in seconds")
 	f.policy.register(fl)
@@ -261,6 +264,7 @@ func runManager(f *managerFlags) error {
 		return err
 	}
 	f.opts.ManagerNamespace = os.Getenv("POD_NAMESPACE")
+	f.opts.NoInvocationMetrics = !f.invocationMetrics
 	// The outbound default renders into every Worker; its bound is the webhook's.
 	if f.opts.Outbound, f.policy.outboundAllowed, err = f.policy.outbound(f.opts.Outbound.Allow); err != nil {
 		return err

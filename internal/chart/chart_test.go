@@ -260,6 +260,13 @@ var optionSets = []struct {
 		check: checkWorkerdMetrics,
 	},
 	{
+		name:   "invocation metrics off",
+		values: `workerdMetrics: {invocations: false}`,
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			wantArgs(t, objs, "--invocation-metrics=false")
+		},
+	},
+	{
 		name:   "metrics disabled",
 		values: `metrics: {enabled: false}`,
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {

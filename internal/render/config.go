@@ -66,7 +66,9 @@ func writeUserWorker(c *capnp, w *v1alpha1.Worker, modules []module, flags []str
 	if len(x.tails) > 0 {
 		c.field("tails", list(x.tails...))
 	}
-	c.field("streamingTails", list(Quote(podcontract.TailService)))
+	if !x.opts.NoInvocationMetrics {
+		c.field("streamingTails", list(Quote(podcontract.TailService)))
+	}
 	c.closeWorker()
 }
 

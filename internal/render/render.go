@@ -41,6 +41,11 @@ type Options struct {
 	// --outbound-default-allow and --outbound-deny; docs/outbound.md). Both empty and no
 	// spec.outbound: no network service is rendered and workerd allows public addresses.
 	Outbound outbound.Rules
+	// NoInvocationMetrics leaves out the streaming tail worker (shim tail.js) that feeds
+	// the sidecar's invocation metrics, logs and traces (manager flag
+	// --invocation-metrics=false): it costs a fixed time per invocation
+	// (docs/observability.md, docs/benchmarks.md).
+	NoInvocationMetrics bool
 }
 
 // ServiceTarget is where a service binding reaches another Worker.

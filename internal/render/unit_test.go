@@ -300,3 +300,18 @@ func BenchmarkRender(b *testing.B) {
 		}
 	}
 }
+
+// TestNoInvocationMetrics: the tail worker of the invocation metrics is every user
+// Worker's streaming tail unless the operator turns it off (--invocation-metrics=false).
+func TestNoInvocationMetrics(t *testing.T) {
+	want := `streamingTails = ["` + podcontract.TailService + `"]`
+	for _, off := range []bool{false, true} {
+		out, err := Render(Input{Worker: baseWorker(), Options: Options{NoInvocationMetrics: off}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(out.Files[0].Data), want); got == off {
+			t.Errorf("NoInvocationMetrics %v: config has %s: %v", off, want, got)
+		}
+	}
+}

@@ -47,6 +47,9 @@ type Options struct {
 	// OTLPEndpoint, when set, is the OTLP/HTTP traces URL every workerd pod's sidecar
 	// exports its invocation spans to (sidecar --otlp-endpoint, docs/observability.md).
 	OTLPEndpoint string
+	// NoInvocationMetrics renders Workers without the tail worker of their invocation
+	// metrics (render.Options.NoInvocationMetrics).
+	NoInvocationMetrics bool
 	// Issuer keeps the namespaces' internal TLS Secrets the pods mount and makes the
 	// manager's clients of the pods (docs/security-internal-plane.md). The manager
 	// always sets it; the builders do not use it.

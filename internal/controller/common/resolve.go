@@ -62,7 +62,7 @@ func RenderWorker(ctx context.Context, c client.Client, refs *References, opts O
 	}
 	rin := render.Input{
 		Worker: w, ConfigMap: in.configMap, Services: in.services,
-		Options:        render.Options{ClusterDomain: opts.ClusterDomain, InternalTLS: true, Outbound: opts.Outbound},
+		Options:        render.Options{ClusterDomain: opts.ClusterDomain, InternalTLS: true, Outbound: opts.Outbound, NoInvocationMetrics: opts.NoInvocationMetrics},
 		DurableObjects: dos, Workflows: wfs, WorkflowHosts: wfHosts, DataStores: stores, R2Buckets: r2s,
 	}
 	if host != nil {
