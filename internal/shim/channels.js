@@ -22,6 +22,27 @@
 
 const API = "http://sidecar/channels/v1/objects/";
 
+// BATCH is how many queued messages one wait request may fetch.
+const BATCH = 256;
+
+// batches: per subscription handle, the messages the last wait request fetched
+// ({seq, messages, next}). Module scope, so every open(ctx) of the object in this isolate
+// shares them (a handle outlives the request that subscribed).
+const batches = new Map();
+
+// A handle nobody waits on for STALE_MS is gone (its lease lapsed long before), so its
+// entry is dropped when the map grows, bounding what abandoned subscriptions keep.
+const STALE_MS = 20 * 60 * 1000;
+function remember(handle, b) {
+  batches.delete(handle); // re-insert: the map's order is the order of use
+  batches.set(handle, b);
+  if (batches.size <= 1024) return;
+  for (const [h, x] of batches) {
+    if (b.at - x.at < STALE_MS) break;
+    batches.delete(h);
+  }
+}
+
 class ChannelError extends Error {
   constructor(code, message, extra) {
     super(`${code}: ${message}`);
@@ -128,6 +149,10 @@ class Channels {
   // wait consumes nothing. Errors: UNKNOWN_HANDLE, FOREIGN_HANDLE, SUBSCRIPTION_GONE,
   // REGISTRY_RESTARTED (the sidecar restarted or its connection was lost mid-wait),
   // INVALID_ARGUMENT.
+  //
+  // One request fetches up to BATCH queued messages (batched wait); the following waits
+  // answer from them without a request, and the next request acknowledges the ones
+  // answered, so the sidecar drops them only then (a lost answer is answered again).
   async wait(handle, timeoutMs) {
     if (typeof handle !== "string") {
       throw new ChannelError("UNKNOWN_HANDLE", `subscription handle must be a string, got ${typeof handle}`);
@@ -135,7 +160,27 @@ class Channels {
     if (typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) || timeoutMs < 0) {
       throw new ChannelError("INVALID_ARGUMENT", `timeoutMs must be a finite number >= 0 (milliseconds), got ${String(timeoutMs)}`);
     }
-    const body = { handle, timeoutMs };
+    const b = batches.get(handle);
+    if (b && b.next < b.messages.length) {
+      return { outcome: "message", message: b.messages[b.next++] };
+    }
+    let r;
+    try {
+      r = await this.#waitBatch(handle, timeoutMs, b);
+    } catch (e) {
+      batches.delete(handle);
+      throw e;
+    }
+    if (r.outcome !== "messages") {
+      if (r.outcome !== "timeout") batches.delete(handle);
+      return r;
+    }
+    remember(handle, { seq: r.seq, messages: r.messages, next: 1, at: Date.now() });
+    return { outcome: "message", message: r.messages[0] };
+  }
+
+  async #waitBatch(handle, timeoutMs, b) {
+    const body = { handle, timeoutMs, max: BATCH, ack: b ? b.seq + b.next : 0 };
     try {
       return await this.#call("wait", body);
     } catch (e) {
@@ -145,7 +190,7 @@ class Channels {
       // down, the registry and this subscription are gone all the same.
       await new Promise((r) => setTimeout(r, 50));
       try {
-        return await this.#call("wait", { handle, timeoutMs: 0 });
+        return await this.#call("wait", { ...body, timeoutMs: 0 });
       } catch (e2) {
         if (!e2.network) throw e2;
         throw new ChannelError(
@@ -162,6 +207,7 @@ class Channels {
     if (typeof handle !== "string") {
       throw new ChannelError("UNKNOWN_HANDLE", `subscription handle must be a string, got ${typeof handle}`);
     }
+    batches.delete(handle);
     return (await this.#call("unsubscribe", { handle })).unsubscribed;
   }
 

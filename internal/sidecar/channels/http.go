@@ -21,6 +21,7 @@ const maxBodyBytes = 6*(64<<10) + 4096
 //	POST /channels/v1/objects/{namespace}/{object}/subscribe    {"channel"}            → {"handle"}
 //	POST /channels/v1/objects/{namespace}/{object}/publish      {"channel","message"}  → {"reached"}
 //	POST /channels/v1/objects/{namespace}/{object}/wait         {"handle","timeoutMs"} → {"outcome","message"|"reason"}
+//	                                     batched: {"handle","timeoutMs","max","ack"} → {"outcome":"messages","messages","seq"}|...
 //	POST /channels/v1/objects/{namespace}/{object}/unsubscribe  {"handle"}             → {"unsubscribed"}
 //	POST /channels/v1/objects/{namespace}/{object}/close        {"channel","reason"}   → {"notified"}
 //	GET  /channels/v1/objects/{namespace}/{object}/subscribers?channel=NAME            → {"subscribers"}
@@ -83,6 +84,8 @@ func (a httpAPI) wait(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Handle    *string  `json:"handle"`
 		TimeoutMs *float64 `json:"timeoutMs"`
+		Max       int      `json:"max"` // > 0: a batch (WaitBatch), acknowledged by Ack
+		Ack       uint64   `json:"ack"`
 	}
 	if !decode(w, r, &req) || !present(w, req.Handle, "handle") {
 		return
@@ -98,7 +101,14 @@ func (a httpAPI) wait(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	o, err := a.m.Wait(r.Context(), key(r), *req.Handle, time.Duration(ms*float64(time.Millisecond)))
+	timeout := time.Duration(ms * float64(time.Millisecond))
+	var o Outcome
+	var err error
+	if req.Max > 0 {
+		o, err = a.m.WaitBatch(r.Context(), key(r), *req.Handle, timeout, req.Ack, req.Max)
+	} else {
+		o, err = a.m.Wait(r.Context(), key(r), *req.Handle, timeout)
+	}
 	if err != nil && r.Context().Err() != nil {
 		return // the caller is gone; nothing was consumed
 	}
