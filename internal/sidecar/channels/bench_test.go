@@ -59,7 +59,10 @@ func BenchmarkRawPublishReceive(b *testing.B) {
 
 var benchModes = []string{"latency", "throughput"}
 
-func benchRaw(b *testing.B, subs int, paced bool) {
+func benchRaw(b *testing.B, subs int, paced bool) { benchRawWith(b, subs, paced, false) }
+
+// benchRawWith: subscribers use the batched wait, or with stream the stream route.
+func benchRawWith(b *testing.B, subs int, paced, stream bool) {
 	h := newHarnessSidecarOnly(b)
 	base := "http://" + h.sidecarAddr + "/channels/v1/objects/bench/obj/"
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
@@ -83,6 +86,14 @@ func benchRaw(b *testing.B, subs int, paced bool) {
 		var sub struct{ Handle string }
 		call("subscribe", map[string]any{"channel": "c"}, &sub)
 		wg.Add(1)
+		if stream {
+			res, err := client.Post(base+"stream", "application/json", strings.NewReader(`{"handle":"`+sub.Handle+`","timeoutMs":5000}`))
+			if err != nil {
+				b.Fatal(err)
+			}
+			go func() { defer wg.Done(); readStream(res.Body, &lat, paced, got) }()
+			continue
+		}
 		go func() {
 			defer wg.Done()
 			var ack uint64
@@ -123,6 +134,30 @@ func benchRaw(b *testing.B, subs int, paced bool) {
 	call("close", map[string]any{"channel": "c", "reason": "done"}, &struct{}{})
 	wg.Wait()
 	lat.report(b, time.Since(start), b.N)
+}
+
+// readStream reads the lines of a stream response until its end.
+func readStream(body io.ReadCloser, lat *latencies, paced bool, got chan<- struct{}) {
+	defer body.Close()
+	dec := json.NewDecoder(bufio.NewReaderSize(body, 64<<10))
+	for {
+		var r struct {
+			Outcome  string
+			Messages []string
+		}
+		if dec.Decode(&r) != nil {
+			return
+		}
+		switch r.Outcome {
+		case "messages":
+			for _, m := range r.Messages {
+				lat.received(m, paced, got)
+			}
+		case "timeout":
+		default:
+			return
+		}
+	}
 }
 
 // benchMessage is a 64-byte message: the send time (19 decimal digits of Unix ns), padded.
