@@ -493,7 +493,12 @@ func (m *Manager) resolve(k Key, handle string) (*registry, uint64, *Error) {
 	}
 	r := m.objects[k]
 	m.mu.Unlock()
-	own := token == m.tokenFor(k)
+	var own bool
+	if r != nil {
+		own = token == r.token // the keyed hash, computed once per registry
+	} else {
+		own = token == m.tokenFor(k)
+	}
 	switch {
 	case closed:
 		return nil, 0, m.restarted()
