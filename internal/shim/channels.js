@@ -91,9 +91,12 @@ class Channels {
   }
 
   async #call(op, body, method = "POST", query = "") {
-    let res;
+    return this.#parse(op, await this.#fetch(op, body, method, query));
+  }
+
+  async #fetch(op, body, method = "POST", query = "") {
     try {
-      res = await this.#sidecar.fetch(this.#base + op + query, {
+      return await this.#sidecar.fetch(this.#base + op + query, {
         method,
         headers: method === "POST" ? { "content-type": "application/json" } : {},
         body: method === "POST" ? JSON.stringify(body) : undefined,
@@ -106,6 +109,9 @@ class Channels {
       err.network = true;
       throw err;
     }
+  }
+
+  async #parse(op, res) {
     let data;
     const text = await res.text();
     try {
@@ -198,6 +204,50 @@ class Channels {
           `channel registry restarted: the sidecar connection was lost during wait (${e.message}) and it is not back; the subscription is gone, subscribe again`,
         );
       }
+    }
+  }
+
+  // messages(handle, heartbeatMs) → an async iterator of wait outcomes carried by one
+  // sidecar response (the stream route): {outcome:"message",message} in order,
+  // {outcome:"timeout"} after each heartbeatMs without a message, and finally
+  // {outcome:"closed"|"disconnected",reason}, after which it ends. Use it inside the
+  // request (or waitUntil) that serves the subscriber. Leaving the loop early keeps the
+  // rest of the current batch for the next wait; messages already on their way in later
+  // lines are consumed. Errors as wait.
+  async *messages(handle, heartbeatMs = 1000) {
+    for (;;) {
+      const r = await this.wait(handle, 0); // what a batch already holds, or a poll
+      if (r.outcome === "timeout") break;
+      yield r;
+      if (r.outcome !== "message") return;
+    }
+    const b = batches.get(handle);
+    const res = await this.#fetch("stream", { handle, timeoutMs: heartbeatMs, ack: b ? b.seq + b.next : 0 });
+    if (!res.ok) await this.#parse("stream", res);
+    const lines = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    try {
+      for (;;) {
+        const { value, done } = await lines.read();
+        if (done) throw new ChannelError("REGISTRY_RESTARTED", "channel registry restarted: the sidecar ended the stream");
+        text += value;
+        let nl;
+        while ((nl = text.indexOf("\n")) >= 0) {
+          const o = JSON.parse(text.slice(0, nl));
+          text = text.slice(nl + 1);
+          if (o.error) throw new ChannelError(o.error.code, o.error.message, { limit: o.error.limit, source: o.error.source });
+          if (o.outcome !== "messages") {
+            yield o;
+            if (o.outcome !== "timeout") return;
+            continue;
+          }
+          const kept = { seq: o.seq, messages: o.messages, next: 0, at: Date.now() };
+          remember(handle, kept);
+          while (kept.next < kept.messages.length) yield { outcome: "message", message: kept.messages[kept.next++] };
+        }
+      }
+    } finally {
+      lines.cancel().catch(() => {});
     }
   }
 

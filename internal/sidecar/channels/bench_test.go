@@ -195,7 +195,10 @@ func BenchmarkWorkerdPublishReceive(b *testing.B) {
 	}
 }
 
-func benchWorkerd(b *testing.B, subs int, paced bool) {
+func benchWorkerd(b *testing.B, subs int, paced bool) { benchWorkerdWith(b, subs, paced, "") }
+
+// benchWorkerdWith: query "&iterate" has the subscribers read ch.messages instead of wait.
+func benchWorkerdWith(b *testing.B, subs int, paced bool, query string) {
 	{
 		{
 			h := newHarness(b, 0)
@@ -204,7 +207,7 @@ func benchWorkerd(b *testing.B, subs int, paced bool) {
 			var wg sync.WaitGroup
 			ready := make(chan struct{}, subs)
 			for i := 0; i < subs; i++ {
-				res, err := http.Get(h.base + "/o/bench/stream?channel=c")
+				res, err := http.Get(h.base + "/o/bench/stream?channel=c" + query)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -30,6 +30,7 @@ func BenchmarkSideBySide(b *testing.B) {
 	}
 	for _, mode := range benchModes {
 		b.Run(fmt.Sprintf("path=workerd/mode=%s/subscribers=16", mode), func(b *testing.B) { benchWorkerd(b, 16, mode == "latency") })
+		b.Run(fmt.Sprintf("path=workerd-messages/mode=%s/subscribers=16", mode), func(b *testing.B) { benchWorkerdWith(b, 16, mode == "latency", "&iterate") })
 	}
 }
 
