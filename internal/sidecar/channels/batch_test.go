@@ -113,3 +113,40 @@ func TestStreamRoute(t *testing.T) {
 		t.Fatalf("last line %s, want closed done", l)
 	}
 }
+
+// ch.messages in a Durable Object (testdata/worker.js "stream?iterate"): every message in
+// publish order over one sidecar stream, then the end with the close reason.
+func TestMessagesIterator(t *testing.T) {
+	h := newHarness(t, 0)
+	s := h.openSSE("/o/iter/stream?channel=c&iterate")
+	if ev, err := s.next(); err != nil || ev.comment != "subscribed" {
+		t.Fatalf("first event %+v, %v; want the subscribed comment", ev, err)
+	}
+	want := seq("m", 300)
+	r := h.ok("iter", "publishMany", map[string]any{"channel": "c", "prefix": "m", "count": len(want)})
+	for i, n := range r["reached"].([]any) {
+		if n != 1.0 {
+			t.Fatalf("publish %d reached %v, want 1", i+1, n)
+		}
+	}
+	h.ok("iter", "close", map[string]any{"channel": "c", "reason": "over"})
+	var got []string
+	for {
+		ev, err := s.next()
+		if err != nil {
+			t.Fatalf("stream ended after %d messages: %v", len(got), err)
+		}
+		if ev.name == "end" {
+			if ev.data != "closed: over" {
+				t.Fatalf("end %q, want closed: over", ev.data)
+			}
+			break
+		}
+		if ev.comment == "" {
+			got = append(got, ev.data)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %d messages (first %q), want %d in order", len(got), got[:min(3, len(got))], len(want))
+	}
+}
