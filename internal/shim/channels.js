@@ -15,6 +15,7 @@
 //                                                      // {outcome:"timeout"} |
 //                                                      // {outcome:"closed",reason} |
 //                                                      // {outcome:"disconnected",reason}
+//   for await (const r of ch.messages(h, 1000)) {...} // the same outcomes over one stream
 //   await ch.unsubscribe(h); await ch.close("room", "bye"); await ch.subscriberCount("room");
 //
 // Every failure is a catchable ChannelError (an Error) with a stable `code` (the sidecar's
