@@ -229,8 +229,10 @@ class Channels {
     let text = "";
     try {
       for (;;) {
-        const { value, done } = await lines.read();
-        if (done) throw new ChannelError("REGISTRY_RESTARTED", "channel registry restarted: the sidecar ended the stream");
+        const { value, done } = await lines.read().catch((e) => ({ done: true, error: e }));
+        if (done) {
+          throw new ChannelError("REGISTRY_RESTARTED", "channel registry restarted: the sidecar ended the stream; subscribe again");
+        }
         text += value;
         let nl;
         while ((nl = text.indexOf("\n")) >= 0) {
