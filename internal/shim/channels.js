@@ -15,12 +15,34 @@
 //                                                      // {outcome:"timeout"} |
 //                                                      // {outcome:"closed",reason} |
 //                                                      // {outcome:"disconnected",reason}
+//   for await (const r of ch.messages(h, 1000)) {...} // the same outcomes over one stream
 //   await ch.unsubscribe(h); await ch.close("room", "bye"); await ch.subscriberCount("room");
 //
 // Every failure is a catchable ChannelError (an Error) with a stable `code` (the sidecar's
 // codes plus NOT_DURABLE_OBJECT and SIDECAR_UNAVAILABLE), and `limit`/`source` for limits.
 
 const API = "http://sidecar/channels/v1/objects/";
+
+// BATCH is how many queued messages one wait request may fetch.
+const BATCH = 256;
+
+// batches: per subscription handle, the messages the last wait request fetched
+// ({seq, messages, next}). Module scope, so every open(ctx) of the object in this isolate
+// shares them (a handle outlives the request that subscribed).
+const batches = new Map();
+
+// A handle nobody waits on for STALE_MS is gone (its lease lapsed long before), so its
+// entry is dropped when the map grows, bounding what abandoned subscriptions keep.
+const STALE_MS = 20 * 60 * 1000;
+function remember(handle, b) {
+  batches.delete(handle); // re-insert: the map's order is the order of use
+  batches.set(handle, b);
+  if (batches.size <= 1024) return;
+  for (const [h, x] of batches) {
+    if (b.at - x.at < STALE_MS) break;
+    batches.delete(h);
+  }
+}
 
 class ChannelError extends Error {
   constructor(code, message, extra) {
@@ -70,9 +92,12 @@ class Channels {
   }
 
   async #call(op, body, method = "POST", query = "") {
-    let res;
+    return this.#parse(op, await this.#fetch(op, body, method, query));
+  }
+
+  async #fetch(op, body, method = "POST", query = "") {
     try {
-      res = await this.#sidecar.fetch(this.#base + op + query, {
+      return await this.#sidecar.fetch(this.#base + op + query, {
         method,
         headers: method === "POST" ? { "content-type": "application/json" } : {},
         body: method === "POST" ? JSON.stringify(body) : undefined,
@@ -85,6 +110,9 @@ class Channels {
       err.network = true;
       throw err;
     }
+  }
+
+  async #parse(op, res) {
     let data;
     const text = await res.text();
     try {
@@ -128,6 +156,10 @@ class Channels {
   // wait consumes nothing. Errors: UNKNOWN_HANDLE, FOREIGN_HANDLE, SUBSCRIPTION_GONE,
   // REGISTRY_RESTARTED (the sidecar restarted or its connection was lost mid-wait),
   // INVALID_ARGUMENT.
+  //
+  // One request fetches up to BATCH queued messages (batched wait); the following waits
+  // answer from them without a request, and the next request acknowledges the ones
+  // answered, so the sidecar drops them only then (a lost answer is answered again).
   async wait(handle, timeoutMs) {
     if (typeof handle !== "string") {
       throw new ChannelError("UNKNOWN_HANDLE", `subscription handle must be a string, got ${typeof handle}`);
@@ -135,7 +167,27 @@ class Channels {
     if (typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) || timeoutMs < 0) {
       throw new ChannelError("INVALID_ARGUMENT", `timeoutMs must be a finite number >= 0 (milliseconds), got ${String(timeoutMs)}`);
     }
-    const body = { handle, timeoutMs };
+    const b = batches.get(handle);
+    if (b && b.next < b.messages.length) {
+      return { outcome: "message", message: b.messages[b.next++] };
+    }
+    let r;
+    try {
+      r = await this.#waitBatch(handle, timeoutMs, b);
+    } catch (e) {
+      batches.delete(handle);
+      throw e;
+    }
+    if (r.outcome !== "messages") {
+      if (r.outcome !== "timeout") batches.delete(handle);
+      return r;
+    }
+    remember(handle, { seq: r.seq, messages: r.messages, next: 1, at: Date.now() });
+    return { outcome: "message", message: r.messages[0] };
+  }
+
+  async #waitBatch(handle, timeoutMs, b) {
+    const body = { handle, timeoutMs, max: BATCH, ack: b ? b.seq + b.next : 0 };
     try {
       return await this.#call("wait", body);
     } catch (e) {
@@ -145,7 +197,7 @@ class Channels {
       // down, the registry and this subscription are gone all the same.
       await new Promise((r) => setTimeout(r, 50));
       try {
-        return await this.#call("wait", { handle, timeoutMs: 0 });
+        return await this.#call("wait", { ...body, timeoutMs: 0 });
       } catch (e2) {
         if (!e2.network) throw e2;
         throw new ChannelError(
@@ -156,12 +208,59 @@ class Channels {
     }
   }
 
+  // messages(handle, heartbeatMs) → an async iterator of wait outcomes carried by one
+  // sidecar response (the stream route): {outcome:"message",message} in order,
+  // {outcome:"timeout"} after each heartbeatMs without a message, and finally
+  // {outcome:"closed"|"disconnected",reason}, after which it ends. Use it inside the
+  // request (or waitUntil) that serves the subscriber. Leaving the loop early keeps the
+  // rest of the current batch for the next wait; messages already on their way in later
+  // lines are consumed. Errors as wait.
+  async *messages(handle, heartbeatMs = 1000) {
+    for (;;) {
+      const r = await this.wait(handle, 0); // what a batch already holds, or a poll
+      if (r.outcome === "timeout") break;
+      yield r;
+      if (r.outcome !== "message") return;
+    }
+    const b = batches.get(handle);
+    const res = await this.#fetch("stream", { handle, timeoutMs: heartbeatMs, ack: b ? b.seq + b.next : 0 });
+    if (!res.ok) await this.#parse("stream", res);
+    const lines = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    try {
+      for (;;) {
+        const { value, done } = await lines.read().catch((e) => ({ done: true, error: e }));
+        if (done) {
+          throw new ChannelError("REGISTRY_RESTARTED", "channel registry restarted: the sidecar ended the stream; subscribe again");
+        }
+        text += value;
+        let nl;
+        while ((nl = text.indexOf("\n")) >= 0) {
+          const o = JSON.parse(text.slice(0, nl));
+          text = text.slice(nl + 1);
+          if (o.error) throw new ChannelError(o.error.code, o.error.message, { limit: o.error.limit, source: o.error.source });
+          if (o.outcome !== "messages") {
+            yield o;
+            if (o.outcome !== "timeout") return;
+            continue;
+          }
+          const kept = { seq: o.seq, messages: o.messages, next: 0, at: Date.now() };
+          remember(handle, kept);
+          while (kept.next < kept.messages.length) yield { outcome: "message", message: kept.messages[kept.next++] };
+        }
+      }
+    } finally {
+      lines.cancel().catch(() => {});
+    }
+  }
+
   // unsubscribe(handle) → true, or false when it was already gone. Errors: UNKNOWN_HANDLE,
   // FOREIGN_HANDLE, REGISTRY_RESTARTED.
   async unsubscribe(handle) {
     if (typeof handle !== "string") {
       throw new ChannelError("UNKNOWN_HANDLE", `subscription handle must be a string, got ${typeof handle}`);
     }
+    batches.delete(handle);
     return (await this.#call("unsubscribe", { handle })).unsubscribed;
   }
 

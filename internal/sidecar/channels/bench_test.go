@@ -5,7 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-
+	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -59,62 +59,124 @@ func BenchmarkRawPublishReceive(b *testing.B) {
 
 var benchModes = []string{"latency", "throughput"}
 
-func benchRaw(b *testing.B, subs int, paced bool) {
-	{
-		{
-			h := newHarnessSidecarOnly(b)
-			base := "http://" + h.sidecarAddr + "/channels/v1/objects/bench/obj/"
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
-			call := func(op string, body any) map[string]any {
-				raw, _ := json.Marshal(body)
-				res, err := client.Post(base+op, "application/json", bytes.NewReader(raw))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer res.Body.Close()
-				var out map[string]any
-				_ = json.NewDecoder(res.Body).Decode(&out)
-				if out["error"] != nil {
-					b.Fatalf("%s: %v", op, out["error"])
-				}
-				return out
-			}
-			var lat latencies
-			var wg sync.WaitGroup
-			got := make(chan struct{}, 2*subs)
-			for i := 0; i < subs; i++ {
-				hd := call("subscribe", map[string]any{"channel": "c"})["handle"].(string)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						r := call("wait", map[string]any{"handle": hd, "timeoutMs": 5000})
-						switch r["outcome"] {
-						case "message":
-							ns, _ := strconv.ParseInt(r["message"].(string), 10, 64)
-							lat.add(time.Since(time.Unix(0, ns)))
-							if paced {
-								got <- struct{}{}
-							}
-						case "timeout":
-						default:
-							return
-						}
-					}
-				}()
-			}
-			b.ResetTimer()
-			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				call("publish", map[string]any{"channel": "c", "message": strconv.FormatInt(time.Now().UnixNano(), 10)})
-				for j := 0; paced && j < subs; j++ {
-					<-got
-				}
-			}
-			call("close", map[string]any{"channel": "c", "reason": "done"})
-			wg.Wait()
-			lat.report(b, time.Since(start), b.N)
+func benchRaw(b *testing.B, subs int, paced bool) { benchRawWith(b, subs, paced, false) }
+
+// benchRawWith: subscribers use the batched wait, or with stream the stream route.
+func benchRawWith(b *testing.B, subs int, paced, stream bool) {
+	h := newHarnessSidecarOnly(b)
+	base := "http://" + h.sidecarAddr + "/channels/v1/objects/bench/obj/"
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
+	call := func(op string, body, out any) {
+		raw, _ := json.Marshal(body)
+		res, err := client.Post(base+op, "application/json", bytes.NewReader(raw))
+		if err != nil {
+			b.Fatal(err)
 		}
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			msg, _ := io.ReadAll(res.Body)
+			b.Fatalf("%s: HTTP %d %s", op, res.StatusCode, msg)
+		}
+		_ = json.NewDecoder(res.Body).Decode(out)
+	}
+	var lat latencies
+	var wg sync.WaitGroup
+	got := make(chan struct{}, 2*subs)
+	for i := 0; i < subs; i++ {
+		var sub struct{ Handle string }
+		call("subscribe", map[string]any{"channel": "c"}, &sub)
+		wg.Add(1)
+		if stream {
+			res, err := client.Post(base+"stream", "application/json", strings.NewReader(`{"handle":"`+sub.Handle+`","timeoutMs":5000}`))
+			if err != nil {
+				b.Fatal(err)
+			}
+			go func() { defer wg.Done(); readStream(res.Body, &lat, paced, got) }()
+			continue
+		}
+		go func() {
+			defer wg.Done()
+			var ack uint64
+			for {
+				// The batched wait (docs/channels.md): up to 256 messages per answer,
+				// acknowledged by the next wait.
+				var r struct {
+					Outcome  string
+					Messages []string
+					Seq      uint64
+				}
+				call("wait", map[string]any{"handle": sub.Handle, "timeoutMs": 5000, "max": 256, "ack": ack}, &r)
+				switch r.Outcome {
+				case "messages":
+					for _, m := range r.Messages {
+						lat.received(m, paced, got)
+					}
+					ack = r.Seq + uint64(len(r.Messages))
+				case "timeout":
+				default:
+					return
+				}
+			}
+		}()
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		var r struct{ Reached int }
+		call("publish", map[string]any{"channel": "c", "message": benchMessage()}, &r)
+		if r.Reached != subs {
+			b.Fatalf("publish reached %d, want %d", r.Reached, subs)
+		}
+		for j := 0; paced && j < subs; j++ {
+			<-got
+		}
+	}
+	call("close", map[string]any{"channel": "c", "reason": "done"}, &struct{}{})
+	wg.Wait()
+	lat.report(b, time.Since(start), b.N)
+}
+
+// readStream reads the lines of a stream response until its end.
+func readStream(body io.ReadCloser, lat *latencies, paced bool, got chan<- struct{}) {
+	defer body.Close()
+	dec := json.NewDecoder(bufio.NewReaderSize(body, 64<<10))
+	for {
+		var r struct {
+			Outcome  string
+			Messages []string
+		}
+		if dec.Decode(&r) != nil {
+			return
+		}
+		switch r.Outcome {
+		case "messages":
+			for _, m := range r.Messages {
+				lat.received(m, paced, got)
+			}
+		case "timeout":
+		default:
+			return
+		}
+	}
+}
+
+// benchMessage is a 64-byte message: the send time (19 decimal digits of Unix ns), padded.
+func benchMessage() string {
+	return fmt.Sprintf("%019d", time.Now().UnixNano()) + strings.Repeat(".", 64-19)
+}
+
+// received records the latency of message m (a benchMessage) and, when paced, signals got.
+func (l *latencies) received(m string, paced bool, got chan<- struct{}) {
+	if len(m) < 19 {
+		return
+	}
+	ns, err := strconv.ParseInt(m[:19], 10, 64)
+	if err != nil {
+		return
+	}
+	l.add(time.Since(time.Unix(0, ns)))
+	if paced {
+		got <- struct{}{}
 	}
 }
 
@@ -133,7 +195,10 @@ func BenchmarkWorkerdPublishReceive(b *testing.B) {
 	}
 }
 
-func benchWorkerd(b *testing.B, subs int, paced bool) {
+func benchWorkerd(b *testing.B, subs int, paced bool) { benchWorkerdWith(b, subs, paced, "") }
+
+// benchWorkerdWith: query "&iterate" has the subscribers read ch.messages instead of wait.
+func benchWorkerdWith(b *testing.B, subs int, paced bool, query string) {
 	{
 		{
 			h := newHarness(b, 0)
@@ -142,7 +207,7 @@ func benchWorkerd(b *testing.B, subs int, paced bool) {
 			var wg sync.WaitGroup
 			ready := make(chan struct{}, subs)
 			for i := 0; i < subs; i++ {
-				res, err := http.Get(h.base + "/o/bench/stream?channel=c")
+				res, err := http.Get(h.base + "/o/bench/stream?channel=c" + query)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -160,13 +225,7 @@ func benchWorkerd(b *testing.B, subs int, paced bool) {
 						case strings.HasPrefix(line, ": subscribed"):
 							ready <- struct{}{}
 						case strings.HasPrefix(line, "data: "):
-							ns, err := strconv.ParseInt(strings.TrimSpace(line[6:]), 10, 64)
-							if err == nil {
-								lat.add(time.Since(time.Unix(0, ns)))
-								if paced {
-									got <- struct{}{}
-								}
-							}
+							lat.received(strings.TrimSpace(line[6:]), paced, got)
 						case strings.HasPrefix(line, "event: end"):
 							return
 						}
@@ -179,7 +238,7 @@ func benchWorkerd(b *testing.B, subs int, paced bool) {
 			b.ResetTimer()
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
-				if r := h.ok("bench", "publish", map[string]any{"channel": "c", "message": strconv.FormatInt(time.Now().UnixNano(), 10)}); r.num("reached") != subs {
+				if r := h.ok("bench", "publish", map[string]any{"channel": "c", "message": benchMessage()}); r.num("reached") != subs {
 					b.Fatalf("publish reached %v, want %d", r["reached"], subs)
 				}
 				for j := 0; paced && j < subs; j++ {

@@ -21,6 +21,8 @@ const maxBodyBytes = 6*(64<<10) + 4096
 //	POST /channels/v1/objects/{namespace}/{object}/subscribe    {"channel"}            → {"handle"}
 //	POST /channels/v1/objects/{namespace}/{object}/publish      {"channel","message"}  → {"reached"}
 //	POST /channels/v1/objects/{namespace}/{object}/wait         {"handle","timeoutMs"} → {"outcome","message"|"reason"}
+//	                                     batched: {"handle","timeoutMs","max","ack"} → {"outcome":"messages","messages","seq"}|...
+//	POST /channels/v1/objects/{namespace}/{object}/stream       {"handle","timeoutMs","ack"} → wait answers, one JSON per line
 //	POST /channels/v1/objects/{namespace}/{object}/unsubscribe  {"handle"}             → {"unsubscribed"}
 //	POST /channels/v1/objects/{namespace}/{object}/close        {"channel","reason"}   → {"notified"}
 //	GET  /channels/v1/objects/{namespace}/{object}/subscribers?channel=NAME            → {"subscribers"}
@@ -34,6 +36,7 @@ func Handler(m *Manager) http.Handler {
 	mux.HandleFunc("POST "+obj+"subscribe", a.subscribe)
 	mux.HandleFunc("POST "+obj+"publish", a.publish)
 	mux.HandleFunc("POST "+obj+"wait", a.wait)
+	mux.HandleFunc("POST "+obj+"stream", a.stream)
 	mux.HandleFunc("POST "+obj+"unsubscribe", a.unsubscribe)
 	mux.HandleFunc("POST "+obj+"close", a.close)
 	mux.HandleFunc("GET "+obj+"subscribers", a.subscribers)
@@ -83,6 +86,8 @@ func (a httpAPI) wait(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Handle    *string  `json:"handle"`
 		TimeoutMs *float64 `json:"timeoutMs"`
+		Max       int      `json:"max"` // > 0: a batch (WaitBatch), acknowledged by Ack
+		Ack       uint64   `json:"ack"`
 	}
 	if !decode(w, r, &req) || !present(w, req.Handle, "handle") {
 		return
@@ -98,11 +103,66 @@ func (a httpAPI) wait(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	o, err := a.m.Wait(r.Context(), key(r), *req.Handle, time.Duration(ms*float64(time.Millisecond)))
+	timeout := time.Duration(ms * float64(time.Millisecond))
+	var o Outcome
+	var err error
+	if req.Max > 0 {
+		o, err = a.m.WaitBatch(r.Context(), key(r), *req.Handle, timeout, req.Ack, req.Max)
+	} else {
+		o, err = a.m.Wait(r.Context(), key(r), *req.Handle, timeout)
+	}
 	if err != nil && r.Context().Err() != nil {
 		return // the caller is gone; nothing was consumed
 	}
 	reply(w, err, func() any { return o })
+}
+
+// stream answers batched waits on one response, one JSON object per line, until the
+// subscription closes, is disconnected or gone, or the caller leaves: "messages" lines,
+// and a "timeout" line after each timeoutMs without one (a heartbeat). A batch is
+// acknowledged once its line is written, so what a broken connection did not take stays
+// queued for the next wait or stream. The first line is sent before any message, so the
+// caller knows the stream is open.
+func (a httpAPI) stream(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Handle    *string `json:"handle"`
+		TimeoutMs float64 `json:"timeoutMs"`
+		Ack       uint64  `json:"ack"`
+	}
+	if !decode(w, r, &req) || !present(w, req.Handle, "handle") {
+		return
+	}
+	timeout := a.m.Lease() / 2 // heartbeat when timeoutMs is absent
+	if req.TimeoutMs >= 1 {
+		timeout = time.Duration(min(req.TimeoutMs, float64(a.m.Limits().MaxWait.Milliseconds())) * float64(time.Millisecond))
+	}
+	o, err := a.m.WaitBatch(r.Context(), key(r), *req.Handle, 0, req.Ack, MaxBatch)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	rc := http.NewResponseController(w)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for ack := req.Ack; ; {
+		if enc.Encode(o) != nil || rc.Flush() != nil {
+			return
+		}
+		switch o.Kind {
+		case OutcomeMessages:
+			ack = o.Seq + uint64(len(o.Messages))
+		case OutcomeTimeout:
+		default:
+			return
+		}
+		if o, err = a.m.WaitBatch(r.Context(), key(r), *req.Handle, timeout, ack, MaxBatch); err != nil {
+			if r.Context().Err() == nil {
+				_ = enc.Encode(map[string]any{"error": asError(err)})
+			}
+			return
+		}
+	}
 }
 
 func (a httpAPI) unsubscribe(w http.ResponseWriter, r *http.Request) {
@@ -181,11 +241,16 @@ func reply(w http.ResponseWriter, err error, body func() any) {
 }
 
 func writeError(w http.ResponseWriter, err error) {
+	e := asError(err)
+	writeJSON(w, e.Status, map[string]any{"error": e})
+}
+
+func asError(err error) *Error {
 	var e *Error
 	if !errors.As(err, &e) {
 		e = &Error{Code: "INTERNAL", Message: fmt.Sprint(err), Status: http.StatusInternalServerError}
 	}
-	writeJSON(w, e.Status, map[string]any{"error": e})
+	return e
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

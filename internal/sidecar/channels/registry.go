@@ -32,14 +32,18 @@ const (
 	OutcomeTimeout      = "timeout"
 	OutcomeClosed       = "closed"
 	OutcomeDisconnected = "disconnected"
+	// OutcomeMessages is WaitBatch's answer: Messages from sequence number Seq on.
+	OutcomeMessages = "messages"
 )
 
 // Outcome is the result of Wait: Kind is one of the Outcome* constants; Message is set for
 // "message", Reason for "closed" and "disconnected".
 type Outcome struct {
-	Kind    string
-	Message string
-	Reason  string
+	Kind     string
+	Message  string
+	Reason   string
+	Messages []string
+	Seq      uint64
 }
 
 // MarshalJSON renders {"outcome":"message","message":...} (the message even when empty),
@@ -51,6 +55,12 @@ func (o Outcome) MarshalJSON() ([]byte, error) {
 			Kind    string `json:"outcome"`
 			Message string `json:"message"`
 		}{o.Kind, o.Message})
+	case OutcomeMessages:
+		return json.Marshal(struct {
+			Kind     string   `json:"outcome"`
+			Messages []string `json:"messages"`
+			Seq      uint64   `json:"seq"`
+		}{o.Kind, o.Messages, o.Seq})
 	case OutcomeClosed, OutcomeDisconnected:
 		return json.Marshal(struct {
 			Kind   string `json:"outcome"`
@@ -131,6 +141,8 @@ type reader struct {
 	id      uint64
 	ch      *channel // nil once closed or disconnected
 	queue   []string
+	head    uint64 // sequence number of queue[0]: messages consumed so far
+	sent    int    // queue[:sent] were answered by WaitBatch, not yet acknowledged
 	bytes   int
 	state   string // "" active, OutcomeClosed, OutcomeDisconnected
 	reason  string
@@ -401,7 +413,7 @@ func (rd *reader) end(m *Manager, state, reason string, dropQueue bool) {
 	rd.state, rd.reason = state, reason
 	if dropQueue {
 		m.metrics.backlog(-rd.bytes)
-		rd.queue, rd.bytes = nil, 0
+		rd.queue, rd.bytes, rd.sent = nil, 0, 0
 	}
 	rd.notify()
 }
@@ -481,7 +493,12 @@ func (m *Manager) resolve(k Key, handle string) (*registry, uint64, *Error) {
 	}
 	r := m.objects[k]
 	m.mu.Unlock()
-	own := token == m.tokenFor(k)
+	var own bool
+	if r != nil {
+		own = token == r.token // the keyed hash, computed once per registry
+	} else {
+		own = token == m.tokenFor(k)
+	}
 	switch {
 	case closed:
 		return nil, 0, m.restarted()
@@ -507,6 +524,67 @@ func (m *Manager) resolve(k Key, handle string) (*registry, uint64, *Error) {
 // FOREIGN_HANDLE, SUBSCRIPTION_GONE, REGISTRY_RESTARTED, INVALID_ARGUMENT (timeout
 // negative or over Limits.MaxWait); ctx.Err() when ctx ends.
 func (m *Manager) Wait(ctx context.Context, k Key, handle string, timeout time.Duration) (Outcome, error) {
+	return m.wait(ctx, k, handle, timeout, nil, func(rd *reader) Outcome {
+		msg := rd.queue[0]
+		rd.consume(m, 1)
+		return Outcome{Kind: OutcomeMessage, Message: msg}
+	})
+}
+
+// MaxBatch bounds the messages one WaitBatch answer carries.
+const MaxBatch = 1024
+
+// WaitBatch is Wait answering up to max queued messages at once, without consuming them:
+// they stay queued until a later wait acknowledges them, but leave the backlog (the
+// subscriber has them).
+// ack is the sequence number after the last message the caller consumed (the answer's Seq
+// plus the number it used); messages before it leave the queue first. So a batch whose
+// answer is lost is answered again, and a timed-out wait consumes nothing, as with Wait.
+func (m *Manager) WaitBatch(ctx context.Context, k Key, handle string, timeout time.Duration, ack uint64, maxN int) (Outcome, error) {
+	limit := min(max(maxN, 1), MaxBatch)
+	acked := func(rd *reader) {
+		if ack > rd.head {
+			rd.consume(m, int(min(ack-rd.head, uint64(len(rd.queue)))))
+		}
+	}
+	return m.wait(ctx, k, handle, timeout, acked, func(rd *reader) Outcome { return rd.batch(m, limit) })
+}
+
+// consume removes the first n queued messages of rd (acknowledged, or taken by Wait).
+func (rd *reader) consume(m *Manager, n int) {
+	rd.send(m, n)
+	clear(rd.queue[:n])
+	rd.queue = rd.queue[n:]
+	rd.head += uint64(n)
+	rd.sent -= n
+}
+
+// send marks the first n queued messages delivered: those not answered before leave the
+// backlog (bytes counts what the subscriber has not been given).
+func (rd *reader) send(m *Manager, n int) {
+	for _, msg := range rd.queue[rd.sent:max(n, rd.sent)] {
+		rd.bytes -= len(msg)
+		m.metrics.backlog(-len(msg))
+		m.metrics.delivered()
+	}
+	rd.sent = max(rd.sent, n)
+}
+
+// batch answers up to limit queued messages (at least one, at most MaxBacklogBytes of
+// them after the first) without removing them.
+func (rd *reader) batch(m *Manager, limit int) Outcome {
+	n, size := 1, len(rd.queue[0])
+	for n < min(len(rd.queue), limit) && size+len(rd.queue[n]) <= m.limits.MaxBacklogBytes {
+		size += len(rd.queue[n])
+		n++
+	}
+	rd.send(m, n)
+	return Outcome{Kind: OutcomeMessages, Messages: append([]string(nil), rd.queue[:n]...), Seq: rd.head}
+}
+
+// wait is the long-poll of Wait and WaitBatch: first (when set) runs once under the
+// registry lock before anything else, take answers from a non-empty queue.
+func (m *Manager) wait(ctx context.Context, k Key, handle string, timeout time.Duration, first func(*reader), take func(*reader) Outcome) (Outcome, error) {
 	if timeout < 0 || timeout > m.limits.MaxWait {
 		e := newError(http.StatusBadRequest, CodeInvalidArgument, "timeoutMs must be 0..%d (maxWait), got %d", m.limits.MaxWait.Milliseconds(), timeout.Milliseconds())
 		e.Limit, e.Source = m.limits.MaxWait.Milliseconds(), maxWaitSource
@@ -521,6 +599,9 @@ func (m *Manager) Wait(ctx context.Context, k Key, handle string, timeout time.D
 	if rd == nil {
 		r.mu.Unlock()
 		return Outcome{}, m.gone(handle)
+	}
+	if first != nil {
+		first(rd)
 	}
 	rd.pending++
 	m.waiting.Add(1)
@@ -545,14 +626,9 @@ func (m *Manager) Wait(ctx context.Context, k Key, handle string, timeout time.D
 			return Outcome{}, m.gone(handle)
 		}
 		if len(rd.queue) > 0 {
-			msg := rd.queue[0]
-			rd.queue[0] = ""
-			rd.queue = rd.queue[1:]
-			rd.bytes -= len(msg)
-			m.metrics.backlog(-len(msg))
-			m.metrics.delivered()
+			o := take(rd)
 			r.mu.Unlock()
-			return Outcome{Kind: OutcomeMessage, Message: msg}, nil
+			return o, nil
 		}
 		if rd.state != "" {
 			o := Outcome{Kind: rd.state, Reason: rd.reason}
@@ -618,7 +694,7 @@ func (m *Manager) removeLocked(r *registry, rd *reader) {
 		rd.ch = nil
 	}
 	m.metrics.backlog(-rd.bytes)
-	rd.queue, rd.bytes = nil, 0
+	rd.queue, rd.bytes, rd.sent = nil, 0, 0
 	delete(r.readers, rd.id)
 	rd.notify()
 }

@@ -23,7 +23,7 @@ export class Obj extends DurableObject {
   async fetch(request) {
     const url = new URL(request.url);
     const op = url.pathname.split("/")[3];
-    if (op === "stream") return this.stream(url.searchParams.get("channel"));
+    if (op === "stream") return this.stream(url.searchParams.get("channel"), url.searchParams.has("iterate"));
     const b = request.method === "POST" ? await request.json() : {};
     try {
       return Response.json(await this.run(op, b));
@@ -34,7 +34,8 @@ export class Obj extends DurableObject {
 
   // stream: a new subscription to channel, its messages as server-sent events
   // ("data: <message>"), ": hb" on each 1 s wait timeout, "event: end" when it ends.
-  async stream(channel) {
+  // With iterate, read through ch.messages (one sidecar stream) instead of wait.
+  async stream(channel, iterate) {
     const ch = this.env.CHANNELS.open(this.ctx);
     const handle = await ch.subscribe(channel);
     const { readable, writable } = new TransformStream();
@@ -43,8 +44,9 @@ export class Obj extends DurableObject {
     this.ctx.waitUntil((async () => {
       try {
         await w.write(enc.encode(": subscribed\n\n"));
+        const it = iterate ? ch.messages(handle, 1000) : null;
         for (;;) {
-          const r = await ch.wait(handle, 1000);
+          const r = it ? (await it.next()).value : await ch.wait(handle, 1000);
           if (r.outcome === "message") await w.write(enc.encode(`data: ${r.message}\n\n`));
           else if (r.outcome === "timeout") await w.write(enc.encode(": hb\n\n"));
           else {
