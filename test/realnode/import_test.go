@@ -62,6 +62,7 @@ func TestImportedProjectServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	removeAtEnd(t, objs)
 	if err := cluster.apply(ctx, objs, time.Minute); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -372,4 +373,61 @@ func (n *node) dynamicWorkers(t interface{ Fatal(...any) }) dynamic.ResourceInte
 		t.Fatal(err)
 	}
 	return dyn.Resource(schema.GroupVersionResource{Group: fleetGroup, Version: "v1alpha1", Resource: "workers"}).Namespace(sampleNS)
+}
+
+// removeAtEnd deletes objs (foreground: their pods first) when t ends and waits until
+// the pods named after them are gone: the single node's CPU is what later tests'
+// pods are scheduled on.
+func removeAtEnd(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := cluster.remove(ctx, objs); err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+	})
+}
+
+func (n *node) remove(ctx context.Context, objs []*unstructured.Unstructured) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(n.rest)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dyn, err := dynamic.NewForConfig(n.rest)
+	if err != nil {
+		return err
+	}
+	fg := metav1.DeletePropagationForeground
+	for _, o := range objs {
+		r, err := resourceFor(dyn, mapper, o)
+		if err != nil {
+			return err
+		}
+		if err := r.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	for {
+		pods, err := n.client.CoreV1().Pods(sampleNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		left := 0
+		for _, p := range pods.Items {
+			for _, o := range objs {
+				if o.GetKind() == "Worker" && strings.HasPrefix(p.Name, o.GetName()+"-") {
+					left++
+				}
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d pods of %d objects still there: %w", left, len(objs), ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -77,6 +77,7 @@ func importTemplate(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	removeAtEnd(t, objs)
 	if err := cluster.apply(ctx, objs, time.Minute); err != nil {
 		t.Fatal(err)
 	}

@@ -268,6 +268,7 @@ func workerServes(t *testing.T, name string, source map[string]any, want string)
 			"source":            source,
 		},
 	}}
+	removeAtEnd(t, []*unstructured.Unstructured{w})
 	if err := cluster.apply(ctx, []*unstructured.Unstructured{w}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
