@@ -4,15 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/workerd-operator/workerd-operator/internal/bundleimage"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
 	"github.com/workerd-operator/workerd-operator/internal/wrangler"
 )
 
@@ -22,30 +21,12 @@ import (
 func importAndApply(t *testing.T, project, bundle string) *wrangler.Result {
 	t.Helper()
 	ctx := context.Background()
-	res, err := wrangler.Import(wrangler.Options{Path: project, Bundle: bundle, Namespace: sampleNS,
-		Image: cluster.RegistryHost() + "/e2e/imported:1"})
+	ref := cluster.RegistryHost() + "/e2e/" + strings.ToLower(filepath.Base(project)) + ":1"
+	res, m, objs, err := testenv.ImportImage(wrangler.Options{Path: project, Bundle: bundle, Namespace: sampleNS, Image: ref})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := cluster.RegistryHost() + "/e2e/" + res.Worker.Name + ":1"
-	pinned, m, err := bundleimage.Publish(*res.Image, ref, true, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.SetImage(pinned)
-	t.Logf("pushed %s: %d modules, assets %+v", pinned, len(m.Modules), m.Assets)
-	var objs []*unstructured.Unstructured
-	for _, o := range res.Objects() {
-		b, err := json.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := json.Unmarshal(b, &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, u)
-	}
+	t.Logf("pushed %s: %d modules, assets %+v", ref, len(m.Modules), m.Assets)
 	if err := cluster.Apply(ctx, objs, time.Minute); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package realnode
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -15,7 +14,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/workerd-operator/workerd-operator/internal/bundleimage"
 	"github.com/workerd-operator/workerd-operator/internal/wrangler"
 )
 
@@ -44,33 +42,7 @@ func TestImportedProjectServes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res, err := wrangler.Import(wrangler.Options{Path: dir, Namespace: sampleNS, Image: registryHost + "/realnode/site:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pinned, _, err := bundleimage.Publish(*res.Image, registryHost+"/realnode/site:1", true, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.SetImage(pinned)
-	var y bytes.Buffer
-	if err := res.WriteYAML(&y); err != nil {
-		t.Fatal(err)
-	}
-	objs, err := decodeAll(y.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	removeAtEnd(t, objs)
-	if err := cluster.apply(ctx, objs, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.waitReady(ctx, objs, 3*time.Minute); err != nil {
-		logPods(t, sampleNS, "rn-site")
-		t.Fatal(err)
-	}
-	base := siteURL(t, "rn-site")
+	base := importApply(t, wrangler.Options{Path: dir, Namespace: sampleNS, Image: registryHost + "/realnode/site:1"})
 	for _, c := range siteCases {
 		t.Run(c.name, func(t *testing.T) { c.check(t, base) })
 	}

@@ -1,7 +1,6 @@
 package realnode
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/workerd-operator/workerd-operator/internal/bundleimage"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 	"github.com/workerd-operator/workerd-operator/internal/wrangler"
 )
@@ -58,21 +56,15 @@ func importTemplate(t *testing.T, name string) string {
 	if why, err := os.ReadFile(filepath.Join(dir, templatesSkipped)); err == nil {
 		t.Skipf("templates not built: %s", why)
 	}
-	ref := registryHost + "/realnode/" + name + ":1"
-	res, err := wrangler.Import(wrangler.Options{Path: filepath.Join(dir, name), Bundle: filepath.Join(dir, name+"-bundle"), Namespace: sampleNS, Image: ref})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pinned, _, err := bundleimage.Publish(*res.Image, ref, true, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.SetImage(pinned)
-	var y bytes.Buffer
-	if err := res.WriteYAML(&y); err != nil {
-		t.Fatal(err)
-	}
-	objs, err := decodeAll(y.Bytes())
+	return importApply(t, wrangler.Options{Path: filepath.Join(dir, name), Bundle: filepath.Join(dir, name+"-bundle"),
+		Namespace: sampleNS, Image: registryHost + "/realnode/" + name + ":1"})
+}
+
+// importApply imports o with --image to the node's registry (testenv.ImportImage),
+// applies the objects until the test ends and returns the Worker's http address.
+func importApply(t *testing.T, o wrangler.Options) string {
+	t.Helper()
+	res, _, objs, err := testenv.ImportImage(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,38 @@
+package testenv
+
+import (
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/workerd-operator/workerd-operator/internal/bundleimage"
+	"github.com/workerd-operator/workerd-operator/internal/wrangler"
+)
+
+// ImportImage is `workerd-operator import --image REF --push` (o.Image is REF): it
+// imports the project, pushes its image and points the objects at the pushed,
+// digest-pinned reference. It returns the import and its objects, ready to apply.
+func ImportImage(o wrangler.Options) (*wrangler.Result, *bundleimage.Manifest, []*unstructured.Unstructured, error) {
+	res, err := wrangler.Import(o)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pinned, m, err := bundleimage.Publish(*res.Image, o.Image, true, "")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	res.SetImage(pinned)
+	var objs []*unstructured.Unstructured
+	for _, obj := range res.Objects() {
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		u := &unstructured.Unstructured{}
+		if err := json.Unmarshal(b, &u.Object); err != nil {
+			return nil, nil, nil, err
+		}
+		objs = append(objs, u)
+	}
+	return res, m, objs, nil
+}
