@@ -183,13 +183,7 @@ func (c *converter) hyperdrive(path string, v any) {
 			c.unsupported(p, "needs binding")
 			continue
 		}
-		for _, k := range sortedKeys(m) {
-			switch k {
-			case "binding", "id", "localConnectionString":
-			default:
-				c.unsupported(p+"."+k, unknownReason)
-			}
-		}
+		c.only(p, m, "binding", "id", "localConnectionString")
 		secret := dnsName(c.name + "-" + binding)
 		c.addBinding(v1alpha1.Binding{Name: binding, Hyperdrive: &v1alpha1.HyperdriveBinding{SecretRef: v1alpha1.LocalObjectReference{Name: secret}}})
 		c.res.Notes = append(c.res.Notes, fmt.Sprintf("%s: create Secret %s with the database's host, port, database, user, password and scheme (postgres or mysql) (docs/outbound.md)", p, secret))
