@@ -16,9 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/workerd-operator/workerd-operator/internal/devcluster"
 	"github.com/workerd-operator/workerd-operator/internal/installer"
@@ -38,6 +40,9 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	flag.Parse()
+	// The suite's own client logs nothing worth reading; without a logger controller-runtime
+	// prints a warning with a stack trace after 30 s.
+	ctrllog.SetLogger(logr.Discard())
 	if testing.Short() {
 		fmt.Println("e2e: skipped in -short mode")
 		return 0
