@@ -9,6 +9,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
 )
 
 // alwaysIgnored are the files wrangler never uploads as assets: the ignore file itself
@@ -83,9 +85,11 @@ func readIgnore(file string) ([]string, error) {
 }
 
 // ignored reports whether rel (slash-separated, relative to the asset directory)
-// matches one of pats as gitignore reads them: a pattern without a slash matches a
-// name at any depth, one with a slash (or a leading one) matches from the top, a
-// trailing slash matches directories only.
+// matches one of pats as gitignore reads them
+// (https://git-scm.com/docs/gitignore#_pattern_format): a pattern without a slash
+// matches a name at any depth, one with a slash (or a leading one) matches from the
+// top, a trailing slash matches directories only, and "**" spans directories ("**/x"
+// in every directory, "d/**" everything under d).
 func ignored(pats []string, rel string, dir bool) bool {
 	for _, p := range pats {
 		dirOnly := strings.HasSuffix(p, "/")
@@ -93,13 +97,12 @@ func ignored(pats []string, rel string, dir bool) bool {
 		if dirOnly && !dir {
 			continue
 		}
-		if !strings.Contains(p, "/") {
-			if ok, _ := path.Match(p, path.Base(rel)); ok {
-				return true
-			}
-			continue
+		if strings.Contains(p, "/") {
+			p = strings.TrimPrefix(p, "/")
+		} else {
+			p = "**/" + p
 		}
-		if ok, _ := path.Match(strings.TrimPrefix(p, "/"), rel); ok {
+		if ok, _ := doublestar.Match(p, rel); ok {
 			return true
 		}
 	}

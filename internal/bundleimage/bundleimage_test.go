@@ -32,15 +32,7 @@ func testBundle(t *testing.T) Bundle {
 		"private/key.txt":     "secret",
 		"deep/private/ok.txt": "kept: the pattern is anchored at the top",
 	}
-	for p, s := range files {
-		f := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(f, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, dir, files)
 	return Bundle{
 		Modules: []Module{
 			{Name: "index.js", Type: v1alpha1.ModuleESModule, Data: []byte(`import "./chunks/a.js"; export default {}`)},
@@ -49,6 +41,20 @@ func testBundle(t *testing.T) Bundle {
 		},
 		AssetsDir:    dir,
 		AssetsConfig: map[string]any{"not_found_handling": "single-page-application"},
+	}
+}
+
+// writeTree writes files (slash path -> content) under dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, s := range files {
+		f := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

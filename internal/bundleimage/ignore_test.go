@@ -1,0 +1,42 @@
+package bundleimage
+
+import (
+	"reflect"
+	"sort"
+	"testing"
+)
+
+// TestAssetsIgnoreDoubleStar: .assetsignore is gitignore's format
+// (https://developers.cloudflare.com/workers/static-assets/binding/#ignoring-assets,
+// https://git-scm.com/docs/gitignore#_pattern_format): "**/" matches in every
+// directory, the top included, and a trailing "/**" everything inside. A file the
+// project meant to keep out (a key, an env file) must not reach the image.
+func TestAssetsIgnoreDoubleStar(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		".assetsignore":         "**/*.env\nprivate/**\nkeys/**/*.pem\n",
+		"index.html":            "kept",
+		"prod.env":              "TOKEN=1",
+		"nested/dev.env":        "TOKEN=2",
+		"private/a/b/secret":    "s",
+		"private/top":           "s",
+		"keys/tls.pem":          "k",
+		"keys/deep/er/tls.pem":  "k",
+		"keys/readme.txt":       "kept",
+		"other/private/ok.html": "kept: private/** is anchored at the top",
+	}
+	writeTree(t, dir, files)
+	tr, _, err := assetTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for p := range tr.files {
+		got = append(got, p)
+	}
+	sort.Strings(got)
+	want := []string{"/assets/index.html", "/assets/keys/readme.txt", "/assets/other/private/ok.html"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("image holds %v, want %v", got, want)
+	}
+}
