@@ -60,18 +60,24 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, key string) {
 		http.Error(w, "cache: the payload is no HTTP response: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	defer res.Body.Close()
+	// res.Body is not closed: closing reads it to its end, and a body refused as too
+	// large is left unread (the server closes the connection).
 	d, ok := ttl(res.StatusCode, res.Header, c.s.o.Now())
 	if !ok {
 		_, _ = io.Copy(io.Discard, res.Body)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	body, size, err := sized(res)
-	if err != nil {
+	body, size, done, err := c.s.sized(res)
+	switch {
+	case errors.Is(err, errTooLarge):
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		return
+	case err != nil:
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	defer done()
 	e := &entry{key: key, status: res.StatusCode, header: res.Header, size: size, expires: c.s.o.Now().Add(d)}
 	if variesOnEncoding(res.Header) {
 		ae := r.Header.Get("Accept-Encoding")
@@ -88,16 +94,6 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, key string) {
 	default:
 		w.WriteHeader(http.StatusNoContent)
 	}
-}
-
-// sized is the response body and its length; a body without Content-Length (chunked)
-// is read whole first.
-func sized(res *http.Response) (io.Reader, int64, error) {
-	if res.ContentLength >= 0 {
-		return res.Body, res.ContentLength, nil
-	}
-	b, err := io.ReadAll(io.LimitReader(res.Body, DefaultMaxEntryBytes+1))
-	return bytes.NewReader(b), int64(len(b)), err
 }
 
 // match answers a live entry (HIT; 304 when the request's conditions hold, 206 for a

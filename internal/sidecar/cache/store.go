@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"container/list"
 	"crypto/sha256"
 	"encoding/hex"
@@ -111,6 +112,43 @@ func (s *store) add(e *entry, r io.Reader) error {
 		s.disk += e.size
 	}
 	return nil
+}
+
+// sized is the response body and its length, and done, which releases what sized
+// held. A body without Content-Length (a stream, chunked) is read into memory up to
+// the memory tier's entry size and spooled to a file of Dir beyond it, never past
+// MaxEntryBytes or DiskBytes (errTooLarge): what a Worker streams into put() costs
+// the sidecar no more memory than a body of known length.
+func (s *store) sized(res *http.Response) (io.Reader, int64, func(), error) {
+	if res.ContentLength >= 0 {
+		return res.Body, res.ContentLength, func() {}, nil
+	}
+	memMax := min(s.o.MemoryBytes/16, s.o.MaxEntryBytes)
+	b, err := io.ReadAll(io.LimitReader(res.Body, memMax+1))
+	if err != nil || int64(len(b)) <= memMax {
+		return bytes.NewReader(b), int64(len(b)), func() {}, err
+	}
+	limit := min(s.o.MaxEntryBytes, s.o.DiskBytes)
+	if s.o.Dir == "" {
+		return nil, 0, nil, errTooLarge
+	}
+	f, err := os.CreateTemp(s.o.Dir, "spool-*")
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	done := func() { f.Close(); os.Remove(f.Name()) }
+	n, err := io.Copy(f, io.MultiReader(bytes.NewReader(b), io.LimitReader(res.Body, limit-int64(len(b))+1)))
+	if err == nil && n > limit {
+		err = errTooLarge
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		done()
+		return nil, 0, nil, err
+	}
+	return f, n, done, nil
 }
 
 func (s *store) writeFile(e *entry, r io.Reader) error {
