@@ -8,6 +8,7 @@
 // Bounds per invocation, so one chatty invocation cannot make a huge record.
 const MAX_LOGS = 256;
 const MAX_SPANS = 64;
+const MAX_EXCEPTIONS = 16;
 const MAX_TEXT = 16 * 1024;
 
 function text(parts) {
@@ -96,7 +97,8 @@ function onEvent(rec, item, env) {
       else rec.dropped++;
       return null;
     case "exception":
-      rec.exceptions.push({ at: ms(item.timestamp), name: String(ev.name || "Error"), message: text(ev.message || ""), stack: text(ev.stack || "") });
+      if (rec.exceptions.length < MAX_EXCEPTIONS) rec.exceptions.push({ at: ms(item.timestamp), name: String(ev.name || "Error"), message: text(ev.message || ""), stack: text(ev.stack || "") });
+      else rec.dropped++;
       return null;
     case "spanOpen":
       span(rec, ev, item, true);

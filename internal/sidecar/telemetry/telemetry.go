@@ -7,15 +7,18 @@ package telemetry
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
 	"time"
 )
 
-// MaxBatchBytes bounds one POST: a JSON array of at most 256 records (tail.js), each
-// with at most 256 log lines of 16 KiB, 64 spans and its exceptions.
-const MaxBatchBytes = 64 << 20
+// MaxRecordBytes bounds one record of a POST (a JSON array of at most 256 records,
+// tail.js): at most 256 log lines and 16 exceptions of 16 KiB characters each (up to 6
+// bytes each in JSON) and 64 spans. A batch is read record by record, so a batch as a
+// whole (up to 256 of them) is not held in memory and not refused for its size.
+const MaxRecordBytes = 32 << 20
 
 // Record is one invocation as the tail worker summarises it.
 type Record struct {
@@ -87,13 +90,7 @@ func Handler(o Options) http.Handler {
 			http.Error(w, "method not allowed: POST a record", http.StatusMethodNotAllowed)
 			return
 		}
-		var recs []Record
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBatchBytes)).Decode(&recs); err != nil {
-			http.Error(w, "malformed tail records (want a JSON array): "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		for i := range recs {
-			rec := &recs[i]
+		err := eachRecord(r.Body, func(rec *Record) {
 			// Log lines first: a scrape that counts a record finds its lines written.
 			lw.write(rec)
 			if o.Metrics != nil {
@@ -102,9 +99,52 @@ func Handler(o Options) http.Handler {
 			for _, s := range o.Sinks {
 				s(rec)
 			}
+		})
+		if err != nil {
+			http.Error(w, "malformed tail records (want a JSON array): "+err.Error(), http.StatusBadRequest)
+			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// eachRecord decodes body, a JSON array of records, one record at a time, each at
+// most MaxRecordBytes, and passes each to f (records before a malformed one count).
+func eachRecord(body io.Reader, f func(*Record)) error {
+	lim := &budget{r: body, left: MaxRecordBytes}
+	dec := json.NewDecoder(lim)
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return fmt.Errorf("no array (%v)", err)
+	}
+	for dec.More() {
+		lim.left = MaxRecordBytes
+		var rec Record
+		if err := dec.Decode(&rec); err != nil {
+			return err
+		}
+		f(&rec)
+	}
+	_, err := dec.Token()
+	return err
+}
+
+// budget reads r until left runs out (the decoder reads ahead, so a record's bound is
+// MaxRecordBytes plus the decoder's buffer).
+type budget struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *budget) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("a record over %d bytes", MaxRecordBytes)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // LogLine is the JSON object the sidecar writes per console.* call ("type":"log") and

@@ -2,6 +2,8 @@ package telemetry_test
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -79,5 +81,47 @@ func TestMalformed(t *testing.T) {
 		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "want a JSON array") {
 			t.Errorf("%s: %d %s", body, rec.Code, rec.Body)
 		}
+	}
+}
+
+// TestLargeBatch: tail.js (internal/shim) sends up to 256 records per POST, each with
+// up to 256 log lines of 16 KiB: a chatty Worker under load makes batches far over
+// 64 MiB. Every record of such a batch is counted and logged; none is dropped because
+// the batch as a whole is large (a refused batch loses all its invocations silently:
+// tail.js ignores the answer).
+func TestLargeBatch(t *testing.T) {
+	const records, lines = 24, 256
+	line := strings.Repeat("x", 12<<10)
+	pr, pw := io.Pipe()
+	go func() {
+		_, _ = io.WriteString(pw, "[")
+		for i := range records {
+			if i > 0 {
+				_, _ = io.WriteString(pw, ",")
+			}
+			_, _ = fmt.Fprintf(pw, `{"worker":"w","entrypoint":"default","trigger":"fetch","outcome":"ok","status":200,"logs":[`)
+			for j := range lines {
+				if j > 0 {
+					_, _ = io.WriteString(pw, ",")
+				}
+				_, _ = fmt.Fprintf(pw, `{"at":0,"level":"log","message":"%s"}`, line)
+			}
+			_, _ = io.WriteString(pw, "]}")
+		}
+		_, _ = io.WriteString(pw, "]")
+		pw.Close()
+	}()
+	reg := prometheus.NewRegistry()
+	h := telemetry.Handler(telemetry.Options{Metrics: telemetry.NewMetrics(reg, 16), Logs: io.Discard})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", pr))
+	if rec.Code != http.StatusNoContent {
+		t.Fatalf("a batch of %d records of %d log lines (~%d MiB): %d %s", records, lines, records*lines*len(line)>>20, rec.Code, rec.Body)
+	}
+	if n, err := testutil.GatherAndCount(reg, telemetry.InvocationsTotal); err != nil || n != 1 {
+		t.Fatalf("invocation series: %d, %v", n, err)
+	}
+	if got := testutil.ToFloat64(counter(t, reg, "")); got != records {
+		t.Errorf("%v invocations counted, want %d", got, records)
 	}
 }
