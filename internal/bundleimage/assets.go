@@ -15,9 +15,10 @@ import (
 
 // alwaysIgnored are the files wrangler never uploads as assets: the ignore file itself
 // and the two files it reads as configuration instead (spec.assets.headers and
-// redirects). .assetsignore takes gitignore's format:
-// https://developers.cloudflare.com/workers/static-assets/binding/
-var alwaysIgnored = []string{".assetsignore", "_headers", "_redirects"}
+// redirects), at the top of the directory only (workers-shared's
+// createAssetsIgnoreFunction anchors them; a nested _headers is an asset). .assetsignore
+// takes gitignore's format: https://developers.cloudflare.com/workers/static-assets/binding/
+var alwaysIgnored = []string{"/.assetsignore", "/_headers", "/_redirects"}
 
 // assetTree reads the asset directory dir into a tree under AssetsPath, without the
 // files .assetsignore (gitignore-style patterns, as wrangler reads it) and

@@ -9,7 +9,8 @@ import (
 // TestAssetsIgnoreDoubleStar: .assetsignore is gitignore's format
 // (https://developers.cloudflare.com/workers/static-assets/binding/#ignoring-assets,
 // https://git-scm.com/docs/gitignore#_pattern_format): "**/" matches in every
-// directory, the top included, and a trailing "/**" everything inside. A file the
+// directory, the top included, and a trailing "/**" everything inside. wrangler's own
+// three (.assetsignore, _headers, _redirects) are left out at the top only. A file the
 // project meant to keep out (a key, an env file) must not reach the image.
 func TestAssetsIgnoreDoubleStar(t *testing.T) {
 	dir := t.TempDir()
@@ -24,6 +25,7 @@ func TestAssetsIgnoreDoubleStar(t *testing.T) {
 		"keys/deep/er/tls.pem":  "k",
 		"keys/readme.txt":       "kept",
 		"other/private/ok.html": "kept: private/** is anchored at the top",
+		"blog/_headers":         "kept: only the top's _headers is configuration",
 	}
 	writeTree(t, dir, files)
 	tr, _, err := assetTree(dir)
@@ -35,7 +37,7 @@ func TestAssetsIgnoreDoubleStar(t *testing.T) {
 		got = append(got, p)
 	}
 	sort.Strings(got)
-	want := []string{"/assets/index.html", "/assets/keys/readme.txt", "/assets/other/private/ok.html"}
+	want := []string{"/assets/blog/_headers", "/assets/index.html", "/assets/keys/readme.txt", "/assets/other/private/ok.html"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("image holds %v, want %v", got, want)
 	}
