@@ -2,6 +2,7 @@ package wrangler
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -140,8 +141,8 @@ func (c *converter) consumer(p string, e any) {
 	for _, k := range sortedKeys(m) {
 		n, isInt := integer(m[k])
 		set := func(into **int32) {
-			if !isInt {
-				c.unsupported(p+"."+k, "not an integer")
+			if !isInt || n < 0 || n > math.MaxInt32 {
+				c.unsupported(p+"."+k, fmt.Sprintf("%v is not an integer from 0 to %d (the Queue's limits: docs/queues.md)", m[k], int32(math.MaxInt32)))
 				return
 			}
 			v := int32(n)

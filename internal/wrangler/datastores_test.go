@@ -48,3 +48,24 @@ func TestDataStoreKeys(t *testing.T) {
 		t.Errorf("a non-.sql file became a migration:\n%s", y)
 	}
 }
+
+// A queue consumer's integer past int32 is refused, not wrapped into range
+// (4294967396 would be a max_batch_size of 100).
+func TestQueueConsumerIntegerRange(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"wrangler.jsonc": `{"name": "shop", "main": "index.js", "compatibility_date": "2025-01-01",
+  "queues": {"consumers": [{"queue": "jobs", "max_batch_size": 4294967396, "max_retries": -1}]}}`,
+		"index.js": "export default {}",
+	})
+	res, err := Import(Options{Path: dir})
+	if err == nil {
+		var b strings.Builder
+		_ = res.WriteYAML(&b)
+		t.Fatalf("imported:\n%s", b.String())
+	}
+	for _, want := range []string{"queues.consumers[0].max_batch_size", "queues.consumers[0].max_retries", "docs/queues.md"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}
