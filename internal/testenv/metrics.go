@@ -24,10 +24,46 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 // whose labels include every "label=value" of want ("label=" matches an empty value).
 func (m Metrics) Sum(name string, want ...string) float64 {
 	total := 0.0
+	for _, s := range m.series(name, want) {
+		switch {
+		case s.Counter != nil:
+			total += s.Counter.GetValue()
+		case s.Histogram != nil:
+			total += float64(s.Histogram.GetSampleCount())
+		case s.Gauge != nil:
+			total += s.Gauge.GetValue()
+		}
+	}
+	return total
+}
+
+// AtMost adds, over the histogram name's series matching want (as Sum), the
+// observations of at most le: the count of the bucket whose upper bound is le. le must
+// be one of the histogram's bounds; -1 when a matching series lacks that bucket.
+func (m Metrics) AtMost(name string, le float64, want ...string) float64 {
+	total := 0.0
+	for _, s := range m.series(name, want) {
+		found := false
+		for _, b := range s.GetHistogram().GetBucket() {
+			if b.GetUpperBound() == le {
+				total += float64(b.GetCumulativeCount())
+				found = true
+			}
+		}
+		if !found {
+			return -1
+		}
+	}
+	return total
+}
+
+// series are name's series whose labels include every "label=value" of want.
+func (m Metrics) series(name string, want []string) []*dto.Metric {
 	f := m[name]
 	if f == nil {
-		return 0
+		return nil
 	}
+	var out []*dto.Metric
 	for _, s := range f.Metric {
 		have := map[string]string{}
 		for _, l := range s.Label {
@@ -38,17 +74,11 @@ func (m Metrics) Sum(name string, want ...string) float64 {
 			k, v, _ := strings.Cut(kv, "=")
 			ok = ok && have[k] == v
 		}
-		switch {
-		case !ok:
-		case s.Counter != nil:
-			total += s.Counter.GetValue()
-		case s.Histogram != nil:
-			total += float64(s.Histogram.GetSampleCount())
-		case s.Gauge != nil:
-			total += s.Gauge.GetValue()
+		if ok {
+			out = append(out, s)
 		}
 	}
-	return total
+	return out
 }
 
 // Expect is how many GETs of a path to send and the status each must answer.

@@ -39,6 +39,17 @@ export default {
 };
 `
 
+// counterClass is a Durable Object class Counter (of a module that imports
+// DurableObject): increment(n) adds n to the object's stored value and returns it.
+const counterClass = `export class Counter extends DurableObject {
+  async increment(n) {
+    const v = ((await this.ctx.storage.get("v")) ?? 0) + n;
+    await this.ctx.storage.put("v", v);
+    return v;
+  }
+}
+`
+
 // newCounterNamespace creates DurableObjectNamespace name (class Counter of Worker
 // worker, reclaimPolicy Retain) and waits until it is Ready.
 func newCounterNamespace(t *testing.T, name, worker string, shards int32) *fleetv1alpha1.DurableObjectNamespace {

@@ -32,14 +32,7 @@ import (
 func rollerModule(code string) string {
 	return `import { DurableObject, WorkflowEntrypoint } from "cloudflare:workers";
 const CODE = "` + code + `";
-export class Counter extends DurableObject {
-  async increment(n) {
-    const v = ((await this.ctx.storage.get("v")) ?? 0) + n;
-    await this.ctx.storage.put("v", v);
-    return v;
-  }
-}
-export class Flow extends WorkflowEntrypoint {
+` + counterClass + `export class Flow extends WorkflowEntrypoint {
   async run(event, step) {
     if (event.payload?.sleeper) {
       const v = await step.do(CODE + " step", { retries: { limit: 0, delay: 0 } },
