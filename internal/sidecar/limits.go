@@ -46,7 +46,7 @@ func bodyDeadline(h http.Handler, d time.Duration) http.Handler {
 		if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 			rc := http.NewResponseController(w)
 			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
-				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc, d: d}
 			}
 		}
 		h.ServeHTTP(w, r)
@@ -56,7 +56,16 @@ func bodyDeadline(h http.Handler, d time.Duration) http.Handler {
 type deadlineBody struct {
 	io.ReadCloser
 	rc   *http.ResponseController
+	d    time.Duration
 	done bool
+}
+
+// RenewDeadline gives the body another d from now: a body that streams many requests (the
+// channels pipeline) has d per line rather than for all of it.
+func (b *deadlineBody) RenewDeadline() {
+	if !b.done {
+		_ = b.rc.SetReadDeadline(time.Now().Add(b.d))
+	}
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {

@@ -3,6 +3,7 @@ package sidecar_test
 import (
 	"bufio"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"testing"
@@ -90,5 +91,38 @@ func TestConnectionLimit(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("connection not served after another closed")
+	}
+}
+
+// A channels pipeline (a request body carrying many publishes) has BodyTimeout per line:
+// lines spaced below it keep it open past BodyTimeout in all; silence longer ends it.
+func TestPipelineBodyTimeoutPerLine(t *testing.T) {
+	addr := serve(t, sidecar.Options{BodyTimeout: time.Second})
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	res, err := http.Post("http://"+addr+"/channels/v1/objects/ns/o/pipeline", "application/x-ndjson", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	answers := bufio.NewScanner(res.Body)
+	for i := range 4 { // 4 × 400 ms: longer than BodyTimeout in all
+		if _, err := io.WriteString(pw, `{"channel":"c","message":"m"}`+"\n"); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		if !answers.Scan() || answers.Text() != `{"reached":0}` {
+			t.Fatalf("answer %d: %q, %v; want reached 0", i+1, answers.Text(), answers.Err())
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+	done := make(chan bool, 1)
+	go func() { done <- answers.Scan() }()
+	select {
+	case more := <-done:
+		if more {
+			t.Fatalf("an answer without a line: %q", answers.Text())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a silent pipeline was not ended after BodyTimeout")
 	}
 }

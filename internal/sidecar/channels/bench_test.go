@@ -59,10 +59,12 @@ func BenchmarkRawPublishReceive(b *testing.B) {
 
 var benchModes = []string{"latency", "throughput"}
 
-func benchRaw(b *testing.B, subs int, paced bool) { benchRawWith(b, subs, paced, false) }
+func benchRaw(b *testing.B, subs int, paced bool) { benchRawWith(b, subs, paced, false, false) }
 
-// benchRawWith: subscribers use the batched wait, or with stream the stream route.
-func benchRawWith(b *testing.B, subs int, paced, stream bool) {
+// benchRawWith: subscribers use the batched wait, or with stream the stream route; the
+// publisher one request per publish, or with pipe the pipeline route (one request for
+// all, still awaiting each answer before the next publish).
+func benchRawWith(b *testing.B, subs int, paced, stream, pipe bool) {
 	h := newHarnessSidecarOnly(b)
 	base := "http://" + h.sidecarAddr + "/channels/v1/objects/bench/obj/"
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
@@ -119,13 +121,19 @@ func benchRawWith(b *testing.B, subs int, paced, stream bool) {
 			}
 		}()
 	}
+	publish := func() (reached int) {
+		var r struct{ Reached int }
+		call("publish", map[string]any{"channel": "c", "message": benchMessage()}, &r)
+		return r.Reached
+	}
+	if pipe {
+		publish = pipelinePublisher(b, client, base)
+	}
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
-		var r struct{ Reached int }
-		call("publish", map[string]any{"channel": "c", "message": benchMessage()}, &r)
-		if r.Reached != subs {
-			b.Fatalf("publish reached %d, want %d", r.Reached, subs)
+		if n := publish(); n != subs {
+			b.Fatalf("publish reached %d, want %d", n, subs)
 		}
 		for j := 0; paced && j < subs; j++ {
 			<-got
@@ -134,6 +142,37 @@ func benchRawWith(b *testing.B, subs int, paced, stream bool) {
 	call("close", map[string]any{"channel": "c", "reason": "done"}, &struct{}{})
 	wg.Wait()
 	lat.report(b, time.Since(start), b.N)
+}
+
+// pipelinePublisher opens a pipeline (docs/channels.md "Pipelined publish") and returns a
+// publish that sends one line and awaits its answer.
+func pipelinePublisher(b *testing.B, client *http.Client, base string) func() int {
+	pr, pw := io.Pipe()
+	b.Cleanup(func() { pw.Close() })
+	res, err := client.Post(base+"pipeline", "application/x-ndjson", pr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { res.Body.Close() })
+	answers := bufio.NewReader(res.Body)
+	line := make([]byte, 0, 256)
+	return func() int {
+		line = append(line[:0], `{"channel":"c","message":"`...)
+		line = append(line, benchMessage()...) // digits and dots: nothing to escape
+		line = append(line, "\"}\n"...)
+		if _, err := pw.Write(line); err != nil {
+			b.Fatal(err)
+		}
+		a, err := answers.ReadSlice('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		var r struct{ Reached int }
+		if err := json.Unmarshal(a, &r); err != nil {
+			b.Fatalf("pipeline answer %s: %v", a, err)
+		}
+		return r.Reached
+	}
 }
 
 // readStream reads the lines of a stream response until its end.

@@ -23,6 +23,7 @@ const maxBodyBytes = 6*(64<<10) + 4096
 //	POST /channels/v1/objects/{namespace}/{object}/wait         {"handle","timeoutMs"} → {"outcome","message"|"reason"}
 //	                                     batched: {"handle","timeoutMs","max","ack"} → {"outcome":"messages","messages","seq"}|...
 //	POST /channels/v1/objects/{namespace}/{object}/stream       {"handle","timeoutMs","ack"} → wait answers, one JSON per line
+//	POST /channels/v1/objects/{namespace}/{object}/pipeline     {"channel","message"} per line → {"reached"}|{"error"} per line
 //	POST /channels/v1/objects/{namespace}/{object}/unsubscribe  {"handle"}             → {"unsubscribed"}
 //	POST /channels/v1/objects/{namespace}/{object}/close        {"channel","reason"}   → {"notified"}
 //	GET  /channels/v1/objects/{namespace}/{object}/subscribers?channel=NAME            → {"subscribers"}
@@ -37,6 +38,7 @@ func Handler(m *Manager) http.Handler {
 	mux.HandleFunc("POST "+obj+"publish", a.publish)
 	mux.HandleFunc("POST "+obj+"wait", a.wait)
 	mux.HandleFunc("POST "+obj+"stream", a.stream)
+	mux.HandleFunc("POST "+obj+"pipeline", a.pipeline)
 	mux.HandleFunc("POST "+obj+"unsubscribe", a.unsubscribe)
 	mux.HandleFunc("POST "+obj+"close", a.close)
 	mux.HandleFunc("GET "+obj+"subscribers", a.subscribers)
@@ -136,33 +138,33 @@ func (a httpAPI) stream(w http.ResponseWriter, r *http.Request) {
 	if req.TimeoutMs >= 1 {
 		timeout = time.Duration(min(req.TimeoutMs, float64(a.m.Limits().MaxWait.Milliseconds())) * float64(time.Millisecond))
 	}
-	o, err := a.m.WaitBatch(r.Context(), key(r), *req.Handle, 0, req.Ack, MaxBatch)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
 	rc := http.NewResponseController(w)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	for ack := req.Ack; ; {
-		if enc.Encode(o) != nil || rc.Flush() != nil {
-			return
+	var buf []byte
+	started := false
+	err := a.m.Stream(r.Context(), key(r), *req.Handle, timeout, req.Ack, func(l *streamLine) error {
+		if !started {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			started = true
 		}
-		switch o.Kind {
-		case OutcomeMessages:
-			ack = o.Seq + uint64(len(o.Messages))
-		case OutcomeTimeout:
-		default:
-			return
+		buf = l.appendTo(buf[:0])
+		if _, err := w.Write(buf); err != nil {
+			return err
 		}
-		if o, err = a.m.WaitBatch(r.Context(), key(r), *req.Handle, timeout, ack, MaxBatch); err != nil {
-			if r.Context().Err() == nil {
-				_ = enc.Encode(map[string]any{"error": asError(err)})
-			}
-			return
-		}
+		return rc.Flush() // one write per line: a batch of every message queued meanwhile
+	})
+	switch {
+	case err == nil || r.Context().Err() != nil:
+	case !started:
+		writeError(w, err)
+	default:
+		buf = append(appendJSON(buf[:0], map[string]any{"error": asError(err)}), '\n')
+		_, _ = w.Write(buf)
 	}
+}
+
+func appendJSON(b []byte, v any) []byte {
+	j, _ := json.Marshal(v)
+	return append(b, j...)
 }
 
 func (a httpAPI) unsubscribe(w http.ResponseWriter, r *http.Request) {

@@ -140,7 +140,7 @@ type channel struct {
 type reader struct {
 	id      uint64
 	ch      *channel // nil once closed or disconnected
-	queue   []string
+	queue   []*message
 	head    uint64 // sequence number of queue[0]: messages consumed so far
 	sent    int    // queue[:sent] were answered by WaitBatch, not yet acknowledged
 	bytes   int
@@ -363,6 +363,7 @@ func (m *Manager) Publish(k Key, name, text string) (int, error) {
 		m.metrics.published(0)
 		return 0, nil
 	}
+	msg := newMessage(text) // encoded once, outside the lock, shared by every queue
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.channels[name]
@@ -378,7 +379,7 @@ func (m *Manager) Publish(k Key, name, text string) (int, error) {
 			dropped = append(dropped, rd)
 			continue
 		}
-		rd.queue = append(rd.queue, text)
+		rd.queue = append(rd.queue, msg)
 		rd.bytes += len(text)
 		m.metrics.backlog(len(text))
 		reached++
@@ -399,6 +400,9 @@ func (m *Manager) Publish(k Key, name, text string) (int, error) {
 }
 
 func (rd *reader) notify() {
+	if rd.pending == 0 {
+		return // nobody waits on changed: a wait reads the queue before it waits
+	}
 	close(rd.changed)
 	rd.changed = make(chan struct{})
 }
@@ -525,7 +529,7 @@ func (m *Manager) resolve(k Key, handle string) (*registry, uint64, *Error) {
 // negative or over Limits.MaxWait); ctx.Err() when ctx ends.
 func (m *Manager) Wait(ctx context.Context, k Key, handle string, timeout time.Duration) (Outcome, error) {
 	return m.wait(ctx, k, handle, timeout, nil, func(rd *reader) Outcome {
-		msg := rd.queue[0]
+		msg := rd.queue[0].text
 		rd.consume(m, 1)
 		return Outcome{Kind: OutcomeMessage, Message: msg}
 	})
@@ -563,8 +567,8 @@ func (rd *reader) consume(m *Manager, n int) {
 // backlog (bytes counts what the subscriber has not been given).
 func (rd *reader) send(m *Manager, n int) {
 	for _, msg := range rd.queue[rd.sent:max(n, rd.sent)] {
-		rd.bytes -= len(msg)
-		m.metrics.backlog(-len(msg))
+		rd.bytes -= len(msg.text)
+		m.metrics.backlog(-len(msg.text))
 		m.metrics.delivered()
 	}
 	rd.sent = max(rd.sent, n)
@@ -573,13 +577,24 @@ func (rd *reader) send(m *Manager, n int) {
 // batch answers up to limit queued messages (at least one, at most MaxBacklogBytes of
 // them after the first) without removing them.
 func (rd *reader) batch(m *Manager, limit int) Outcome {
-	n, size := 1, len(rd.queue[0])
-	for n < min(len(rd.queue), limit) && size+len(rd.queue[n]) <= m.limits.MaxBacklogBytes {
-		size += len(rd.queue[n])
+	n := rd.batchLen(m, limit)
+	rd.send(m, n)
+	texts := make([]string, n)
+	for i, msg := range rd.queue[:n] {
+		texts[i] = msg.text
+	}
+	return Outcome{Kind: OutcomeMessages, Messages: texts, Seq: rd.head}
+}
+
+// batchLen is how many queued messages one batch answers: at least one, up to limit, at
+// most MaxBacklogBytes of them after the first.
+func (rd *reader) batchLen(m *Manager, limit int) int {
+	n, size := 1, len(rd.queue[0].text)
+	for n < min(len(rd.queue), limit) && size+len(rd.queue[n].text) <= m.limits.MaxBacklogBytes {
+		size += len(rd.queue[n].text)
 		n++
 	}
-	rd.send(m, n)
-	return Outcome{Kind: OutcomeMessages, Messages: append([]string(nil), rd.queue[:n]...), Seq: rd.head}
+	return n
 }
 
 // wait is the long-poll of Wait and WaitBatch: first (when set) runs once under the

@@ -1,0 +1,108 @@
+package channels
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+)
+
+// deadlineRenewer is a request body whose read deadline can be renewed (the sidecar's
+// body timeout): a pipeline gets the timeout per line instead of for its whole body.
+type deadlineRenewer interface{ RenewDeadline() }
+
+// pipeline serves POST .../pipeline: publishes as JSON lines {"channel","message"} on one
+// request body, each answered in order by one line {"reached":N} or {"error":{...}}, while
+// the body is still being sent (RESP's shape: one request for many publishes, and a
+// publisher may send the next before the answer to the last). Answers are flushed when no
+// further line is buffered. Each line has the sidecar's body timeout to arrive; a line over
+// the request body limit ends the pipeline with MESSAGE_TOO_LARGE.
+func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	if err := rc.EnableFullDuplex(); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	if rc.Flush() != nil {
+		return
+	}
+	renew, _ := r.Body.(deadlineRenewer)
+	br := bufio.NewReaderSize(r.Body, 64<<10)
+	var out []byte
+	for {
+		line, err := readLine(br, maxBodyBytes)
+		if renew != nil {
+			renew.RenewDeadline()
+		}
+		if errors.Is(err, errLineTooLong) {
+			e := limitError(CodeMessageTooLarge, maxBodyBytes, "channel API request body limit", "pipeline line over %d bytes", maxBodyBytes)
+			_, _ = w.Write(append(appendJSON(out[:0], map[string]any{"error": e}), '\n'))
+			return
+		}
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			out = append(a.publishLine(out, r, line), '\n')
+		}
+		if err != nil || br.Buffered() == 0 {
+			if _, werr := w.Write(out); werr != nil || rc.Flush() != nil || err != nil {
+				return // io.EOF: the publisher sent its last line
+			}
+			out = out[:0]
+		}
+	}
+}
+
+// publishLine appends the answer to one pipelined publish.
+func (a httpAPI) publishLine(out []byte, r *http.Request, line []byte) []byte {
+	var req struct {
+		Channel *string `json:"channel"`
+		Message *string `json:"message"`
+	}
+	var err error
+	switch {
+	case json.Unmarshal(line, &req) != nil:
+		err = newError(http.StatusBadRequest, CodeInvalidArgument, "pipeline line is not the JSON object {\"channel\",\"message\"}")
+	case req.Channel == nil || req.Message == nil:
+		err = newError(http.StatusBadRequest, CodeInvalidArgument, "fields channel and message are required (JSON strings)")
+	}
+	n := 0
+	if err == nil {
+		n, err = a.m.Publish(key(r), *req.Channel, *req.Message)
+	}
+	if err != nil {
+		return appendJSON(out, map[string]any{"error": asError(err)})
+	}
+	out = append(out, `{"reached":`...)
+	out = strconv.AppendInt(out, int64(n), 10)
+	return append(out, '}')
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads one line (its newline included) of at most limit bytes; at the end of
+// the body it returns what is left with io.EOF.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
+	}
+	long := append([]byte(nil), line...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		if len(long) > limit {
+			return nil, errLineTooLong
+		}
+		line, err = br.ReadSlice('\n')
+		long = append(long, line...)
+	}
+	if len(long) > limit {
+		return nil, errLineTooLong
+	}
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	return long, err
+}
