@@ -25,11 +25,11 @@ import (
 )
 
 // Bounds of one log read (docs/failures.md "Failures in running pods"): the newest
-// ScanTailLines lines after the last read, at most ScanLimitBytes (the server cuts
+// scanTailLines lines after the last read, at most scanLimitBytes (the server cuts
 // there), within scanTimeout; scanConcurrency reads at a time.
 const (
-	ScanTailLines   = 100
-	ScanLimitBytes  = 64 << 10
+	scanTailLines   = 100
+	scanLimitBytes  = 64 << 10
 	scanTimeout     = 10 * time.Second
 	scanConcurrency = 4
 )
@@ -45,7 +45,7 @@ const (
 //
 // A read is a live pods/log call (the API server asks the pod's kubelet), not a cache
 // read: each Ready pod costs one call per interval, for at most the newest
-// ScanTailLines lines since the pod's previous read (sinceTime) and ScanLimitBytes, with
+// scanTailLines lines since the pod's previous read (sinceTime) and scanLimitBytes, with
 // scanConcurrency calls at a time; a round that takes longer than the interval delays
 // the next. Runs on the leader only, like the reconcilers.
 type LogScanner struct {
@@ -155,12 +155,12 @@ func (s *LogScanner) scanPod(ctx context.Context, p *corev1.Pod, owner types.Nam
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, scanTimeout)
 	defer cancel()
-	rc, err := s.pods.Pods(p.Namespace).GetLogs(p.Name, LogScanOptions(since)).Stream(ctx)
+	rc, err := s.pods.Pods(p.Namespace).GetLogs(p.Name, logScanOptions(since)).Stream(ctx)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, ScanLimitBytes))
+	b, err := io.ReadAll(io.LimitReader(rc, scanLimitBytes))
 	if err != nil {
 		return err
 	}
@@ -202,14 +202,14 @@ func (s *LogScanner) prune(ready []*corev1.Pod) {
 	}
 }
 
-// LogScanOptions are the options of one read of the workerd log: lines after since
-// (none: the log's tail), with the kubelet's timestamps, the newest ScanTailLines lines
-// and at most ScanLimitBytes. sinceTime travels at second precision, so the lines of
+// logScanOptions are the options of one read of the workerd log: lines after since
+// (none: the log's tail), with the kubelet's timestamps, the newest scanTailLines lines
+// and at most scanLimitBytes. sinceTime travels at second precision, so the lines of
 // since's second come again; ClassifyLog skips those up to since.
-func LogScanOptions(since time.Time) *corev1.PodLogOptions {
+func logScanOptions(since time.Time) *corev1.PodLogOptions {
 	o := &corev1.PodLogOptions{
 		Container: podcontract.WorkerdContainer, Timestamps: true,
-		TailLines: ptr.To[int64](ScanTailLines), LimitBytes: ptr.To[int64](ScanLimitBytes),
+		TailLines: ptr.To[int64](scanTailLines), LimitBytes: ptr.To[int64](scanLimitBytes),
 	}
 	if !since.IsZero() {
 		t := metav1.NewTime(since)
