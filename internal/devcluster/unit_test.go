@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -187,5 +188,24 @@ func TestOpenLog(t *testing.T) {
 				t.Errorf("got %q, want %q", b, tc.want)
 			}
 		})
+	}
+}
+
+// TestTerminationMessageFromLog: with FallbackToLogsOnError and a non-zero exit the
+// message is the log's text, not its CRI entries
+// (https://kubernetes.io/docs/tasks/debug/debug-application/determine-reason-pod-failure/#customizing-the-termination-message).
+func TestTerminationMessageFromLog(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "0.log")
+	log := "2026-11-30T12:00:00Z stdout F starting\n2026-11-30T12:00:01Z stderr F service main: Uncaught Error: kaboom\n"
+	if err := os.WriteFile(logPath, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &corev1.Container{TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}
+	if got, want := terminationMessage(c, filepath.Join(dir, "termination-log"), logPath, 1), "starting\nservice main: Uncaught Error: kaboom"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+	if got := terminationMessage(c, filepath.Join(dir, "termination-log"), logPath, 0); got != "" {
+		t.Errorf("message %q after exit 0, want none", got)
 	}
 }
