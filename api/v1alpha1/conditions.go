@@ -79,10 +79,11 @@ type FailureStatus struct {
 	// container is the name of the container that failed.
 	// +optional
 	Container string `json:"container,omitempty"`
-	// exitCode of the container, when it terminated.
+	// exitCode of the container, when it terminated; absent for a failure read from the
+	// log of a container that runs on (e.g. a connection the outbound policy refused).
 	// +optional
 	ExitCode *int32 `json:"exitCode,omitempty"`
-	// time the container terminated.
+	// time the container terminated, or wrote the log line.
 	// +optional
 	Time *metav1.Time `json:"time,omitempty"`
 }

@@ -614,7 +614,8 @@ type WorkerStatus struct {
 	// url is the in-cluster URL of the Worker's Service.
 	// +optional
 	URL string `json:"url,omitempty"`
-	// lastFailure is the last classified failure of a workerd container.
+	// lastFailure is the last classified failure of a workerd container: a termination,
+	// or a failure its running container logged (docs/failures.md).
 	// +optional
 	LastFailure *FailureStatus `json:"lastFailure,omitempty"`
 }

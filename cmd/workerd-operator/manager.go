@@ -46,6 +46,8 @@ type managerFlags struct {
 	leaderElect    bool
 	leaderElectNS  string
 	cronClaimAhead time.Duration
+	// failureLogScan is --failure-log-scan-interval (controller.SetupAll).
+	failureLogScan time.Duration
 	leaseDuration  time.Duration
 	renewDeadline  time.Duration
 	retryPeriod    time.Duration
@@ -208,6 +210,7 @@ func newManagerCommand() *cobra.Command {
 	fl.StringSliceVar(&f.watch, "watch-namespaces", nil, "watch only these namespaces (and the manager's own), so that Roles there suffice (docs/security-policy.md); default: every namespace")
 	fl.StringSliceVar(&f.opts.Outbound.Allow, "outbound-default-allow", f.opts.Outbound.Allow, "CIDRs and tokens (public, private, local) Workers without spec.outbound.allow may connect to: set your cluster's Service and Pod CIDRs (docs/outbound.md)")
 	fl.Int64Var(&f.opts.ShardDrainSeconds, "shard-drain-seconds", f.opts.ShardDrainSeconds, "time a Durable Object shard or Workflow engine pod may finish in-flight calls once deleted (its successor starts after it is gone), in seconds")
+	fl.DurationVar(&f.failureLogScan, "failure-log-scan-interval", time.Minute, "how often the manager reads the workerd log of each Ready Worker pod for failures that do not stop it (a connection the outbound policy refused, ...) and records them in the Worker's status (docs/failures.md); 0 disables it")
 	return cmd
 }
 
@@ -272,7 +275,7 @@ func runManager(f *managerFlags) error {
 	if err := controller.SetupAll(mgr, f.opts, cronschedule.DispatcherOptions{
 		DispatchRecord: cronRecord(f.leaderElectNS, setupLog),
 		ClaimAhead:     f.cronClaimAhead,
-	}, f.watch); err != nil {
+	}, f.watch, f.failureLogScan); err != nil {
 		return err
 	}
 	if f.enableWebhooks {

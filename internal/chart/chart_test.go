@@ -160,7 +160,8 @@ var optionSets = []struct {
 				}
 			}
 			wantArgs(t, objs, "--leader-elect", "--webhook-cert-secret=$(WEBHOOK_CERT_SECRET)",
-				"--workerd-image="+installer.DefaultWorkerdImage, "--default-limit-profile=paid", "--network-policies=true")
+				"--workerd-image="+installer.DefaultWorkerdImage, "--default-limit-profile=paid", "--network-policies=true",
+				"--failure-log-scan-interval=1m")
 			for _, k := range []string{"ServiceMonitor", "PodDisruptionBudget", "NetworkPolicy", "Certificate", "Issuer", "ConfigMap"} {
 				if n := len(kinds(objs, k)); n != 0 {
 					t.Errorf("%d %s rendered by default, want none", n, k)
@@ -458,6 +459,7 @@ var optionSets = []struct {
 		values: `replicaCount: 1
 leaderElection: {enabled: false}
 clusterDomain: corp.internal
+failureLogScanInterval: "0"
 extraArgs: [--prestop-seconds=3]
 podAnnotations: {example.com/a: "1"}
 podLabels: {team: edge}
@@ -468,7 +470,8 @@ priorityClassName: system-cluster-critical
 resources: {requests: {cpu: 100m, memory: 128Mi}, limits: {memory: 1Gi}}`,
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			a := args(t, objs)
-			if slices.Contains(a, "--leader-elect") || !slices.Contains(a, "--prestop-seconds=3") || !slices.Contains(a, "--cluster-domain=corp.internal") {
+			if slices.Contains(a, "--leader-elect") || !slices.Contains(a, "--prestop-seconds=3") || !slices.Contains(a, "--cluster-domain=corp.internal") ||
+				!slices.Contains(a, "--failure-log-scan-interval=0") {
 				t.Errorf("args %v", a)
 			}
 			d := mustFind(t, objs, "Deployment", release+"-controller-manager")
@@ -606,6 +609,7 @@ func TestSchemaRejectsWrongTypes(t *testing.T) {
 		{`outbound: {defaultAllow: [internet]}`, []string{"/outbound/defaultAllow/0", "does not match pattern"}},
 		{`workerd: {version: latest}`, []string{"/workerd/version", "does not match pattern"}},
 		{`webhook: {timeoutSeconds: 60}`, []string{"/webhook/timeoutSeconds", "maximum"}},
+		{`failureLogScanInterval: 1 minute`, []string{"/failureLogScanInterval", "does not match pattern"}},
 		{`replicas: 2`, []string{"additional properties 'replicas' not allowed"}},
 	} {
 		t.Run(tc.values, func(t *testing.T) {

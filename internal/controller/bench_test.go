@@ -67,7 +67,7 @@ func BenchmarkReconcileThousandWorkers(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := controller.SetupAll(mgr, specs.DefaultOptions(), cronschedule.DispatcherOptions{}, nil); err != nil {
+		if err := controller.SetupAll(mgr, specs.DefaultOptions(), cronschedule.DispatcherOptions{}, nil, 0); err != nil {
 			b.Fatal(err)
 		}
 		b.ResetTimer()

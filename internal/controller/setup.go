@@ -2,9 +2,11 @@ package controller
 
 import (
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,13 +24,14 @@ import (
 )
 
 // SetupAll registers everything the operator reconciles with mgr: the field indexes,
-// the reconcilers of Workers, DurableObjectNamespaces and Workflows, and the
-// CronSchedule dispatcher (leader only). namespaces are the watched namespaces (as
-// given to CacheOptions; none: every namespace), where the references the operator
-// does not label are watched (common.References). cron's APIReader, Recorder, Log and
-// Workflows default to the manager's reader, an event recorder, a named logger and the
-// engine starter.
-func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.DispatcherOptions, namespaces []string) error {
+// the reconcilers of Workers, DurableObjectNamespaces and Workflows, the scan of the
+// Workers' workerd logs for failures every logScan (manager flag
+// --failure-log-scan-interval; 0: off; leader only) and the CronSchedule dispatcher
+// (leader only). namespaces are the watched namespaces (as given to CacheOptions; none:
+// every namespace), where the references the operator does not label are watched
+// (common.References). cron's APIReader, Recorder, Log and Workflows default to the
+// manager's reader, an event recorder, a named logger and the engine starter.
+func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.DispatcherOptions, namespaces []string, logScan time.Duration) error {
 	if err := common.SetupIndexes(mgr); err != nil {
 		return err
 	}
@@ -36,8 +39,12 @@ func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.Dispatcher
 	if err != nil {
 		return err
 	}
+	logs, err := workerLogScanner(mgr, logScan)
+	if err != nil {
+		return err
+	}
 	events := common.Events{Recorder: mgr.GetEventRecorder(common.EventRecorderName)}
-	if err := (&worker.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events, Refs: refs}).SetupWithManager(mgr); err != nil {
+	if err := (&worker.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events, Refs: refs, Logs: logs}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&durableobjectnamespace.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events, Refs: refs}).SetupWithManager(mgr); err != nil {
@@ -70,6 +77,21 @@ func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.Dispatcher
 		cron.Issuer = opts.Issuer
 	}
 	return mgr.Add(cronschedule.NewDispatcher(mgr.GetClient(), cron))
+}
+
+// workerLogScanner adds the scan of the Worker pods' workerd logs to mgr, reading logs
+// with a clientset (pods/log is a subresource the cached client does not serve); nil
+// when interval is not positive (off).
+func workerLogScanner(mgr ctrl.Manager, interval time.Duration) (*common.LogScanner, error) {
+	if interval <= 0 {
+		return nil, nil
+	}
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	s := common.NewLogScanner(cs.CoreV1(), mgr.GetClient(), interval, podcontract.LabelWorker, podcontract.ComponentWorker, ctrl.Log.WithName("failure-log-scan"))
+	return s, mgr.Add(s)
 }
 
 // CacheOptions are the manager's cache options. It holds only the Pods, ConfigMaps

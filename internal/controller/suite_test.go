@@ -62,7 +62,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := controller.SetupAll(mgr, testOpts, cronschedule.DispatcherOptions{}, nil); err != nil {
+	if err := controller.SetupAll(mgr, testOpts, cronschedule.DispatcherOptions{}, nil, 0); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

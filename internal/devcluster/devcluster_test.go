@@ -106,6 +106,46 @@ func readTestdata(t *testing.T, name string) string {
 	return string(b)
 }
 
+// logsSince: through the API server, timestamps=true prefixes each line with its time,
+// and sinceTime (whole seconds on the wire) leaves out the lines before it.
+func logsSince(t *testing.T, p corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	logs := func(o *corev1.PodLogOptions) string {
+		o.Container = "workerd"
+		b, err := cluster.Client().CoreV1().Pods(p.Namespace).GetLogs(p.Name, o).DoRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	var first time.Time
+	for _, line := range strings.Split(logs(&corev1.PodLogOptions{Timestamps: true}), "\n") {
+		ts, text, _ := strings.Cut(line, " ")
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if line != "" && err != nil {
+			t.Fatalf("line %q does not start with its time", line)
+		}
+		if strings.Contains(text, "devcluster-test GET /direct") {
+			first = at
+		}
+	}
+	if first.IsZero() {
+		t.Fatal("no timestamped line of the first request")
+	}
+	since := metav1.NewTime(first.Truncate(time.Second).Add(time.Second))
+	for time.Now().Before(since.Time) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, _, err := get("http://" + p.Status.PodIP + ":8080/later"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "sinceTime leaves out the first request and shows the later one", func() (bool, string) {
+		got := logs(&corev1.PodLogOptions{SinceTime: &since})
+		return !strings.Contains(got, "GET /direct") && strings.Contains(got, "GET /later"), got
+	})
+}
+
 func get(url string) (int, string, error) {
 	c := &http.Client{Timeout: 5 * time.Second}
 	r, err := c.Get(url)
@@ -212,6 +252,7 @@ func TestWorkerdDeployment(t *testing.T) {
 				return err == nil && strings.Contains(string(b), "devcluster-test GET /direct"), fmt.Sprintf("%q %v", b, err)
 			})
 		}
+		logsSince(t, pods[0])
 	})
 
 	t.Run("restart after kill", func(t *testing.T) {

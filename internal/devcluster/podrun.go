@@ -277,28 +277,51 @@ func (r *podRun) startProcess(cr *ctrRun) error {
 		return err
 	}
 	logPath := filepath.Join(ctrLogDir, fmt.Sprintf("%d.log", restarts))
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	sink, stdout, stderr, err := openContainerLog(logPath)
 	if err != nil {
 		return err
 	}
 	_ = os.Remove(filepath.Join(ctrLogDir, "termination-log"))
 	// Not r.ctx: the process outlives cancellation until terminate stops it.
 	cmd := r.p.c.net.command(context.Background(), ps.bin, ps.argv, ps.env, ps.workDir)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err = cmd.Start()
+	stdout.Close()
+	stderr.Close()
+	if err != nil {
+		sink.drain(time.Second)
 		r.setWaiting(cr, "CreateContainerError", fmt.Sprintf("start %s: %v", ps.bin, err))
 		r.event(corev1.EventTypeWarning, "Failed", "container %s: start %s: %v", cr.spec.Name, ps.bin, err)
 		return err
 	}
-	logf.Close()
 	r.p.c.recordPID(cmd.Process.Pid)
 	exited := make(chan struct{})
 	r.markRunning(cr, cmd, exited, logPath, ps)
 	r.event(corev1.EventTypeNormal, "Started", "Started container %s (pid %d, %s)", cr.spec.Name, cmd.Process.Pid, ps.bin)
 	r.publish()
-	go r.awaitExit(cr, cmd, exited, filepath.Join(ctrLogDir, "termination-log"), logPath)
+	go r.awaitExit(cr, cmd, exited, sink, filepath.Join(ctrLogDir, "termination-log"), logPath)
 	return nil
+}
+
+// openContainerLog opens a container's CRI log file and the pipes of its stdout and
+// stderr (the caller closes its copies once the process has them).
+func openContainerLog(path string) (*logSink, *os.File, *os.File, error) {
+	sink, err := newLogSink(path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stdout, err := sink.pipe("stdout")
+	if err != nil {
+		sink.drain(0)
+		return nil, nil, nil, err
+	}
+	stderr, err := sink.pipe("stderr")
+	if err != nil {
+		stdout.Close()
+		sink.drain(0)
+		return nil, nil, nil, err
+	}
+	return sink, stdout, stderr, nil
 }
 
 // procSpec is what a container's process runs with, paths already rewritten to
@@ -376,9 +399,11 @@ func (r *podRun) markRunning(cr *ctrRun, cmd *exec.Cmd, exited chan struct{}, lo
 	cr.status.Started = &cr.started
 }
 
-// awaitExit waits for the process, records its termination and closes exited.
-func (r *podRun) awaitExit(cr *ctrRun, cmd *exec.Cmd, exited chan struct{}, termFile, logPath string) {
+// awaitExit waits for the process and its output, records its termination and closes
+// exited.
+func (r *podRun) awaitExit(cr *ctrRun, cmd *exec.Cmd, exited chan struct{}, sink *logSink, termFile, logPath string) {
 	term := terminated(cmd, cmd.Wait())
+	sink.drain(2 * time.Second)
 	term.Message = terminationMessage(&cr.spec, termFile, logPath, term.ExitCode)
 	r.mu.Lock()
 	if st := cr.status.State.Running; st != nil {
@@ -431,7 +456,7 @@ func terminationMessage(c *corev1.Container, file, logPath string, code int32) s
 		return ""
 	}
 	b, _ := os.ReadFile(logPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	lines := strings.Split(strings.TrimRight(string(logContent(b)), "\n"), "\n")
 	if len(lines) > 80 {
 		lines = lines[len(lines)-80:]
 	}

@@ -262,7 +262,8 @@ func (p *provider) podRun(ns, name string) (*podRun, bool) {
 }
 
 // GetContainerLogs serves `kubectl logs`: the container's current (or, with Previous,
-// last terminated) log file, with Tail, LimitBytes, SinceSeconds/SinceTime and Follow.
+// last terminated) log file, with Tail, LimitBytes, SinceSeconds/SinceTime, Timestamps and
+// Follow, as a kubelet serves them.
 func (p *provider) GetContainerLogs(ctx context.Context, ns, podName, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
 	r, ok := p.podRun(ns, podName)
 	if !ok {

@@ -13,8 +13,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/failure"
@@ -95,8 +98,9 @@ func podCIDRAddr(t testing.TB, last byte) string {
 // operator's default (the cluster's Service and Pod CIDRs and the public internet) a
 // Worker fetches another Worker's Service by its cluster name and a pod by its IP, and
 // exchanges a line with a TCP peer over connect(); fetch() and connect() to a CIDR its
-// spec.outbound denies are refused, and the Worker's log names the refused address in a
-// line classified outbound_denied (docs/outbound.md).
+// spec.outbound denies are refused, the Worker's log names the refused address in a
+// line classified outbound_denied, and the manager's log scan records it in the
+// Worker's status.lastFailure, Degraded condition and a Warning Event (docs/outbound.md).
 func TestOutbound(t *testing.T) {
 	echo := tcpEcho(t, podCIDRAddr(t, 10))
 	denied := tcpEcho(t, podCIDRAddr(t, 11))
@@ -126,6 +130,7 @@ func TestOutbound(t *testing.T) {
 		}
 	}
 	deniedLogged(t, w.Name, denied)
+	deniedInStatus(t, w.Name, denied)
 }
 
 // newReacher creates a Worker running reacherModule under spec.outbound o and waits
@@ -237,4 +242,45 @@ func workerdLog(p corev1.Pod) (string, error) {
 	defer rc.Close()
 	b, err := io.ReadAll(rc)
 	return string(b), err
+}
+
+// deniedInStatus: the manager's scan of the workerd log (--failure-log-scan-interval,
+// default 1m) records the refusal in the Worker's status: lastFailure outbound_denied
+// naming the address, the pod and the time, no exit code (the container runs on),
+// Degraded with that reason, and a Warning Event with it.
+func deniedInStatus(t *testing.T, worker, addr string) {
+	t.Helper()
+	pods := map[string]bool{}
+	for _, p := range workerPods(t, worker) {
+		pods[p.Name] = true
+	}
+	eventually(t, 3*time.Minute, "status.lastFailure outbound_denied", func() error {
+		w := &fleetv1alpha1.Worker{}
+		if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: sampleNS, Name: worker}, w); err != nil {
+			return err
+		}
+		f := w.Status.LastFailure
+		if f == nil || f.Cause != string(failure.CauseOutboundDenied) || !strings.Contains(f.Message, "connecting to "+addr+" is not allowed") ||
+			!pods[f.Pod] || f.Container != podcontract.WorkerdContainer || f.Time == nil || f.ExitCode != nil {
+			return fmt.Errorf("lastFailure %+v", f)
+		}
+		c := meta.FindStatusCondition(w.Status.Conditions, fleetv1alpha1.ConditionDegraded)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != string(failure.CauseOutboundDenied) || !strings.Contains(c.Message, addr) {
+			return fmt.Errorf("Degraded %+v", c)
+		}
+		return nil
+	})
+	eventually(t, time.Minute, "a Warning Event outbound_denied", func() error {
+		evs := &eventsv1.EventList{}
+		if err := k8sClient.List(context.Background(), evs, client.InNamespace(sampleNS)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "Worker" && e.Regarding.Name == worker && e.Type == corev1.EventTypeWarning &&
+				e.Reason == string(failure.CauseOutboundDenied) && strings.Contains(e.Note, addr) {
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d Events", len(evs.Items))
+	})
 }

@@ -57,15 +57,14 @@ func (c Conditions) SetReady(ready metav1.ConditionStatus, reason, msg string, p
 }
 
 // SetPassConditions sets what every kind's status shares: Degraded (and lastFailure,
-// kept once set) from the pods as they are now, and, when the pass failed, Ready and
-// Progressing from its error — a missing input (Blocked) with its own reason, any
-// other error as ReconcileError. It reports whether the pass failed, in which case the
-// caller leaves observedGeneration and the observed fields as they were.
-func SetPassConditions(conds *[]metav1.Condition, lastFailure **fleetv1alpha1.FailureStatus, gen int64, pods []corev1.Pod, err error) (failed bool) {
-	f := failure.ClassifyPods(pods)
-	if f != nil {
-		*lastFailure = f.Status()
-	}
+// kept once set) from the pods as they are now and logged, the newest failure read from
+// their logs (LogScanner; nil when none), as failure.Merge settles them; and, when the
+// pass failed, Ready and Progressing from its error — a missing input (Blocked) with its
+// own reason, any other error as ReconcileError. It reports whether the pass failed, in
+// which case the caller leaves observedGeneration and the observed fields as they were.
+func SetPassConditions(conds *[]metav1.Condition, lastFailure **fleetv1alpha1.FailureStatus, gen int64, pods []corev1.Pod, logged *failure.Failure, err error) (failed bool) {
+	f, last := failure.Merge(pods, *lastFailure, logged)
+	*lastFailure = last
 	meta.SetStatusCondition(conds, f.Condition(gen))
 	c := Conditions{List: conds, Generation: gen}
 	if reason, msg, ok := BlockedReason(err); ok {

@@ -46,7 +46,8 @@ func (e Events) Applied(ctx context.Context, obj runtime.Object, from, to string
 
 // Transitions records what changed between the conditions before and after a pass:
 // Ready turned False on a missing input or a refused spec (blocked) or on an error,
-// Ready turned True (rolled out, or recovered), Degraded turned True or back False.
+// Ready turned True (rolled out, or recovered), Degraded turned True or names another
+// failure (a new one read from the logs), or turned back False.
 func (e Events) Transitions(ctx context.Context, obj runtime.Object, before, after []metav1.Condition) {
 	was := meta.FindStatusCondition(before, fleetv1alpha1.ConditionReady)
 	now := meta.FindStatusCondition(after, fleetv1alpha1.ConditionReady)
@@ -60,13 +61,13 @@ func (e Events) Transitions(ctx context.Context, obj runtime.Object, before, aft
 			e.Event(ctx, obj, corev1.EventTypeWarning, now.Reason, "Reconcile", now.Message)
 		}
 	}
-	wasDeg := meta.IsStatusConditionTrue(before, fleetv1alpha1.ConditionDegraded)
+	wasDeg := meta.FindStatusCondition(before, fleetv1alpha1.ConditionDegraded)
 	deg := meta.FindStatusCondition(after, fleetv1alpha1.ConditionDegraded)
 	switch {
 	case deg == nil:
-	case deg.Status == metav1.ConditionTrue && !wasDeg:
+	case deg.Status == metav1.ConditionTrue && changed(wasDeg, deg):
 		e.Event(ctx, obj, corev1.EventTypeWarning, deg.Reason, "Degraded", deg.Message)
-	case deg.Status != metav1.ConditionTrue && wasDeg:
+	case deg.Status != metav1.ConditionTrue && wasDeg != nil && wasDeg.Status == metav1.ConditionTrue:
 		e.Event(ctx, obj, corev1.EventTypeNormal, "Recovered", "Degraded", "no longer degraded: "+deg.Message)
 	}
 }

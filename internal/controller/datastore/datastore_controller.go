@@ -99,7 +99,7 @@ func (r *Reconciler) render(ctx context.Context, s *store, h render.DataHost) (*
 // host pod, Ready when it is ready and runs the current revision.
 func computeStatus(gen int64, before fleetv1alpha1.DataStoreStatus, sts *appsv1.StatefulSet, pods []corev1.Pod, err error) fleetv1alpha1.DataStoreStatus {
 	st := *before.DeepCopy()
-	if common.SetPassConditions(&st.Conditions, &st.LastFailure, gen, pods, err) {
+	if common.SetPassConditions(&st.Conditions, &st.LastFailure, gen, pods, nil, err) {
 		return st
 	}
 	st.ObservedGeneration = gen

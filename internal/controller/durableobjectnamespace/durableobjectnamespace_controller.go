@@ -88,7 +88,7 @@ func computeStatus(d *fleetv1alpha1.DurableObjectNamespace, sts *appsv1.Stateful
 	if st.UniqueKey == "" {
 		st.UniqueKey = render.UniqueKey(d)
 	}
-	if common.SetPassConditions(&st.Conditions, &st.LastFailure, gen, pods, err) {
+	if common.SetPassConditions(&st.Conditions, &st.LastFailure, gen, pods, nil, err) {
 		return st
 	}
 	desired := render.Shards(d)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -98,6 +99,12 @@ func TestNamespacedModeNeedsOnlyRoles(t *testing.T) {
 	if slices.Contains(clusterRoles, release+"-manager-role") {
 		t.Errorf("ClusterRoles %v include the manager's rules", clusterRoles)
 	}
+	// The failure log scan reads pods/log of the watched namespaces only.
+	for ns, want := range map[string]bool{watchedNS: true, "team-b": false} {
+		if got := mayReadPodLogs(t, admin, ns); got != want {
+			t.Errorf("manager may get pods/log in %s: %v, want %v", ns, got, want)
+		}
+	}
 	startManager(t, cfg)
 
 	w := &fleetv1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Namespace: watchedNS, Name: "hello"}, Spec: fleetv1alpha1.WorkerSpec{
@@ -139,7 +146,7 @@ func startManager(t *testing.T, cfg *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controller.SetupAll(mgr, specs.DefaultOptions(), cronschedule.DispatcherOptions{}, []string{watchedNS}); err != nil {
+	if err := controller.SetupAll(mgr, specs.DefaultOptions(), cronschedule.DispatcherOptions{}, []string{watchedNS}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -157,6 +164,21 @@ func startManager(t *testing.T, cfg *rest.Config) {
 		case <-time.After(30 * time.Second):
 		}
 	})
+}
+
+// mayReadPodLogs asks the API server (SubjectAccessReview) whether the manager's
+// ServiceAccount may get pods/log in ns.
+func mayReadPodLogs(t *testing.T, admin client.Client, ns string) bool {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               managerUser,
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + operatorNS, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "pods", Subresource: "log"},
+	}}
+	if err := admin.Create(context.Background(), sar); err != nil {
+		t.Fatal(err)
+	}
+	return sar.Status.Allowed
 }
 
 func sameSet(a, b []string) bool {

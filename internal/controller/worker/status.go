@@ -8,15 +8,17 @@ import (
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/controller/common"
+	"github.com/workerd-operator/workerd-operator/internal/failure"
 	"github.com/workerd-operator/workerd-operator/internal/specs"
 )
 
 // computeStatus is the one place a Worker's status is computed: from the live
-// Deployment and pods and the error of the pass (nil for a successful pass).
-func computeStatus(w *fleetv1alpha1.Worker, dep *appsv1.Deployment, pods []corev1.Pod, version string, opts specs.Options, err error) fleetv1alpha1.WorkerStatus {
+// Deployment and pods, the newest failure read from the pods' logs (nil: none) and the
+// error of the pass (nil for a successful pass).
+func computeStatus(w *fleetv1alpha1.Worker, dep *appsv1.Deployment, pods []corev1.Pod, logged *failure.Failure, version string, opts specs.Options, err error) fleetv1alpha1.WorkerStatus {
 	st := *w.Status.DeepCopy()
 	gen := w.Generation
-	if common.SetPassConditions(&st.Conditions, &st.LastFailure, gen, pods, err) {
+	if common.SetPassConditions(&st.Conditions, &st.LastFailure, gen, pods, logged, err) {
 		return st
 	}
 	desired := ptr.Deref(w.Spec.Replicas, 1)

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +19,7 @@ import (
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/controller/common"
+	"github.com/workerd-operator/workerd-operator/internal/failure"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/specs"
 )
@@ -28,7 +30,10 @@ type Reconciler struct {
 	Options specs.Options
 	Events  common.Events
 	// Refs reads the ConfigMaps and Secrets the operator does not label.
-	Refs    *common.References
+	Refs *common.References
+	// Logs holds the newest failure read from each Worker's workerd logs and wakes the
+	// Worker when it finds a newer one; nil: the scan is off.
+	Logs    *common.LogScanner
 	backoff *common.Backoff
 }
 
@@ -40,6 +45,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -48,6 +54,9 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	w := &fleetv1alpha1.Worker{}
 	if err := r.Get(ctx, req.NamespacedName, w); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Logs.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !w.DeletionTimestamp.IsZero() {
@@ -59,7 +68,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err == nil {
 		err = perr
 	}
-	st := computeStatus(w, dep, pods, version, r.Options, err)
+	st := computeStatus(w, dep, pods, r.logged(w), version, r.Options, err)
 	if err := r.writeStatus(ctx, w, st); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -118,6 +127,16 @@ func (r *Reconciler) pruneConfigMaps(ctx context.Context, w *fleetv1alpha1.Worke
 	return common.DeleteOwnedConfigMaps(ctx, r.Client, w, sel, inUse)
 }
 
+// logged is the newest failure read from w's pods' logs; nil when none, or when it is
+// older than w (it was a former Worker's of the same name).
+func (r *Reconciler) logged(w *fleetv1alpha1.Worker) *failure.Failure {
+	f := r.Logs.Newest(client.ObjectKeyFromObject(w))
+	if f == nil || f.Time.Before(&w.CreationTimestamp) {
+		return nil
+	}
+	return f
+}
+
 // writeStatus records the pass's transitions as Events and writes the status.
 func (r *Reconciler) writeStatus(ctx context.Context, w *fleetv1alpha1.Worker, st fleetv1alpha1.WorkerStatus) error {
 	r.Events.Transitions(ctx, w, w.Status.Conditions, st.Conditions)
@@ -125,12 +144,17 @@ func (r *Reconciler) writeStatus(ctx context.Context, w *fleetv1alpha1.Worker, s
 }
 
 // SetupWithManager registers the reconciler and its watches (the indexes are
-// common.SetupIndexes'): its children, its pods (for Degraded), and everything it
+// common.SetupIndexes'): its children, its pods (for Degraded), the log scanner (a
+// newer failure in a pod's log), and everything it
 // reads: Secrets and its source ConfigMap (their metadata, through r.Refs), the
 // Workers, DurableObjectNamespaces and Workflows it binds.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.backoff = common.NewBackoff()
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Logs != nil {
+		b = b.WatchesRawSource(r.Logs.Source())
+	}
+	return b.
 		For(&fleetv1alpha1.Worker{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).

@@ -166,7 +166,7 @@ func computeStatus(wf *fleetv1alpha1.Workflow, sts *appsv1.StatefulSet, pods []c
 	st := *wf.Status.DeepCopy()
 	gen := wf.Generation
 	var lastFailure *fleetv1alpha1.FailureStatus // Workflow status has no lastFailure; Degraded carries it
-	if common.SetPassConditions(&st.Conditions, &lastFailure, gen, pods, err) {
+	if common.SetPassConditions(&st.Conditions, &lastFailure, gen, pods, nil, err) {
 		return st
 	}
 	st.ObservedGeneration = gen
