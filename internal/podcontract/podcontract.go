@@ -147,6 +147,13 @@ const (
 	// SidecarCommand is the subcommand of the operator's binary the sidecar container
 	// runs (its first argument).
 	SidecarCommand = "sidecar"
+	// ImageCheckContainer is the init container, first of a pod with image volumes
+	// (spec.source.image, spec.assets), that refuses to let workerd start while one
+	// holds a symbolic link out of it (internal/imagecheck). It runs the operator's
+	// image with ImageCheckCommand and one "<field>=<mount path>" argument per volume.
+	ImageCheckContainer = "image-check"
+	// ImageCheckCommand is the subcommand of the operator's binary it runs.
+	ImageCheckCommand = "check-image-volumes"
 	// RunAsUser is distroless's "nonroot" user.
 	RunAsUser = 65532
 )
