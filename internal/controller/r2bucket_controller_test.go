@@ -117,3 +117,41 @@ func checkR2Pod(key client.ObjectKey, endpoint string) error {
 	}
 	return fmt.Errorf("workerd has no --external-addr for %s", render.R2Service("photos"))
 }
+
+// An R2Bucket is Ready only when its credentials Secret holds both keys the sidecar's
+// env names (a missing one keeps the pods' sidecars from starting,
+// CreateContainerConfigError); the operator learns the key names from the Secret's
+// metadata (its managedFields), never its values.
+func TestR2BucketSecretKeys(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	rb := &fleetv1alpha1.R2Bucket{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "docs"}, Spec: fleetv1alpha1.R2BucketSpec{S3: fleetv1alpha1.S3BucketSource{
+		Endpoint: "http://versitygw.storage:7070", Bucket: "docs", CredentialsSecret: fleetv1alpha1.LocalObjectReference{Name: "docs-s3"},
+	}}}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "docs-s3"}, StringData: map[string]string{fleetv1alpha1.R2AccessKeyIDKey: "id"}}
+	for _, o := range []client.Object{sec, rb} {
+		if err := k8sClient.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := client.ObjectKeyFromObject(rb)
+	r2Ready(t, key, metav1.ConditionFalse, fleetv1alpha1.ReasonSecretNotFound)
+	if c := r2Condition(t, key); !strings.Contains(c.Message, fleetv1alpha1.R2SecretAccessKeyKey) || strings.Contains(c.Message, fleetv1alpha1.R2AccessKeyIDKey+",") {
+		t.Errorf("Ready message %q: want it to name the missing key %s only", c.Message, fleetv1alpha1.R2SecretAccessKeyKey)
+	}
+	patch := client.MergeFrom(sec.DeepCopy())
+	sec.StringData = map[string]string{fleetv1alpha1.R2SecretAccessKeyKey: "s3cret"}
+	if err := k8sClient.Patch(ctx, sec, patch); err != nil {
+		t.Fatal(err)
+	}
+	r2Ready(t, key, metav1.ConditionTrue, fleetv1alpha1.ReasonReconciled)
+}
+
+func r2Condition(t *testing.T, key client.ObjectKey) *metav1.Condition {
+	t.Helper()
+	rb := &fleetv1alpha1.R2Bucket{}
+	if err := k8sClient.Get(context.Background(), key, rb); err != nil {
+		t.Fatal(err)
+	}
+	return meta.FindStatusCondition(rb.Status.Conditions, fleetv1alpha1.ConditionReady)
+}
