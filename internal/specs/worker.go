@@ -1,6 +1,7 @@
 package specs
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -302,6 +303,9 @@ func workerPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash s
 	volumes, mounts := workerVolumes(w, out)
 	sidecar := sidecarContainerSpec(opts)
 	sidecar.Env = append(sidecar.Env, out.SidecarEnv...) // the R2 gateway's buckets and credentials
+	if len(render.R2Services(w)) > 0 {
+		sidecar.Env = append(sidecar.Env, sidecarOutboundEnv(w, opts))
+	}
 	var inits []corev1.Container
 	if c, ok := imageCheckContainer(w, opts, mounts); ok {
 		inits = append(inits, c)
@@ -382,6 +386,14 @@ func workerVolumes(w *fleetv1alpha1.Worker, out *render.Output) ([]corev1.Volume
 			SubPath: strings.TrimPrefix(render.AssetsPath(a), "/")})
 	}
 	return volumes, mounts
+}
+
+// sidecarOutboundEnv gives the sidecar the Worker's outbound rules, under which its R2
+// gateway dials the stores: an R2Bucket's endpoint is the author's, and reaching it
+// from the sidecar must not get past what the Worker itself may reach.
+func sidecarOutboundEnv(w *fleetv1alpha1.Worker, opts Options) corev1.EnvVar {
+	b, _ := json.Marshal(WorkerOutbound(w, opts)) // []string fields: never fails
+	return corev1.EnvVar{Name: podcontract.SidecarOutboundEnv, Value: string(b)}
 }
 
 // imageCheckContainer is the init container that walks the pod's image volumes, mounted
