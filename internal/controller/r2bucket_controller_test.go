@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
@@ -145,6 +146,26 @@ func TestR2BucketSecretKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2Ready(t, key, metav1.ConditionTrue, fleetv1alpha1.ReasonReconciled)
+
+	// A server-side apply of stringData (kubectl apply --server-side, GitOps tools) records
+	// the keys under stringData, not data.
+	applied := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata":   map[string]any{"name": "docs-s3-applied", "namespace": ns},
+		"stringData": map[string]any{fleetv1alpha1.R2AccessKeyIDKey: "id", fleetv1alpha1.R2SecretAccessKeyKey: "s3cret"}}}
+	if err := k8sClient.Patch(ctx, applied, client.Apply, client.FieldOwner("gitops")); err != nil {
+		t.Fatal(err)
+	}
+	patch = client.MergeFrom(rb.DeepCopy())
+	rb.Spec.S3.CredentialsSecret.Name = "docs-s3-applied"
+	if err := k8sClient.Patch(ctx, rb, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "R2Bucket Ready with the applied Secret", func() error {
+		if c := r2Condition(t, key); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "docs-s3-applied") {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		return nil
+	})
 }
 
 func r2Condition(t *testing.T, key client.ObjectKey) *metav1.Condition {

@@ -103,29 +103,30 @@ func (r *Reconciler) missingKeys(ctx context.Context, rb *fleetv1alpha1.R2Bucket
 	return "", nil
 }
 
-// dataKeys are the data keys managedFields record (stringData is recorded as data);
-// known is false when there are no managed fields at all (someone cleared them), and
-// then nothing can be said.
+// dataKeys are the Secret's keys as its managedFields record them: under data for a
+// create or update (stringData is converted first), under stringData for a server-side
+// apply. known is false when there are no managed fields at all (someone cleared
+// them): then nothing can be said. A key a later server-side apply dropped from
+// stringData stays in data but no longer counts.
 func dataKeys(mf []metav1.ManagedFieldsEntry) (keys map[string]bool, known bool) {
 	keys = map[string]bool{}
 	for _, e := range mf {
 		if e.FieldsV1 == nil {
 			continue
 		}
-		var f struct {
-			Data map[string]json.RawMessage `json:"f:data"`
-		}
+		var f map[string]map[string]json.RawMessage
 		if json.Unmarshal(e.FieldsV1.Raw, &f) != nil {
 			continue
 		}
-		known = true
-		for k := range f.Data {
-			if name, ok := strings.CutPrefix(k, "f:"); ok {
-				keys[name] = true
+		for _, field := range []string{"f:data", "f:stringData"} {
+			for k := range f[field] {
+				if name, ok := strings.CutPrefix(k, "f:"); ok {
+					keys[name] = true
+				}
 			}
 		}
 	}
-	return keys, known
+	return keys, len(mf) > 0
 }
 
 // SetupWithManager registers the reconciler; a change of a Secret requeues the
