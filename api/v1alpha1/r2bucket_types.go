@@ -48,16 +48,16 @@ const (
 	R2SecretAccessKeyKey = "AWS_SECRET_ACCESS_KEY"
 )
 
-// ReasonBucketUnreachable: an R2Bucket's S3 bucket did not answer a HeadBucket with its
-// credentials; the message has the store's error.
-const ReasonBucketUnreachable = "BucketUnreachable"
-
 // R2BucketStatus is what the operator observed.
 type R2BucketStatus struct {
 	// observedGeneration is the generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready (the Secret has both keys and the bucket answered with them).
+	// conditions: Ready is True when the credentials Secret exists and holds both keys
+	// (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, known from its metadata; the values
+	// are never read), else False with reason SecretNotFound naming what is missing. The
+	// operator does not contact the store: a wrong endpoint, bucket or credential shows
+	// in the Worker's R2 calls and its sidecar's log.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -4,6 +4,7 @@
 //
 //	workerd-operator manager    run the controllers and webhooks
 //	workerd-operator sidecar    run the per-pod sidecar (channels, workflows, metrics)
+//	workerd-operator check-image-volumes  refuse image volumes with links out of them (init container)
 //	workerd-operator dev        run the local one-machine cluster (built with -tags dev: make dev)
 //	workerd-operator render     print what the pods of a Worker will run
 //	workerd-operator import     write the objects for a wrangler project
@@ -28,6 +29,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(
 		newManagerCommand(),
 		newSidecarCommand(),
+		newImageCheckCommand(),
 		newRenderCommand(),
 		newImportCommand(),
 		newCronCommand(),

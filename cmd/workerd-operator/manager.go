@@ -143,6 +143,7 @@ func (p *policyFlags) outbound(defaultAllow []string) (outbound.Rules, []string,
 	if len(bound) == 0 {
 		bound = def
 	}
+	p.outboundDeny = deny // parsed, for the webhook's R2Bucket check
 	return outbound.Rules{Allow: def, Deny: deny}, bound, nil
 }
 
@@ -164,7 +165,7 @@ func (p *policyFlags) build(workerdRepository string) (webhook.Policy, error) {
 	return webhook.Policy{
 		RuntimeImages: images, ServiceAccounts: p.serviceAccounts, PriorityClasses: p.priorityClasses,
 		TolerationKeys: p.tolerationKeys, NodePlacement: p.nodePlacement, ServiceTypes: types,
-		MaxProfile: limits.Profile(p.maxProfile), MaxCPU: cpu, Outbound: p.outboundAllowed,
+		MaxProfile: limits.Profile(p.maxProfile), MaxCPU: cpu, Outbound: p.outboundAllowed, OutboundDeny: p.outboundDeny,
 	}, nil
 }
 

@@ -60,7 +60,8 @@ func TestIsolationFlags(t *testing.T) {
 }
 
 // TestOutboundFlags: --outbound-default-allow renders into every Worker and bounds
-// spec.outbound.allow unless --allowed-outbound is set; --outbound-deny applies to all;
+// spec.outbound.allow unless --allowed-outbound is set; --outbound-deny applies to all
+// (and to R2Bucket endpoints at admission);
 // an entry that is neither a CIDR nor a token names its flag.
 func TestOutboundFlags(t *testing.T) {
 	var p policyFlags
@@ -75,6 +76,10 @@ func TestOutboundFlags(t *testing.T) {
 	}
 	if !slices.Equal(rules.Allow, []string{"public", "10.96.0.0/12"}) || !slices.Equal(rules.Deny, []string{"169.254.169.254/32"}) || !slices.Equal(bound, rules.Allow) {
 		t.Errorf("rules %+v, bound %v", rules, bound)
+	}
+	// The webhook refuses R2Bucket endpoints in the same (parsed) deny list.
+	if pol, err := p.build("r"); err != nil || !slices.Equal(pol.OutboundDeny, rules.Deny) {
+		t.Errorf("webhook policy deny %v, %v; want %v", pol.OutboundDeny, err, rules.Deny)
 	}
 	if err := fl.Parse([]string{"--allowed-outbound=public,private"}); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/cache"
@@ -172,7 +174,8 @@ func attachWorkflows(srv *sidecar.Server, o *sidecarOptions, stderr io.Writer) e
 }
 
 // attachR2 serves the R2 gateway for the buckets in $WORKERD_OPERATOR_R2_BUCKETS, set
-// when the pod's Worker has r2Bucket bindings.
+// when the pod's Worker has r2Bucket bindings, connecting only where the Worker's
+// outbound rules ($WORKERD_OPERATOR_OUTBOUND) allow.
 func attachR2(srv *sidecar.Server, stderr io.Writer) error {
 	env := os.Getenv(podcontract.R2ConfigEnv)
 	if env == "" {
@@ -182,13 +185,27 @@ func attachR2(srv *sidecar.Server, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	gw, err := r2.New(cfg, func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) })
+	o := r2.Options{Logf: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }}
+	if s := os.Getenv(podcontract.SidecarOutboundEnv); s != "" {
+		o.Outbound = &outbound.Rules{}
+		if err := json.Unmarshal([]byte(s), o.Outbound); err != nil {
+			return fmt.Errorf("sidecar: $%s: %w", podcontract.SidecarOutboundEnv, err)
+		}
+	}
+	gw, err := r2.New(cfg, o)
 	if err != nil {
 		return err
 	}
 	srv.HandleRoot(gw)
-	fmt.Fprintf(stderr, "sidecar: R2 gateway for %d bucket(s)\n", len(cfg))
+	fmt.Fprintf(stderr, "sidecar: R2 gateway for %d bucket(s), outbound rules %s\n", len(cfg), describeRules(o.Outbound))
 	return nil
+}
+
+func describeRules(r *outbound.Rules) string {
+	if r == nil {
+		return "none (any address)"
+	}
+	return fmt.Sprintf("allow %v deny %v", r.Allow, r.Deny)
 }
 
 // serveSidecar serves until the server fails or SIGINT/SIGTERM arrives, then shuts

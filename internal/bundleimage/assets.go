@@ -29,6 +29,10 @@ func assetTree(dir string) (*tree, int, error) {
 		return nil, 0, err
 	}
 	ignore = append(ignore, alwaysIgnored...)
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, 0, fmt.Errorf("assets directory %s: %w", dir, err)
+	}
 	t := newTree()
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == dir {
@@ -48,6 +52,11 @@ func assetTree(dir string) (*tree, int, error) {
 		if d.IsDir() {
 			return nil
 		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			if err := linkInside(root, p, rel); err != nil {
+				return err
+			}
+		}
 		data, err := os.ReadFile(p) // follows a symbolic link, as an upload would
 		if err != nil {
 			return err
@@ -59,6 +68,26 @@ func assetTree(dir string) (*tree, int, error) {
 		return nil, 0, fmt.Errorf("assets directory %s: %w", dir, err)
 	}
 	return t, len(t.files), nil
+}
+
+// linkInside refuses the symbolic link p (rel in the asset directory, whose real path
+// is root) unless the file it names is inside the directory: the image holds the
+// file's bytes, and a file from elsewhere on the machine (a key, a credentials file)
+// must not be published with the assets.
+func linkInside(root, p, rel string) error {
+	target, _ := os.Readlink(p)
+	to, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return fmt.Errorf("%s is a symbolic link to %q, which does not resolve: %w", rel, target, err)
+	}
+	if r, err := filepath.Rel(root, to); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("%s is a symbolic link to %q, outside the assets directory: import --image packs the file a link names "+
+			"and does not take files from elsewhere on this machine; copy the file in or remove the link", rel, target)
+	}
+	if st, err := os.Stat(to); err == nil && st.IsDir() {
+		return fmt.Errorf("%s is a symbolic link to the directory %q: import --image packs files only; copy the directory in", rel, target)
+	}
+	return nil
 }
 
 // readIgnore reads the patterns of an .assetsignore file (none if it does not exist).

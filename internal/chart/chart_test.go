@@ -827,8 +827,8 @@ func TestWebhooksSkipKubeSystem(t *testing.T) {
 			}
 		}
 	}
-	if n != 8 {
-		t.Errorf("%d webhooks rendered, want 8 (a defaulter and a validator per kind)", n)
+	if n != 9 {
+		t.Errorf("%d webhooks rendered, want 9 (a defaulter and a validator per kind with defaults, a validator for R2Bucket)", n)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
@@ -116,4 +117,62 @@ func checkR2Pod(key client.ObjectKey, endpoint string) error {
 		}
 	}
 	return fmt.Errorf("workerd has no --external-addr for %s", render.R2Service("photos"))
+}
+
+// An R2Bucket is Ready only when its credentials Secret holds both keys the sidecar's
+// env names (a missing one keeps the pods' sidecars from starting,
+// CreateContainerConfigError); the operator learns the key names from the Secret's
+// metadata (its managedFields), never its values.
+func TestR2BucketSecretKeys(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	rb := &fleetv1alpha1.R2Bucket{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "docs"}, Spec: fleetv1alpha1.R2BucketSpec{S3: fleetv1alpha1.S3BucketSource{
+		Endpoint: "http://versitygw.storage:7070", Bucket: "docs", CredentialsSecret: fleetv1alpha1.LocalObjectReference{Name: "docs-s3"},
+	}}}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "docs-s3"}, StringData: map[string]string{fleetv1alpha1.R2AccessKeyIDKey: "id"}}
+	for _, o := range []client.Object{sec, rb} {
+		if err := k8sClient.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := client.ObjectKeyFromObject(rb)
+	r2Ready(t, key, metav1.ConditionFalse, fleetv1alpha1.ReasonSecretNotFound)
+	if c := r2Condition(t, key); !strings.Contains(c.Message, fleetv1alpha1.R2SecretAccessKeyKey) || strings.Contains(c.Message, fleetv1alpha1.R2AccessKeyIDKey+",") {
+		t.Errorf("Ready message %q: want it to name the missing key %s only", c.Message, fleetv1alpha1.R2SecretAccessKeyKey)
+	}
+	patch := client.MergeFrom(sec.DeepCopy())
+	sec.StringData = map[string]string{fleetv1alpha1.R2SecretAccessKeyKey: "s3cret"}
+	if err := k8sClient.Patch(ctx, sec, patch); err != nil {
+		t.Fatal(err)
+	}
+	r2Ready(t, key, metav1.ConditionTrue, fleetv1alpha1.ReasonReconciled)
+
+	// A server-side apply of stringData (kubectl apply --server-side, GitOps tools) records
+	// the keys under stringData, not data.
+	applied := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata":   map[string]any{"name": "docs-s3-applied", "namespace": ns},
+		"stringData": map[string]any{fleetv1alpha1.R2AccessKeyIDKey: "id", fleetv1alpha1.R2SecretAccessKeyKey: "s3cret"}}}
+	if err := k8sClient.Patch(ctx, applied, client.Apply, client.FieldOwner("gitops")); err != nil {
+		t.Fatal(err)
+	}
+	patch = client.MergeFrom(rb.DeepCopy())
+	rb.Spec.S3.CredentialsSecret.Name = "docs-s3-applied"
+	if err := k8sClient.Patch(ctx, rb, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "R2Bucket Ready with the applied Secret", func() error {
+		if c := r2Condition(t, key); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "docs-s3-applied") {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		return nil
+	})
+}
+
+func r2Condition(t *testing.T, key client.ObjectKey) *metav1.Condition {
+	t.Helper()
+	rb := &fleetv1alpha1.R2Bucket{}
+	if err := k8sClient.Get(context.Background(), key, rb); err != nil {
+		t.Fatal(err)
+	}
+	return meta.FindStatusCondition(rb.Status.Conditions, fleetv1alpha1.ConditionReady)
 }

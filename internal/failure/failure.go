@@ -90,13 +90,23 @@ const (
 	// (docs/outbound.md). The script sees only "internal error; reference = <id>"; the
 	// log line carries the same id as wdErrId.
 	CauseOutboundDenied Cause = "outbound_denied"
+	// CauseImageLinkOutside: the pod's image-check init container refused an image
+	// volume (spec.source.image or spec.assets.image) holding a symbolic link out of
+	// it, absolute or relative ("... is a symbolic link out of its image volume ...",
+	// ImageLinkPhrase; internal/imagecheck): workerd would read the file it names. The
+	// pod does not start; the evidence names the field, the file and its target.
+	CauseImageLinkOutside Cause = "image_link_outside"
 	// CauseUnknown: nothing matched; keep the message and widen the rules.
 	CauseUnknown Cause = "unknown"
 )
 
 // Causes lists every Cause: classifyError's in its order, outbound_denied, then
-// startup_error and config_error.
-var Causes = []Cause{CauseSQLiteNoMem, CauseSQLiteFull, CauseOOM, CauseCPUExceeded, CauseCloneRefused, CauseRPCTimeout, CauseSubrequestCap, CauseDynamicWorkerCap, CauseCondemnation, CauseHardEvict, CauseOutboundDenied, CauseStartupError, CauseConfigError, CauseUnknown}
+// startup_error, config_error and image_link_outside.
+var Causes = []Cause{CauseSQLiteNoMem, CauseSQLiteFull, CauseOOM, CauseCPUExceeded, CauseCloneRefused, CauseRPCTimeout, CauseSubrequestCap, CauseDynamicWorkerCap, CauseCondemnation, CauseHardEvict, CauseOutboundDenied, CauseStartupError, CauseConfigError, CauseImageLinkOutside, CauseUnknown}
+
+// ImageLinkPhrase is in every line internal/imagecheck prints for a refused link;
+// Diagnose reads a line holding it as image_link_outside.
+const ImageLinkPhrase = "is a symbolic link out of its image volume"
 
 // rule matches a lower-cased message: any of its substrings or regexps.
 type rule struct {

@@ -66,20 +66,22 @@ func ClassifyTermination(t Termination) Cause {
 //
 //  1. PodReason "Evicted" → hard_evict.
 //  2. Reason "OOMKilled" → oom (the cgroup OOM killer).
-//  3. A V8 heap exhaustion line ("Reached heap limit", "JavaScript heap out of
+//  3. A line of the image-check init container (ImageLinkPhrase) → image_link_outside;
+//     before the message rules, as the file names it quotes are the Worker author's.
+//  4. A V8 heap exhaustion line ("Reached heap limit", "JavaScript heap out of
 //     memory", "last resort; GC in old space requested") → oom (workerd aborts and
 //     exits 1).
-//  4. workerd's config loader: a capnp error line, a `service <name>: ...` line that is
+//  5. workerd's config loader: a capnp error line, a `service <name>: ...` line that is
 //     not `Uncaught ...`, or "Can't start server due to config errors" → config_error;
 //     else a `service <name>: Uncaught ...` line or "script startup threw exception" →
 //     startup_error. (A config error is reported before the module is even run, so it
 //     wins over a startup exception printed in the same output.)
-//  5. ClassifyMessage over all lines, when it is not unknown.
-//  6. The signal (Signal, else ExitCode-128 for 129..192, else a "*** Received signal
+//  6. ClassifyMessage over all lines, when it is not unknown.
+//  7. The signal (Signal, else ExitCode-128 for 129..192, else a "*** Received signal
 //     #n" line): 9 (SIGKILL, exit 137) → oom — without reason OOMKilled this is either
 //     the kernel OOM killer or a kill after the grace period, the evidence says so;
 //     6 (SIGABRT, exit 134) → oom, workerd's observed abort is the V8 heap limit.
-//  7. unknown.
+//  8. unknown.
 func Diagnose(t Termination) (Cause, string) {
 	lines := terminationLines(t)
 	if t.PodReason == "Evicted" {
@@ -87,6 +89,11 @@ func Diagnose(t Termination) (Cause, string) {
 	}
 	if t.Reason == "OOMKilled" {
 		return CauseOOM, trim(fmt.Sprintf("container reason OOMKilled, exit code %d (cgroup memory limit)", t.ExitCode) + lastLineSuffix(lines))
+	}
+	for _, l := range lines {
+		if strings.Contains(l, ImageLinkPhrase) {
+			return CauseImageLinkOutside, trim(l)
+		}
 	}
 	// The fatal line is better evidence than V8's GC trailer printed before it.
 	for _, r := range []rule{heapFatalRule, heapRule} {

@@ -47,8 +47,8 @@ var DefaultAllow = []string{Public, "10.96.0.0/12", "10.244.0.0/16"}
 
 // Rules are the allow and deny lists of workerd's network service.
 type Rules struct {
-	Allow []string
-	Deny  []string
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
 }
 
 // Parse checks one entry: a token or a CIDR (an address alone means a /32 or /128).

@@ -41,6 +41,8 @@ var names = []struct {
 	{podcontract.WorkflowSocket, "WorkflowSocket", true},
 	{podcontract.WorkerdContainer, "WorkerdContainer", true},
 	{podcontract.SidecarContainer, "SidecarContainer", true},
+	{podcontract.ImageCheckContainer, "ImageCheckContainer", true},
+	{podcontract.ImageCheckCommand, "ImageCheckCommand", true},
 	{podcontract.HTTPPortName, "HTTPPortName", false},
 	{podcontract.RPCPortName, "RPCPortName", false},
 	{podcontract.HealthPortName, "HealthPortName", false},

@@ -132,6 +132,11 @@ const (
 	// R2CredentialsEnvPrefix prefixes the sidecar's env vars of an R2Bucket's
 	// credentials: WORKERD_R2_<n>_ACCESS_KEY_ID and _SECRET_ACCESS_KEY, from its Secret.
 	R2CredentialsEnvPrefix = "WORKERD_R2_"
+	// SidecarOutboundEnv is the sidecar's env var holding, as JSON ({"allow": [...],
+	// "deny": [...]}, internal/outbound.Rules), the Worker's outbound rules: spec.outbound
+	// within the admin's policy, the rules of its network service and NetworkPolicy
+	// egress. Set with R2ConfigEnv: the R2 gateway connects only where they allow.
+	SidecarOutboundEnv = "WORKERD_OPERATOR_OUTBOUND"
 	// PodIPEnv is the container env var holding the pod IP (downward API).
 	PodIPEnv = "POD_IP"
 	// MemoryLimitEnv is the sidecar's env var holding its container's memory limit in
@@ -147,6 +152,13 @@ const (
 	// SidecarCommand is the subcommand of the operator's binary the sidecar container
 	// runs (its first argument).
 	SidecarCommand = "sidecar"
+	// ImageCheckContainer is the init container, first of a pod with image volumes
+	// (spec.source.image, spec.assets), that refuses to let workerd start while one
+	// holds a symbolic link out of it (internal/imagecheck). It runs the operator's
+	// image with ImageCheckCommand and one "<field>=<mount path>" argument per volume.
+	ImageCheckContainer = "image-check"
+	// ImageCheckCommand is the subcommand of the operator's binary it runs.
+	ImageCheckCommand = "check-image-volumes"
 	// RunAsUser is distroless's "nonroot" user.
 	RunAsUser = 65532
 )

@@ -346,6 +346,12 @@ func TestAssetsETag(t *testing.T) {
 // code unless !code, and starts it; it returns the http socket's base URL.
 func startAssets(t *testing.T, bin string, a v1alpha1.WorkerAssets, files map[string]string, code bool) string {
 	t.Helper()
+	return startDir(t, bin, assetsDir(t, a, files, code))
+}
+
+// assetsDir writes startAssets's rendered config and asset files into a new directory.
+func assetsDir(t *testing.T, a v1alpha1.WorkerAssets, files map[string]string, code bool) string {
+	t.Helper()
 	a.Image = "registry.example.com/site:1"
 	w := &v1alpha1.Worker{}
 	w.Name, w.Namespace = "site", "default"
@@ -371,6 +377,12 @@ func startAssets(t *testing.T, bin string, a v1alpha1.WorkerAssets, files map[st
 			t.Fatal(err)
 		}
 	}
+	return dir
+}
+
+// startDir runs workerd on the config in dir; it returns the http socket's base URL.
+func startDir(t *testing.T, bin, dir string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	l, err := localrun.StartLocal(ctx, localrun.LocalOptions{Binary: bin, Dir: dir})
 	if err != nil {

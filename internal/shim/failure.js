@@ -33,8 +33,12 @@ export const CLASSES = Object.freeze([
 export const CAUSES = Object.freeze([
   "sqlite_nomem", "sqlite_full", "oom", "cpu_exceeded", "clone_refused", "rpc_timeout",
   "subrequest_cap", "dynamic_worker_cap", "condemnation", "hard_evict",
-  "startup_error", "config_error", "unknown",
+  "startup_error", "config_error", "image_link_outside", "unknown",
 ]);
+
+// IMAGE_LINK_PHRASE: in every line of the image-check init container (ImageLinkPhrase
+// in internal/failure/failure.go).
+const IMAGE_LINK_PHRASE = "is a symbolic link out of its image volume";
 
 const RETRYABLE = new Set(["superseded_isolate", "connection_lost", "storage_reset", "retryable_flag"]);
 
@@ -201,7 +205,7 @@ function terminationLines(t) {
 
 // classifyTermination: the cause of a container's termination. Steps, first answer wins
 // (see Diagnose in internal/failure/termination.go): Evicted pod -> hard_evict;
-// OOMKilled -> oom; V8 heap line -> oom; workerd config loader lines -> config_error,
+// OOMKilled -> oom; image-check line -> image_link_outside; V8 heap line -> oom; workerd config loader lines -> config_error,
 // else `service <name>: Uncaught ...` -> startup_error; message rules; signal 9 or 6
 // (Signal, exitCode-128, or "*** Received signal #n") -> oom; else "unknown".
 export function classifyTermination(t) {
@@ -209,6 +213,7 @@ export function classifyTermination(t) {
   const lines = terminationLines(t);
   if (t.podReason === "Evicted") return "hard_evict";
   if (t.reason === "OOMKilled") return "oom";
+  if (lines.some((l) => l.includes(IMAGE_LINK_PHRASE))) return "image_link_outside";
   if (lines.some((l) => match(HEAP_RULE, l.toLowerCase()))) return "oom";
   let startup = false;
   for (const l of lines) {

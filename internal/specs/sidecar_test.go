@@ -3,7 +3,9 @@ package specs
 import (
 	"testing"
 
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 )
 
 // The sidecar learns its container's memory limit (downward API) and sets its Go
@@ -25,4 +27,40 @@ func TestSidecarMemoryLimitEnv(t *testing.T) {
 		return
 	}
 	t.Fatalf("sidecar env %+v has no %s", c.Env, podcontract.MemoryLimitEnv)
+}
+
+// The sidecar of a Worker with R2 bindings gets the Worker's outbound rules (the rules
+// of its network service and NetworkPolicy egress: spec.outbound over the operator's
+// default, the admin's deny list added), which its R2 gateway dials under; a Worker
+// without R2 bindings gets none.
+func TestSidecarOutboundEnv(t *testing.T) {
+	opts := DefaultOptions()
+	opts.Outbound.Deny = []string{"169.254.169.254/32"}
+	w := fixtureWorker(func(w *fleetv1alpha1.Worker) {
+		w.Spec.Bindings = []fleetv1alpha1.Binding{{Name: "B", R2Bucket: &fleetv1alpha1.LocalObjectReference{Name: "photos"}}}
+		w.Spec.Outbound = &fleetv1alpha1.OutboundSpec{Deny: []string{"10.96.0.10"}}
+	})
+	out, err := render.Render(render.Input{Worker: w, Options: render.Options{Outbound: opts.Outbound},
+		R2Buckets: map[string]render.R2BucketTarget{"photos": {Endpoint: "http://s3.storage:7070", Bucket: "photos", SecretName: "s3"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"allow":["public","10.96.0.0/12","10.244.0.0/16"],"deny":["10.96.0.10/32","169.254.169.254/32"]}`
+	if got := sidecarEnv(BuildWorkerChildren(w, out, "i", opts), podcontract.SidecarOutboundEnv); got != want {
+		t.Errorf("$%s = %q, want %q", podcontract.SidecarOutboundEnv, got, want)
+	}
+	if got := sidecarEnv(build(t, fixtureWorker()), podcontract.SidecarOutboundEnv); got != "" {
+		t.Errorf("Worker without R2: $%s = %q, want unset", podcontract.SidecarOutboundEnv, got)
+	}
+}
+
+func sidecarEnv(c WorkerChildren, name string) string {
+	for _, ic := range c.Deployment.Spec.Template.Spec.InitContainers {
+		for _, e := range ic.Env {
+			if ic.Name == podcontract.SidecarContainer && e.Name == name {
+				return e.Value
+			}
+		}
+	}
+	return ""
 }

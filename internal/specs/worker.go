@@ -1,6 +1,7 @@
 package specs
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -302,8 +303,15 @@ func workerPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash s
 	volumes, mounts := workerVolumes(w, out)
 	sidecar := sidecarContainerSpec(opts)
 	sidecar.Env = append(sidecar.Env, out.SidecarEnv...) // the R2 gateway's buckets and credentials
+	if len(render.R2Services(w)) > 0 {
+		sidecar.Env = append(sidecar.Env, sidecarOutboundEnv(w, opts))
+	}
+	var inits []corev1.Container
+	if c, ok := imageCheckContainer(w, opts, mounts); ok {
+		inits = append(inits, c)
+	}
 	pod := corev1.PodSpec{
-		InitContainers:                []corev1.Container{sidecar},
+		InitContainers:                append(inits, sidecar),
 		Containers:                    []corev1.Container{workerdContainer(w, out, opts, mounts)},
 		Volumes:                       volumes,
 		TerminationGracePeriodSeconds: ptr.To(opts.PreStopSeconds + opts.DrainSeconds),
@@ -378,6 +386,44 @@ func workerVolumes(w *fleetv1alpha1.Worker, out *render.Output) ([]corev1.Volume
 			SubPath: strings.TrimPrefix(render.AssetsPath(a), "/")})
 	}
 	return volumes, mounts
+}
+
+// sidecarOutboundEnv gives the sidecar the Worker's outbound rules, under which its R2
+// gateway dials the stores: an R2Bucket's endpoint is the author's, and reaching it
+// from the sidecar must not get past what the Worker itself may reach.
+func sidecarOutboundEnv(w *fleetv1alpha1.Worker, opts Options) corev1.EnvVar {
+	b, _ := json.Marshal(WorkerOutbound(w, opts)) // []string fields: never fails
+	return corev1.EnvVar{Name: podcontract.SidecarOutboundEnv, Value: string(b)}
+}
+
+// imageCheckContainer is the init container that walks the pod's image volumes, mounted
+// exactly as workerd mounts them, and exits 1 naming any symbolic link that leads out
+// of its volume (internal/imagecheck): workerd would follow it to any file of its
+// container, the internal TLS key included. It runs first, as workerd's user, and
+// mounts nothing else. false when the pod has no image volume.
+func imageCheckContainer(w *fleetv1alpha1.Worker, opts Options, mounts []corev1.VolumeMount) (corev1.Container, bool) {
+	fields := map[string]string{"assets": "spec.assets"}
+	if w.Spec.Source.Image != nil {
+		fields["modules"] = "spec.source.image"
+	}
+	c := corev1.Container{
+		Name:  podcontract.ImageCheckContainer,
+		Image: opts.OperatorImage,
+		Args:  []string{podcontract.ImageCheckCommand},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+		},
+		SecurityContext:          restrictedSecurityContext(),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	for _, m := range mounts {
+		if f, ok := fields[m.Name]; ok {
+			c.Args = append(c.Args, f+"="+m.MountPath)
+			c.VolumeMounts = append(c.VolumeMounts, m)
+		}
+	}
+	return c, len(c.VolumeMounts) > 0
 }
 
 // workerdContainer runs workerd on the rendered config with the Worker's runtime image.

@@ -1,7 +1,9 @@
 // Package webhook holds the admission webhooks of the four kinds of
 // fleet.workerd-operator.io/v1alpha1: per kind a defaulter
 // (admission.Defaulter[*T]) and a validator (admission.Validator[*T]), built from
-// small validateX functions that each return a *field.Error.
+// small validateX functions that each return a *field.Error. R2Buckets have a
+// validator only: an endpoint that is an address in the admin's --outbound-deny is
+// refused (r2bucket.go).
 //
 // Validation covers what the CRDs' OpenAPI/CEL rules cannot: limit-profile ceilings
 // read from internal/limits, script size of inline and configMap sources, environment

@@ -219,6 +219,7 @@ var suitePolicy = Policy{
 	TolerationKeys:  []string{"dedicated"},
 	ServiceTypes:    []corev1.ServiceType{corev1.ServiceTypeNodePort},
 	Outbound:        []string{"public", "10.96.0.0/12"},
+	OutboundDeny:    []string{"169.254.0.0/16"},
 }
 
 func loadCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {

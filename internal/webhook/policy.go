@@ -63,6 +63,10 @@ type Policy struct {
 	// (outbound.Within). Empty: spec.outbound.allow is refused (the operator's default
 	// applies). The manager sets it to --allowed-outbound, else --outbound-default-allow.
 	Outbound []string
+	// OutboundDeny is the admin's deny list (--outbound-deny): an R2Bucket whose
+	// spec.s3.endpoint is an address in it is refused, as the sidecar would connect
+	// there for the Worker.
+	OutboundDeny []string
 }
 
 // profileRank orders the profiles from the most restrictive to the most permissive.

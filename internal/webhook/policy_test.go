@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
@@ -88,6 +89,7 @@ func policyCases() []admitCase {
 		}), wantErr: refused("spec.service.type", "LoadBalancer is not allowed", "allowed: ClusterIP, NodePort", "--allowed-service-types")},
 	}
 	cs = append(cs, outboundCases()...)
+	cs = append(cs, r2EndpointCases()...)
 	return append(cs, append(resourceCases(), profileCases()...)...)
 }
 
@@ -111,6 +113,27 @@ func outboundCases() []admitCase {
 			wantErr: []string{"spec.outbound.deny[0]: Invalid value", "neither a CIDR", "docs/outbound.md"}},
 		{name: "policy-outbound-metadata-not-public", obj: out("ob-meta", []string{"169.254.169.254"}, nil),
 			wantErr: []string{"spec.outbound.allow[0]: Forbidden", `"169.254.169.254"`}},
+	}
+}
+
+// r2EndpointCases: an R2Bucket's endpoint whose host is an address in the admin's deny
+// list (suitePolicy.OutboundDeny: 169.254.0.0/16, instance metadata) is refused: the
+// sidecar would connect there for the Worker. A name is admitted (the sidecar checks the
+// address it resolves to when it connects), as is an address outside the list.
+func r2EndpointCases() []admitCase {
+	bucket := func(name, endpoint string) client.Object {
+		return &v1alpha1.R2Bucket{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS}, Spec: v1alpha1.R2BucketSpec{S3: v1alpha1.S3BucketSource{
+			Endpoint: endpoint, Bucket: "photos", CredentialsSecret: v1alpha1.LocalObjectReference{Name: "s3"}}}}
+	}
+	denied := func(host string) []string {
+		return []string{"spec.s3.endpoint: Forbidden", "connecting to " + host + " is not allowed", "denied: 169.254.0.0/16",
+			"--outbound-deny", "docs/outbound.md", PolicyDoc}
+	}
+	return []admitCase{
+		{name: "policy-r2-endpoint-metadata-refused", obj: bucket("r2-meta", "http://169.254.169.254"), wantErr: denied("169.254.169.254")},
+		{name: "policy-r2-endpoint-mapped-refused", obj: bucket("r2-mapped", "http://[::ffff:169.254.169.254]:80/"), wantErr: denied("::ffff:169.254.169.254")},
+		{name: "policy-r2-endpoint-public-address", obj: bucket("r2-public", "https://203.0.113.5:9000")},
+		{name: "policy-r2-endpoint-name", obj: bucket("r2-name", "http://s3.storage.svc.cluster.local:7070")},
 	}
 }
 

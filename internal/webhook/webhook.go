@@ -152,6 +152,7 @@ const (
 	ValidateDurableObjectNamespacePath = "/validate-fleet-workerd-operator-io-v1alpha1-durableobjectnamespace"
 	MutateCronSchedulePath             = "/mutate-fleet-workerd-operator-io-v1alpha1-cronschedule"
 	ValidateCronSchedulePath           = "/validate-fleet-workerd-operator-io-v1alpha1-cronschedule"
+	ValidateR2BucketPath               = "/validate-fleet-workerd-operator-io-v1alpha1-r2bucket"
 )
 
 // The markers below generate config/webhook/manifests.yaml (`make manifests`:
@@ -180,6 +181,7 @@ const (
 // +kubebuilder:webhook:path=/validate-fleet-workerd-operator-io-v1alpha1-durableobjectnamespace,mutating=false,failurePolicy=fail,sideEffects=None,groups=fleet.workerd-operator.io,resources=durableobjectnamespaces,verbs=create;update,versions=v1alpha1,name=vdurableobjectnamespace.fleet.workerd-operator.io,admissionReviewVersions=v1,timeoutSeconds=5,patch=`{"matchConditions":[{"name":"create-or-spec-changed","expression":"request.operation != 'UPDATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec"}]}`
 // +kubebuilder:webhook:path=/mutate-fleet-workerd-operator-io-v1alpha1-cronschedule,mutating=true,failurePolicy=fail,sideEffects=None,groups=fleet.workerd-operator.io,resources=cronschedules,verbs=create;update,versions=v1alpha1,name=mcronschedule.fleet.workerd-operator.io,admissionReviewVersions=v1,timeoutSeconds=5,patch=`{"matchConditions":[{"name":"missing-default","expression":"!has(object.spec) || !has(object.spec.concurrencyPolicy) || object.spec.concurrencyPolicy == '' || !has(object.spec.historyLimit)"}]}`
 // +kubebuilder:webhook:path=/validate-fleet-workerd-operator-io-v1alpha1-cronschedule,mutating=false,failurePolicy=fail,sideEffects=None,groups=fleet.workerd-operator.io,resources=cronschedules,verbs=create;update,versions=v1alpha1,name=vcronschedule.fleet.workerd-operator.io,admissionReviewVersions=v1,timeoutSeconds=5,patch=`{"matchConditions":[{"name":"create-or-spec-changed","expression":"request.operation != 'UPDATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec"}]}`
+// +kubebuilder:webhook:path=/validate-fleet-workerd-operator-io-v1alpha1-r2bucket,mutating=false,failurePolicy=fail,sideEffects=None,groups=fleet.workerd-operator.io,resources=r2buckets,verbs=create;update,versions=v1alpha1,name=vr2bucket.fleet.workerd-operator.io,admissionReviewVersions=v1,timeoutSeconds=5,patch=`{"matchConditions":[{"name":"create-or-spec-changed","expression":"request.operation != 'UPDATE' || !has(oldObject.spec) || !has(object.spec) || object.spec != oldObject.spec"}]}`
 //
 // The validator reads referenced objects (existence checks, ConfigMap script size):
 // +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=workers;workflows;durableobjectnamespaces,verbs=get;list;watch
@@ -227,6 +229,9 @@ func SetupWebhooks(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.CronSchedule{}).WithValidator(w.CronScheduleValidator()).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.R2Bucket{}).WithValidator(w.R2BucketValidator()).Complete(); err != nil {
 		return err
 	}
 	srv := mgr.GetWebhookServer()

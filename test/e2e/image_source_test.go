@@ -20,7 +20,7 @@ const bundleImage = "localhost/workerd-operator/e2e-bundle:1"
 
 // suiteImages is config/dev/images.yaml plus the bundle image, written into
 // <dir>/bundle.tar: one ES module under /bundle (the renderer embeds only
-// spec.source.image.main).
+// spec.source.image.main), and the asset images of assets_test.go and imagecheck_test.go.
 func suiteImages(dir string) (*devcluster.ImageMapping, error) {
 	m, err := devcluster.LoadImageMapping(filepath.Join(repoRoot, "config", "dev", "images.yaml"))
 	if err != nil {
@@ -44,7 +44,11 @@ export default { async fetch(req) { return new Response(greeting + new URL(req.u
 	if err != nil {
 		return nil, err
 	}
-	m.Volumes = append(m.Volumes, assets)
+	links, err := linksImageVolume(dir)
+	if err != nil {
+		return nil, err
+	}
+	m.Volumes = append(m.Volumes, assets, links)
 	return m, nil
 }
 

@@ -1,12 +1,16 @@
 // Package r2bucket reconciles R2Buckets: an R2Bucket has no children (the pods of the
 // Workers binding it reach its store through their sidecars, docs/r2.md); its status
-// says whether its credentials Secret exists with both keys.
+// says whether its credentials Secret exists with both keys. The manager never contacts
+// the store: its endpoint is the author's, and a manager that dialed it would reach for
+// them whatever the manager can reach.
 package r2bucket
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,7 +55,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		conds.Set(fleetv1alpha1.ConditionReady, metav1.ConditionFalse, fleetv1alpha1.ReasonSecretNotFound, missing)
 	default:
 		conds.Set(fleetv1alpha1.ConditionReady, metav1.ConditionTrue, fleetv1alpha1.ReasonReconciled,
-			fmt.Sprintf("bucket %q at %s with the credentials of Secret %q", rb.Spec.S3.Bucket, rb.Spec.S3.Endpoint, rb.Spec.S3.CredentialsSecret.Name))
+			fmt.Sprintf("bucket %q at %s with the credentials of Secret %q (both keys present; the store itself is not contacted)",
+				rb.Spec.S3.Bucket, rb.Spec.S3.Endpoint, rb.Spec.S3.CredentialsSecret.Name))
 	}
 	r.Events.Transitions(ctx, rb, rb.Status.Conditions, st.Conditions)
 	if werr := common.WriteStatus(ctx, r.Client, rb, &rb.Status, st); werr != nil {
@@ -60,16 +65,68 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, err
 }
 
-// missingKeys says what is missing of the credentials Secret ("" when nothing). Only
-// its metadata is read: the operator never holds secret values (a Secret without the
-// keys keeps the pods' sidecars from starting, CreateContainerConfigError).
+// missingKeys says what is missing of the credentials Secret ("" when nothing): the
+// Secret, or one of the two keys the sidecar's env names (without it the pods' sidecars
+// do not start, CreateContainerConfigError). Only metadata is read: the operator never
+// holds secret values. The cache keeps no managed fields, so the key names come from a
+// live metadata read of the Secret's managedFields, which list the data keys each
+// writer set (names, no values).
 func (r *Reconciler) missingKeys(ctx context.Context, rb *fleetv1alpha1.R2Bucket) (string, error) {
 	name := rb.Spec.S3.CredentialsSecret.Name
-	err := r.Refs.Meta.Get(ctx, types.NamespacedName{Namespace: rb.Namespace, Name: name}, common.ReferenceMeta("Secret"))
+	key := types.NamespacedName{Namespace: rb.Namespace, Name: name}
+	notFound := fmt.Sprintf("spec.s3.credentialsSecret: Secret %q not found in namespace %q", name, rb.Namespace)
+	err := r.Refs.Meta.Get(ctx, key, common.ReferenceMeta("Secret"))
 	if apierrors.IsNotFound(err) {
-		return fmt.Sprintf("spec.s3.credentialsSecret: Secret %q not found in namespace %q", name, rb.Namespace), nil
+		return notFound, nil
 	}
-	return "", err
+	if err != nil {
+		return "", err
+	}
+	live := common.ReferenceMeta("Secret")
+	if err := r.Refs.Live.Get(ctx, key, live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return notFound, nil
+		}
+		return "", err
+	}
+	keys, known := dataKeys(live.ManagedFields)
+	var missing []string
+	for _, k := range []string{fleetv1alpha1.R2AccessKeyIDKey, fleetv1alpha1.R2SecretAccessKeyKey} {
+		if known && !keys[k] {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Sprintf("spec.s3.credentialsSecret: Secret %q has no key %s (it needs %s and %s)",
+			name, strings.Join(missing, ", "), fleetv1alpha1.R2AccessKeyIDKey, fleetv1alpha1.R2SecretAccessKeyKey), nil
+	}
+	return "", nil
+}
+
+// dataKeys are the Secret's keys as its managedFields record them: under data for a
+// create or update (stringData is converted first), under stringData for a server-side
+// apply. known is false when there are no managed fields at all (someone cleared
+// them): then nothing can be said. A key a later server-side apply dropped from
+// stringData stays in data but no longer counts.
+func dataKeys(mf []metav1.ManagedFieldsEntry) (keys map[string]bool, known bool) {
+	keys = map[string]bool{}
+	for _, e := range mf {
+		if e.FieldsV1 == nil {
+			continue
+		}
+		var f map[string]map[string]json.RawMessage
+		if json.Unmarshal(e.FieldsV1.Raw, &f) != nil {
+			continue
+		}
+		for _, field := range []string{"f:data", "f:stringData"} {
+			for k := range f[field] {
+				if name, ok := strings.CutPrefix(k, "f:"); ok {
+					keys[name] = true
+				}
+			}
+		}
+	}
+	return keys, len(mf) > 0
 }
 
 // SetupWithManager registers the reconciler; a change of a Secret requeues the

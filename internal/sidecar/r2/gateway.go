@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
@@ -65,14 +68,26 @@ type bucket struct {
 	core *minio.Core
 }
 
-// New makes a Gateway for cfgs; logf (may be nil) receives the S3 errors behind internal errors.
-func New(cfgs []BucketConfig, logf func(format string, args ...any)) (*Gateway, error) {
+// Options configure a Gateway.
+type Options struct {
+	// Logf receives the S3 errors behind internal errors; nil discards them.
+	Logf func(format string, args ...any)
+	// Outbound, when set, are the Worker's outbound rules (podcontract.SidecarOutboundEnv):
+	// the gateway connects to a store only at an address they allow, checked when it
+	// dials (outbound.Rules.Control), as workerd's network service connects for the
+	// Worker's own fetch(). nil: any address (local runs and tests).
+	Outbound *outbound.Rules
+}
+
+// New makes a Gateway for cfgs.
+func New(cfgs []BucketConfig, o Options) (*Gateway, error) {
+	logf := o.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
 	g := &Gateway{buckets: map[string]*bucket{}, logf: logf}
 	for _, c := range cfgs {
-		core, err := newClient(c)
+		core, err := newClient(c, o.Outbound)
 		if err != nil {
 			return nil, fmt.Errorf("r2: bucket %q: %w", c.Name, err)
 		}
@@ -81,7 +96,7 @@ func New(cfgs []BucketConfig, logf func(format string, args ...any)) (*Gateway, 
 	return g, nil
 }
 
-func newClient(c BucketConfig) (*minio.Core, error) {
+func newClient(c BucketConfig, rules *outbound.Rules) (*minio.Core, error) {
 	u, err := url.Parse(c.Endpoint)
 	if err != nil || (u.Scheme+"://" != "http://" && u.Scheme+"://" != "https://") || u.Host == "" {
 		return nil, fmt.Errorf("endpoint %q: want an http:// or https:// URL", c.Endpoint)
@@ -97,10 +112,19 @@ func newClient(c BucketConfig) (*minio.Core, error) {
 	if region == "" {
 		region = "us-east-1"
 	}
-	return minio.NewCore(u.Host, &minio.Options{
-		Creds:  credentials.NewStaticV4(id, secret, ""),
-		Secure: u.Scheme+"://" == "https://", Region: region,
-	})
+	secure := u.Scheme+"://" == "https://"
+	opts := &minio.Options{Creds: credentials.NewStaticV4(id, secret, ""), Secure: secure, Region: region}
+	if rules != nil {
+		tr, err := minio.DefaultTransport(secure)
+		if err != nil {
+			return nil, err
+		}
+		// No proxy: the guard checks the address dialed, which must be the store's.
+		tr.Proxy = nil
+		tr.DialContext = rules.Dialer(net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		opts.Transport = tr
+	}
+	return minio.NewCore(u.Host, opts)
 }
 
 // ServeHTTP answers one binding call: GET carries the call in CF-R2-Request, PUT in

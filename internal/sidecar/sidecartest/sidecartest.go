@@ -11,6 +11,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/localrun"
+	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
@@ -29,6 +30,10 @@ type Sidecar struct {
 	WrapR2 func(http.Handler) http.Handler
 	// Cache is the Cache API's cache; a default one under the test's directory when nil.
 	Cache *cache.Cache
+	// Outbound are the R2 gateway's outbound rules (r2.Options.Outbound); nil: none.
+	Outbound *outbound.Rules
+	// Logf receives the R2 gateway's log; nil: t.Logf.
+	Logf func(format string, args ...any)
 }
 
 // StartSidecar serves a sidecar as s says until the test ends and answers its address.
@@ -38,7 +43,11 @@ func StartSidecar(t testing.TB, s Sidecar) string {
 	for _, b := range s.Buckets {
 		cfg = append(cfg, r2.BucketConfig{Name: b, Endpoint: s.S3.Endpoint, Bucket: b, AccessKeyID: s.S3.AccessKeyID, SecretAccessKey: s.S3.SecretAccessKey})
 	}
-	gw, err := r2.New(cfg, t.Logf)
+	logf := s.Logf
+	if logf == nil {
+		logf = t.Logf
+	}
+	gw, err := r2.New(cfg, r2.Options{Logf: logf, Outbound: s.Outbound})
 	if err != nil {
 		t.Fatal(err)
 	}
