@@ -109,7 +109,7 @@ func runImport(o wrangler.Options, img imageOptions, outDir string, stdout, stde
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "import: wrote %d files to %s (kubectl apply -k %s)\n", len(files), outDir, outDir)
+	fmt.Fprintf(stderr, "import: wrote %d files to %s (kubectl apply --server-side -k %s)\n", len(files), outDir, outDir)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package wrangler
 
 import (
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -96,6 +97,34 @@ func TestImportAssetsNeedImage(t *testing.T) {
 	for _, want := range []string{"static assets", "--image REF", "--assets-image REF", "docs/assets.md"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+}
+
+// A bundle directory that holds the asset directory (wrangler --outdir dist in a Vite
+// project whose assets are dist/client) or lies in it (Astro's assets are dist) is refused,
+// naming both; one beside it imports.
+func TestImportBundleOverlapsAssets(t *testing.T) {
+	for _, tc := range []struct {
+		assets, bundle string
+		refused        bool
+	}{
+		{"dist/client", "dist", true},
+		{"dist", "dist", true},
+		{"dist", "dist/_worker.js", true},
+		{"dist", ".wrangler/bundle", false},
+		{"dist", "distbundle", false},
+	} {
+		dir := writeProject(t, map[string]string{
+			"wrangler.json":           `{"name": "s", "main": "worker.js", "compatibility_date": "2025-10-08", "assets": {"directory": "` + tc.assets + `"}}`,
+			"worker.js":               assetsWorker,
+			tc.bundle + "/worker.js":  assetsWorker,
+			tc.assets + "/index.html": "<p>hi</p>",
+		})
+		_, err := Import(Options{Path: dir, Bundle: filepath.Join(dir, tc.bundle), AssetsImage: "site:1"})
+		overlap := err != nil && strings.Contains(err.Error(), "overlap") && strings.Contains(err.Error(), "docs/import.md")
+		if overlap != tc.refused {
+			t.Errorf("assets %s, bundle %s: error %v, want refused=%v", tc.assets, tc.bundle, err, tc.refused)
 		}
 	}
 }

@@ -87,6 +87,9 @@ func Import(o Options) (*Result, error) {
 	}
 	var mods []v1alpha1.Module
 	if o.Bundle != "" {
+		if err := checkBundleBesideAssets(o.Bundle, res.assetsDir); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.File, err)
+		}
 		mods, err = BundleModules(o.Bundle, res.main)
 	} else {
 		var m v1alpha1.Module
@@ -225,4 +228,26 @@ func (r *Result) WriteDir(dir string) ([]string, error) {
 		return nil, err
 	}
 	return append(files, "kustomization.yaml"), nil
+}
+
+// checkBundleBesideAssets refuses a --bundle directory that holds the asset directory or
+// lies in it (wrangler --outdir dist in a Vite or Astro project): every asset would become
+// a module, or the bundle would be served as assets.
+func checkBundleBesideAssets(bundle, assetsDir string) error {
+	if assetsDir == "" {
+		return nil
+	}
+	b, err := filepath.Abs(bundle)
+	if err != nil {
+		return err
+	}
+	within := func(dir, parent string) bool {
+		rel, err := filepath.Rel(parent, dir)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	}
+	if within(b, assetsDir) || within(assetsDir, b) {
+		return fmt.Errorf("--bundle %s and the assets directory %s (assets.directory) overlap: write the bundle elsewhere, "+
+			"e.g. wrangler deploy --dry-run --outdir .wrangler/bundle and --bundle .wrangler/bundle (docs/import.md#code)", bundle, assetsDir)
+	}
+	return nil
 }
