@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func BenchmarkEngines(b *testing.B) {
 	n, m := envInt("WF_BENCH_INSTANCES", 100), envInt("WF_BENCH_STEPS", 10)
 	b.Run("sidecar", func(b *testing.B) {
 		h := newHarness(b, 1, wfDef{api.WorkflowConfig{Name: "bench"}, "Bench", "BENCH"})
-		runBench(b, h, "http://"+h.httpAddr, n, m)
+		runBench(b, h, "http://"+h.httpAddr, n, m, func() func() { return h.profiling(b) })
 	})
 	b.Run("builtin", func(b *testing.B) {
 		dir := b.TempDir()
@@ -54,13 +55,20 @@ func BenchmarkEngines(b *testing.B) {
 		b.Cleanup(p.kill)
 		h := &harness{t: b, logs: logs, client: newHarnessClient()}
 		h.waitUp("workerd (built-in engine)", p, "http://"+addr+"/")
-		runBench(b, h, "http://"+addr, n, m)
+		runBench(b, h, "http://"+addr, n, m, func() func() {
+			c := cpuSeconds(cmd.Process.Pid)
+			return func() { b.Logf("CPU seconds in the run: workerd %.2f", cpuSeconds(cmd.Process.Pid)-c) }
+		})
 	})
 }
 
-func runBench(b *testing.B, h *harness, base string, n, m int) {
+// runBench runs b.N rounds of n instances x m steps; measure brackets each round (its
+// result ends the round) and the machine's load average is logged around it.
+func runBench(b *testing.B, h *harness, base string, n, m int, measure func() func()) {
 	var rates, p99s []float64
 	for it := 0; it < b.N; it++ {
+		load := loadAvg()
+		done := measure()
 		ids := make([]string, n)
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -109,16 +117,29 @@ func runBench(b *testing.B, h *harness, base string, n, m int) {
 			}
 		}
 		elapsed := time.Since(start)
+		done()
 		rates = append(rates, float64(n*m)/elapsed.Seconds())
 		sort.Float64s(lat)
 		if len(lat) > 0 {
 			p99s = append(p99s, lat[int(float64(len(lat)-1)*0.99)])
+			b.Logf("round %d: %.0f steps/s, p50 %.0f ms, p99 %.0f ms; load average %s -> %s", it+1,
+				rates[len(rates)-1], lat[len(lat)/2], p99s[len(p99s)-1], load, loadAvg())
 		}
 	}
 	b.ReportMetric(mean(rates), "steps/s")
 	b.ReportMetric(mean(p99s), "p99-step-ms")
 	b.ReportMetric(float64(n), "instances")
 	b.ReportMetric(float64(m), "steps/instance")
+}
+
+// loadAvg is the 1, 5 and 15-minute load averages (/proc/loadavg).
+func loadAvg() string {
+	raw, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func mean(v []float64) float64 {

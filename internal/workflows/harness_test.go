@@ -49,6 +49,7 @@ func runChild(raw string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	profileChild()
 	srv, err := sidecar.New(sidecar.Options{Addr: c.Addr, DataDir: c.DataDir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
