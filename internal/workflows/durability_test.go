@@ -41,8 +41,7 @@ func faultEngine(t *testing.T, hold chan struct{}, failAt ...int64) (e *Engine, 
 	t.Cleanup(func() { _ = e.Close() })
 	var n atomic.Int64
 	var mu sync.Mutex
-	e.mu.Lock()
-	e.commitFault = func() error {
+	fault := func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		k := n.Add(1)
@@ -53,7 +52,7 @@ func faultEngine(t *testing.T, hold chan struct{}, failAt ...int64) (e *Engine, 
 		}
 		return nil
 	}
-	e.mu.Unlock()
+	e.commitFault.Store(&fault)
 	return e, runs
 }
 
@@ -118,9 +117,8 @@ func TestAttemptCommitFailureIsNotAcknowledged(t *testing.T) {
 	if err != nil || ans.Action != "run" {
 		t.Fatalf("step.do: %+v %v, want run", ans, err)
 	}
-	e.mu.Lock()
-	e.commitFault = func() error { return errDiskFull }
-	e.mu.Unlock()
+	fault := func() error { return errDiskFull }
+	e.commitFault.Store(&fault)
 	rep := AttemptReport{Workflow: "w", ID: "order-1", RunID: in.RunID, Name: "charge", N: 1, Attempt: ans.Attempt, OK: true, Result: []byte(`{"charged":true}`)}
 	if ans, err := e.Attempt(rep); err == nil || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("attempt with a failing commit: %+v %v, want the commit's error", ans, err)
