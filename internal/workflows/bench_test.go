@@ -113,7 +113,7 @@ func runBench(b *testing.B, h *harness, base string, n, m int, measure func() fu
 				b.Fatalf("%d instances did not complete", len(pending))
 			}
 			if len(pending) > 0 {
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(time.Duration(envInt("WF_BENCH_POLL_MS", 20)) * time.Millisecond)
 			}
 		}
 		elapsed := time.Since(start)

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
@@ -20,19 +21,17 @@ var errDiskFull = errors.New("write workflows.db: no space left on device")
 
 // faultEngine is an engine whose commits number failAt (1-based, counted from New's
 // return) fail. Its runner stands in for workerd's /run: it counts the calls, waits for
-// hold to close (nil: at once) and answers "complete" with output 1.
+// hold to close (nil: at once) and sends the outcome "complete" with output 1.
 func faultEngine(t *testing.T, hold chan struct{}, failAt ...int64) (e *Engine, runs *atomic.Int64) {
 	t.Helper()
 	runs = &atomic.Int64{}
-	runner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+	runner := fakeRunner(t, func() string {
 		runs.Add(1)
 		if hold != nil {
 			<-hold
 		}
-		_, _ = io.WriteString(w, `{"outcome":"complete","output":1}`)
-	}))
-	t.Cleanup(runner.Close)
+		return `{"op":"outcome","outcome":"complete","output":1}`
+	})
 	e, err := New(Options{DataDir: t.TempDir(), RunnerURL: runner.URL, DispatchRetry: 10 * time.Millisecond,
 		Workflows: []api.WorkflowConfig{{Name: "w"}}, Logf: t.Logf})
 	if err != nil {
@@ -141,4 +140,25 @@ func TestDispatchDelayBacksOff(t *testing.T) {
 	if got := dispatchDelay(base, 1000); got != 30*time.Second {
 		t.Errorf("dispatchDelay(%s, 1000) = %s, want the 30 s ceiling", base, got)
 	}
+}
+
+// fakeRunner stands in for workerd's runner: it accepts each run's socket, reads the
+// job, calls run (which may wait) and sends back the outcome message it returns.
+func fakeRunner(t *testing.T, run func() string) *httptest.Server {
+	t.Helper()
+	up := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, _, err := c.ReadMessage(); err != nil {
+			return
+		}
+		_ = c.WriteMessage(websocket.TextMessage, []byte(run()))
+		_, _, _ = c.ReadMessage() // until the engine closes
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }

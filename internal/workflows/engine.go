@@ -9,14 +9,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
@@ -34,7 +34,7 @@ type Engine struct {
 	o       Options
 	db      *bolt.DB
 	commits *committer
-	client  *http.Client
+	dialer  *websocket.Dialer
 	ctx     context.Context
 	cancel  context.CancelFunc
 	// wfs is fixed after New; the wfState fields that change are guarded by mu.
@@ -109,7 +109,7 @@ func New(o Options) (*Engine, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
 		o: o, db: db, ctx: ctx, cancel: cancel,
-		client:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}},
+		dialer:  newRunnerDialer(),
 		wfs:     map[string]*wfState{},
 		timers:  map[string]*time.Timer{},
 		settled: make(chan struct{}),
@@ -640,41 +640,6 @@ func (e *Engine) holdDispatch(failed bool) {
 		e.dispatchFailures++
 	}
 	e.dispatchBackoff = time.Now().Add(dispatchDelay(e.o.DispatchRetry, n))
-}
-
-// callRunner POSTs job to the runner's /run and reads its outcome.
-func (e *Engine) callRunner(job *runJob) (*runResult, error) {
-	body, _ := json.Marshal(job)
-	req, err := http.NewRequestWithContext(e.ctx, "POST", e.o.RunnerURL+"/run", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := e.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	// The answer carries the run's output, which is persisted like a step's result.
-	max := e.lim(limits.WorkflowStepResultBytes) + envelope
-	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max && resp.StatusCode == 200 {
-		// The same answer would come back on every dispatch: the run ends here.
-		return &runResult{Outcome: "errored", Error: &api.ErrorInfo{Name: "Error", Message: fmt.Sprintf(
-			"Workflow %q output is too large: the runner's answer is over %d bytes; the output may take %d (%s)",
-			job.Workflow, max, e.lim(limits.WorkflowStepResultBytes), e.cite(limits.WorkflowStepResultBytes))}}, nil
-	}
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("runner answered %d: %.300s", resp.StatusCode, b)
-	}
-	var res runResult
-	if err := json.Unmarshal(b, &res); err != nil || res.Outcome == "" {
-		return nil, fmt.Errorf("runner answer %.300q is not a run outcome", b)
-	}
-	return &res, nil
 }
 
 // finishRunTx commits a run's outcome (runErr: the runner could not be asked) and says
