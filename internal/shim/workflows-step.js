@@ -15,9 +15,11 @@ export class StepAbort extends Error {}
 
 // Link is a run's WebSocket to the engine: the job arrives first (link.job); ask()
 // sends {call, op, ...body} and resolves with the engine's {call, answer} or {call, error},
-// or null once the socket is gone.
+// or null once the socket is gone. Each question also carries lag: how late (ms) the last
+// answer was handled after the engine sent it at its "t", which the engine uses to start
+// no more runs than workerd keeps up with.
 export class Link {
-  #ws; #next = 1; #waiting = new Map(); #gotJob; #closed = false;
+  #ws; #next = 1; #waiting = new Map(); #gotJob; #closed = false; #lag;
   constructor(ws) {
     this.#ws = ws;
     this.job = new Promise((resolve, reject) => { this.#gotJob = { resolve, reject }; });
@@ -29,6 +31,7 @@ export class Link {
   #receive(data) {
     if (typeof data !== "string") return;
     const m = JSON.parse(data);
+    if (typeof m.t === "number") this.#lag = Math.max(0, Date.now() - m.t);
     if (this.#gotJob) { this.#gotJob.resolve(m); this.#gotJob = null; return; }
     const w = this.#waiting.get(m.call);
     if (w) { this.#waiting.delete(m.call); w(m); }
@@ -46,7 +49,9 @@ export class Link {
     const call = this.#next++;
     return new Promise((resolve) => {
       this.#waiting.set(call, resolve);
-      try { this.#ws.send(JSON.stringify({ call, op, ...body })); }
+      const lag = this.#lag;
+      this.#lag = undefined;
+      try { this.#ws.send(JSON.stringify({ call, op, lag, ...body })); }
       catch { this.#waiting.delete(call); resolve(null); }
     });
   }

@@ -55,6 +55,10 @@ type Engine struct {
 	// commitFault, when set (tests), fails commits after their changes, as a full or
 	// failing disk does: the transaction is rolled back.
 	commitFault atomic.Pointer[func() error]
+	// adm holds new runs back while workerd falls behind (admit.go); inFlight counts the
+	// runs in flight in all workflows (their wfState.inflight, changed under mu).
+	adm      admission
+	inFlight atomic.Int64
 
 	mu     sync.Mutex
 	timers map[string]*time.Timer
@@ -63,6 +67,7 @@ type Engine struct {
 	dispatchBackoff  time.Time
 	dispatchFailures int
 	pumpTimer        *time.Timer
+	admitTimer       *time.Timer
 }
 
 type wfState struct {
@@ -320,8 +325,10 @@ func (e *Engine) Close() error {
 	for _, t := range e.timers {
 		t.Stop()
 	}
-	if e.pumpTimer != nil {
-		e.pumpTimer.Stop()
+	for _, t := range []*time.Timer{e.pumpTimer, e.admitTimer} {
+		if t != nil {
+			t.Stop()
+		}
 	}
 	e.mu.Unlock()
 	e.cancel()
@@ -439,7 +446,7 @@ func (e *Engine) pump(wfName string) {
 		}
 		return
 	}
-	for len(w.inflight) < w.cfg.Concurrency && w.ready.Len() > 0 {
+	for len(w.inflight) < w.cfg.Concurrency && w.ready.Len() > 0 && e.admit() {
 		it := heap.Pop(&w.ready).(readyItem)
 		delete(w.inReady, it.id)
 		if w.inflight[it.id] {
@@ -448,6 +455,7 @@ func (e *Engine) pump(wfName string) {
 		}
 		e.stopTimer(wfName, it.id)
 		w.inflight[it.id] = true
+		e.inFlight.Add(1)
 		if len(w.inflight) > w.maxInflight {
 			w.maxInflight = len(w.inflight)
 		}
@@ -478,6 +486,7 @@ func (e *Engine) started(wfName string, it readyItem, job *runJob, err error) {
 	defer e.mu.Unlock()
 	w := e.wfs[wfName]
 	delete(w.inflight, it.id)
+	e.inFlight.Add(-1)
 	if err != nil {
 		if !e.closed.Load() {
 			e.logf("workflows: dispatch %s/%s: %v (dispatching again)", wfName, it.id, err)
@@ -541,6 +550,8 @@ type runJob struct {
 	ID       string   `json:"id"`
 	RunID    uint64   `json:"runId"`
 	Event    runEvent `json:"event"`
+	// T is when the job was sent (ms, runlink.go).
+	T float64 `json:"t,omitempty"`
 }
 
 type runResult struct {
@@ -592,6 +603,7 @@ func (e *Engine) settleRun(job *runJob, res *runResult, runErr error) {
 	defer e.mu.Unlock()
 	w := e.wfs[job.Workflow]
 	delete(w.inflight, job.ID)
+	e.inFlight.Add(-1)
 	if w.pendingWake[job.ID] {
 		delete(w.pendingWake, job.ID)
 		retry = false

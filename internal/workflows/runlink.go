@@ -23,7 +23,9 @@ import (
 // AttemptReport}, each answered by {"call": n, "answer": StepAnswer} or {"call": n,
 // "error": message} (the runner ends the run as aborted), and ends with
 // {"op": "outcome", ...runResult}. Per step that is a message each way on an open
-// connection where HTTP took a subrequest of workerd each way. The longest message the
+// connection where HTTP took a subrequest of workerd each way. Answers carry "t", the
+// engine's clock (ms) when sent; the runner's next message carries "lag", how late it
+// handled the last answer (admit.go). The longest message the
 // engine sends is a step result or the params (1 MiB each) with their envelope; the
 // pinned workerd takes WebSocket messages of up to 32 MiB (caps_test.go sends 1 MiB
 // both ways).
@@ -63,6 +65,7 @@ func (e *Engine) callRunner(job *runJob) (*runResult, error) {
 	// The outcome carries the run's output, which is persisted like a step's result.
 	conn.SetReadLimit(e.lim(limits.WorkflowStepResultBytes) + envelope)
 	l := &runLink{e: e, job: job, conn: conn}
+	job.T = msNow()
 	if err := l.send(job); err != nil {
 		return nil, err
 	}
@@ -83,11 +86,15 @@ func (l *runLink) serve() (*runResult, error) {
 			return nil, fmt.Errorf("run link: %w", err)
 		}
 		var head struct {
-			Call uint64 `json:"call"`
-			Op   string `json:"op"`
+			Call uint64   `json:"call"`
+			Op   string   `json:"op"`
+			Lag  *float64 `json:"lag"`
 		}
 		if err := json.Unmarshal(data, &head); err != nil {
 			return nil, fmt.Errorf("runner message %.300q is not JSON: %w", data, err)
+		}
+		if head.Lag != nil && l.e.adm.note(*head.Lag, int(l.e.inFlight.Load()), time.Now()) {
+			l.e.repump()
 		}
 		if head.Op == "outcome" {
 			var res runResult
@@ -147,9 +154,10 @@ func (l *runLink) call(op string, data []byte) (*StepAnswer, error) {
 
 // answer sends call n's answer, or its error.
 func (l *runLink) answer(n uint64, ans *StepAnswer, err error) {
-	msg := map[string]any{"call": n, "answer": ans}
+	t := msNow()
+	msg := map[string]any{"call": n, "answer": ans, "t": t}
 	if err != nil {
-		msg = map[string]any{"call": n, "error": err.Error()}
+		msg = map[string]any{"call": n, "error": err.Error(), "t": t}
 	}
 	_ = l.send(msg) // a broken link ends the run: serve sees it
 }
@@ -165,6 +173,9 @@ func (l *runLink) send(v any) error {
 	_ = l.conn.SetWriteDeadline(time.Now().Add(linkWriteTimeout))
 	return l.conn.WriteMessage(websocket.TextMessage, b)
 }
+
+// msNow is the clock in ms, as the runner's Date.now() reads it.
+func msNow() float64 { return float64(time.Now().UnixMicro()) / 1000 }
 
 // marshalNoEscape is v's JSON without HTML escaping (stored JSON goes out as it came in).
 func marshalNoEscape(v any) ([]byte, error) {
