@@ -15,8 +15,6 @@ const (
 	WorkflowsRunnerService = "workerd-operator:workflows-runner"
 	// WorkflowsBindingModule is the wrapped-binding module behind env.<BINDING>.
 	WorkflowsBindingModule = "workerd-operator:workflows-binding"
-	// WorkflowsSidecarBinding is the runner's binding to the sidecar.
-	WorkflowsSidecarBinding = "__sidecar"
 	// Shim files.
 	workflowsBindingFile = "workflows-binding.js"
 	workflowsRunnerFile  = "workflows-runner.js"
@@ -132,8 +130,8 @@ func (r *workflowKind) writeRunner(x *extras) {
 	c.openWorker(WorkflowsRunnerService)
 	c.field("modules", list(shimModule(workflowsRunnerFile), shimModule(workflowsStepFile)))
 	c.field("compatibilityDate", Quote(ShimCompatibilityDate))
+	// The runner needs no binding to the sidecar: the engine opens each run's socket.
 	c.open("bindings = [")
-	c.item(named(WorkflowsSidecarBinding), kv("service", Quote(podcontract.SidecarService)))
 	for _, h := range r.hosts {
 		c.item(named(h.Name), kv("service", tuple(named(r.svcName), kv("entrypoint", Quote(h.ClassName)))))
 	}

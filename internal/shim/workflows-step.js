@@ -1,8 +1,8 @@
 // The `step` object handed to a WorkflowEntrypoint's run(event, step) by
 // workflows-runner.js (engine: internal/workflows). Every call asks the sidecar's
-// engine (POST /workflows/_run/step) first: a completed step is answered from the engine's
-// store (replay), a new step.do runs its callback and its result is committed
-// (POST /workflows/_run/attempt) before step.do returns. When the engine says "suspend"
+// engine over the run's socket (Link, op "step") first: a completed step is answered
+// from the engine's store (replay), a new step.do runs its callback and its result is
+// committed (op "attempt") before step.do returns. When the engine says "suspend"
 // (sleep, waitForEvent without an event, a retry delay, a pause) the call never settles
 // and the runner ends the run; nothing is thrown into user code, so a try/catch around a
 // wait cannot swallow a suspension. The run ends only once every step.do attempt in
@@ -13,12 +13,63 @@ import { RpcTarget } from "cloudflare:workers";
 
 export class StepAbort extends Error {}
 
+// Link is a run's WebSocket to the engine: the job arrives first (link.job); ask()
+// sends {call, op, ...body} and resolves with the engine's {call, answer} or {call, error},
+// or null once the socket is gone. Each question also carries lag: how late (ms) the last
+// answer was handled after the engine sent it at its "t", which the engine uses to start
+// no more runs than workerd keeps up with.
+export class Link {
+  #ws; #next = 1; #waiting = new Map(); #gotJob; #closed = false; #lag;
+  constructor(ws) {
+    this.#ws = ws;
+    this.job = new Promise((resolve, reject) => { this.#gotJob = { resolve, reject }; });
+    ws.addEventListener("message", (ev) => this.#receive(ev.data));
+    ws.addEventListener("close", () => this.#gone());
+    ws.addEventListener("error", () => this.#gone());
+  }
+
+  #receive(data) {
+    if (typeof data !== "string") return;
+    const m = JSON.parse(data);
+    if (typeof m.t === "number") this.#lag = Math.max(0, Date.now() - m.t);
+    if (this.#gotJob) { this.#gotJob.resolve(m); this.#gotJob = null; return; }
+    const w = this.#waiting.get(m.call);
+    if (w) { this.#waiting.delete(m.call); w(m); }
+  }
+
+  #gone() {
+    this.#closed = true;
+    if (this.#gotJob) { this.#gotJob.reject(new Error("the engine closed the run's socket")); this.#gotJob = null; }
+    for (const w of this.#waiting.values()) w(null);
+    this.#waiting.clear();
+  }
+
+  ask(op, body) {
+    if (this.#closed) return Promise.resolve(null);
+    const call = this.#next++;
+    return new Promise((resolve) => {
+      this.#waiting.set(call, resolve);
+      const lag = this.#lag;
+      this.#lag = undefined;
+      try { this.#ws.send(JSON.stringify({ call, op, lag, ...body })); }
+      catch { this.#waiting.delete(call); resolve(null); }
+    });
+  }
+
+  // end sends the run's outcome (none when the run could not start) and closes.
+  end(outcome) {
+    try {
+      if (outcome && !this.#closed) this.#ws.send(JSON.stringify({ op: "outcome", ...outcome }));
+      this.#ws.close(1000, "run ended");
+    } catch {}
+  }
+}
+
 export class Step extends RpcTarget {
-  #sidecar; #job; #counts = new Map(); #stopped = null; #stop; #inflight = 0;
-  constructor(sidecar, job) {
+  #link; #counts = new Map(); #stopped = null; #stop; #inflight = 0;
+  constructor(link, job) {
     super();
-    this.#sidecar = sidecar;
-    this.#job = job;
+    this.#link = link;
     this.stopPromise = new Promise((resolve) => { this.#stop = resolve; });
   }
 
@@ -44,20 +95,12 @@ export class Step extends RpcTarget {
   }
 
   // call asks the engine; after the run stopped only attempt reports still go out.
-  async #call(path, body) {
-    if (this.#stopped && path !== "attempt") return this.#halt(this.#stopped);
-    let res;
-    try {
-      res = await this.#sidecar.fetch("http://sidecar/workflows/_run/" + path, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ workflow: this.#job.workflow, id: this.#job.id, runId: this.#job.runId, ...body }),
-      });
-    } catch (e) {
-      return this.#halt("aborted"); // the engine is gone; it replays when it is back
-    }
-    if (res.status !== 200) return this.#halt("aborted");
-    return res.json();
+  async #call(op, body) {
+    if (this.#stopped && op !== "attempt") return this.#halt(this.#stopped);
+    const m = await this.#link.ask(op, body);
+    // no answer (the engine is gone: it replays when it is back) or an error: abort
+    if (!m || !m.answer) return this.#halt("aborted");
+    return m.answer;
   }
 
   #answer(ans) {

@@ -3,8 +3,6 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -81,18 +79,16 @@ func TestStepsAnswerIsCapped(t *testing.T) {
 	}
 }
 
-// The runner's /run answer is read up to the step result limit (what the run's output
-// may take, as a step's result) plus the envelope: a larger output makes the instance
+// The runner's messages are read up to the step result limit (what the run's output
+// may take, as a step's result) plus the envelope: a larger outcome makes the instance
 // errored with an error that names the limit, and the run is not dispatched again.
 func TestRunnerAnswerIsCapped(t *testing.T) {
 	var runs atomic.Int64
 	out := strings.Repeat("o", 2<<20)
-	runner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+	runner := fakeRunner(t, func() string {
 		runs.Add(1)
-		_, _ = io.WriteString(w, `{"outcome":"complete","output":"`+out+`"}`)
-	}))
-	t.Cleanup(runner.Close)
+		return `{"op":"outcome","outcome":"complete","output":"` + out + `"}`
+	})
 	e, err := New(Options{DataDir: t.TempDir(), RunnerURL: runner.URL, DispatchRetry: 10 * time.Millisecond, Workflows: []api.WorkflowConfig{{Name: "w"}}})
 	if err != nil {
 		t.Fatal(err)

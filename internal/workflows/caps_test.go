@@ -176,3 +176,24 @@ func TestOversizedStepReports(t *testing.T) {
 		t.Errorf("a million-character error: status %s, error message of %d bytes", in.Status, len(in.Error.Message))
 	}
 }
+
+// A step result of 1 MiB (the limit) and params of 1 MiB reach the runner over the run
+// link (a WebSocket; kj's default message limit was 1 MiB, the pinned workerd's is
+// 32 MiB): the run gets its params, and after a sleep its replay gets the stored result.
+func TestLimitSizedMessagesReachRunner(t *testing.T) {
+	h := newHarness(t, 1, wfDef{api.WorkflowConfig{Name: "bigreplay"}, "BigReplay", "BIGREPLAY"})
+	chars := 1<<20 - 2 // a JSON string of exactly 1 MiB
+	pad := strings.Repeat("€", 340_000)
+	h.create("bigreplay", "r1", map[string]any{"chars": chars, "pad": pad})
+	in := h.waitStatus("bigreplay", "r1", api.StatusComplete, api.StatusErrored)
+	want := fmt.Sprintf(`{"euros":true,"pad":%d,"result":%d}`, len(pad)/3, chars)
+	var got map[string]any
+	_ = json.Unmarshal(in.Output, &got)
+	b, _ := json.Marshal(got)
+	if in.Status != api.StatusComplete || string(b) != want {
+		t.Fatalf("status %s, output %s, error %+v; want complete with %s", in.Status, b, in.Error, want)
+	}
+	if in.Dispatches < 2 {
+		t.Fatalf("%d dispatches: the sleep did not make the run replay its step", in.Dispatches)
+	}
+}

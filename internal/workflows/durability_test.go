@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
@@ -20,19 +21,17 @@ var errDiskFull = errors.New("write workflows.db: no space left on device")
 
 // faultEngine is an engine whose commits number failAt (1-based, counted from New's
 // return) fail. Its runner stands in for workerd's /run: it counts the calls, waits for
-// hold to close (nil: at once) and answers "complete" with output 1.
+// hold to close (nil: at once) and sends the outcome "complete" with output 1.
 func faultEngine(t *testing.T, hold chan struct{}, failAt ...int64) (e *Engine, runs *atomic.Int64) {
 	t.Helper()
 	runs = &atomic.Int64{}
-	runner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+	runner := fakeRunner(t, func() string {
 		runs.Add(1)
 		if hold != nil {
 			<-hold
 		}
-		_, _ = io.WriteString(w, `{"outcome":"complete","output":1}`)
-	}))
-	t.Cleanup(runner.Close)
+		return `{"op":"outcome","outcome":"complete","output":1}`
+	})
 	e, err := New(Options{DataDir: t.TempDir(), RunnerURL: runner.URL, DispatchRetry: 10 * time.Millisecond,
 		Workflows: []api.WorkflowConfig{{Name: "w"}}, Logf: t.Logf})
 	if err != nil {
@@ -41,8 +40,7 @@ func faultEngine(t *testing.T, hold chan struct{}, failAt ...int64) (e *Engine, 
 	t.Cleanup(func() { _ = e.Close() })
 	var n atomic.Int64
 	var mu sync.Mutex
-	e.mu.Lock()
-	e.commitFault = func() error {
+	fault := func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		k := n.Add(1)
@@ -53,7 +51,7 @@ func faultEngine(t *testing.T, hold chan struct{}, failAt ...int64) (e *Engine, 
 		}
 		return nil
 	}
-	e.mu.Unlock()
+	e.commitFault.Store(&fault)
 	return e, runs
 }
 
@@ -118,9 +116,8 @@ func TestAttemptCommitFailureIsNotAcknowledged(t *testing.T) {
 	if err != nil || ans.Action != "run" {
 		t.Fatalf("step.do: %+v %v, want run", ans, err)
 	}
-	e.mu.Lock()
-	e.commitFault = func() error { return errDiskFull }
-	e.mu.Unlock()
+	fault := func() error { return errDiskFull }
+	e.commitFault.Store(&fault)
 	rep := AttemptReport{Workflow: "w", ID: "order-1", RunID: in.RunID, Name: "charge", N: 1, Attempt: ans.Attempt, OK: true, Result: []byte(`{"charged":true}`)}
 	if ans, err := e.Attempt(rep); err == nil || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("attempt with a failing commit: %+v %v, want the commit's error", ans, err)
@@ -143,4 +140,25 @@ func TestDispatchDelayBacksOff(t *testing.T) {
 	if got := dispatchDelay(base, 1000); got != 30*time.Second {
 		t.Errorf("dispatchDelay(%s, 1000) = %s, want the 30 s ceiling", base, got)
 	}
+}
+
+// fakeRunner stands in for workerd's runner: it accepts each run's socket, reads the
+// job, calls run (which may wait) and sends back the outcome message it returns.
+func fakeRunner(t *testing.T, run func() string) *httptest.Server {
+	t.Helper()
+	up := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, _, err := c.ReadMessage(); err != nil {
+			return
+		}
+		_ = c.WriteMessage(websocket.TextMessage, []byte(run()))
+		_, _, _ = c.ReadMessage() // until the engine closes
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }

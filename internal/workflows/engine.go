@@ -9,13 +9,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
@@ -23,34 +24,50 @@ import (
 )
 
 // Engine runs workflow instances by replay; see the package comment.
+//
+// Locks: no lock is held while a commit is on the disk except an instance's run lock
+// (lockRun; a terminate, restart or delete, and a step call decided in a read-write
+// transaction, so that no attempt starts that such a change would not see). A replayed
+// step is answered from a read-only transaction with no lock. mu guards the scheduling
+// state (ready queues, slots, timers) and is held only briefly.
 type Engine struct {
-	o      Options
-	db     *bolt.DB
-	client *http.Client
-	ctx    context.Context
-	cancel context.CancelFunc
+	o       Options
+	db      *bolt.DB
+	commits *committer
+	dialer  *websocket.Dialer
+	ctx     context.Context
+	cancel  context.CancelFunc
+	// wfs is fixed after New; the wfState fields that change are guarded by mu.
+	wfs map[string]*wfState
 
-	mu           sync.Mutex
-	wfs          map[string]*wfState
-	timers       map[string]*time.Timer
-	attemptStart map[string]int64
-	infraReruns  map[string]int            // attempt key -> re-runs after infrastructure failures
-	pending      map[string]api.StepConfig // new step.do calls not committed yet
-	pendingCount map[string]int            // per instance
-	closed       bool
+	// shards hold the instances' run state (runmem.go); attempting counts the attempts
+	// in flight in all of them.
+	shards     [runShards]runShard
+	attempting atomic.Int64
+	closed     atomic.Bool
 	// stopping: a graceful shutdown is waiting for the attempts in flight; nothing new
 	// is dispatched or started.
-	stopping bool
-	// settled is closed (and replaced) whenever attempts in flight are forgotten.
-	settled chan struct{}
+	stopping atomic.Bool
+	// settled is closed (and replaced) whenever attempts in flight are forgotten while
+	// stopping.
+	settleMu sync.Mutex
+	settled  chan struct{}
+	// commitFault, when set (tests), fails commits after their changes, as a full or
+	// failing disk does: the transaction is rolled back.
+	commitFault atomic.Pointer[func() error]
+	// adm holds new runs back while workerd falls behind (admit.go); inFlight counts the
+	// runs in flight in all workflows (their wfState.inflight, changed under mu).
+	adm      admission
+	inFlight atomic.Int64
+
+	mu     sync.Mutex
+	timers map[string]*time.Timer
 	// dispatchBackoff: no dispatch before this time (the runner or the store failed);
 	// dispatchFailures counts those failures in a row (dispatchDelay).
 	dispatchBackoff  time.Time
 	dispatchFailures int
 	pumpTimer        *time.Timer
-	// commitFault, when set (tests), fails commits after their changes, as a full or
-	// failing disk does: the transaction is rolled back.
-	commitFault func() error
+	admitTimer       *time.Timer
 }
 
 type wfState struct {
@@ -97,13 +114,13 @@ func New(o Options) (*Engine, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
 		o: o, db: db, ctx: ctx, cancel: cancel,
-		client:       &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}},
-		wfs:          map[string]*wfState{},
-		timers:       map[string]*time.Timer{},
-		attemptStart: map[string]int64{}, infraReruns: map[string]int{},
-		pending:      map[string]api.StepConfig{},
-		pendingCount: map[string]int{},
-		settled:      make(chan struct{}),
+		dialer:  newRunnerDialer(),
+		wfs:     map[string]*wfState{},
+		timers:  map[string]*time.Timer{},
+		settled: make(chan struct{}),
+	}
+	for i := range e.shards {
+		e.shards[i].runs = map[string]*runMem{}
 	}
 	fail := func(err error) (*Engine, error) {
 		db.Close()
@@ -121,6 +138,7 @@ func New(o Options) (*Engine, error) {
 	if err := db.Update(e.recoverTx); err != nil {
 		return fail(fmt.Errorf("workflows: recover: %w", err))
 	}
+	e.commits = newCommitter(db, &e.commitFault)
 	for name := range e.wfs {
 		e.pump(name)
 	}
@@ -217,14 +235,12 @@ func (e *Engine) sweepLoop() {
 // SweepRetention deletes finished instances whose retention has passed (complete and
 // terminated: SuccessRetentionMs; errored: ErrorRetentionMs) and returns how many.
 func (e *Engine) SweepRetention() (int, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
+	if e.closed.Load() {
 		return 0, nil
 	}
 	now := nowMs()
 	n := 0
-	err := e.update(func(tx *bolt.Tx) error {
+	err := e.commit(func(tx *bolt.Tx) error {
 		n = 0
 		var doomed []*api.Instance
 		err := store.Instances(tx).ForEach(func(_, v []byte) error {
@@ -270,40 +286,53 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 // attempt is in flight (each result is committed as it settles) or ctx ends (its error).
 // The runner must still reach the engine meanwhile: it reports attempts over the API.
 func (e *Engine) Quiesce(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.stopping = true
-	for len(e.attemptStart) > 0 {
+	// An attempt is counted before the step call checks stopping (confirmRun), so an
+	// attempt either is counted here or is never started.
+	e.stopping.Store(true)
+	for {
+		e.settleMu.Lock()
 		ch := e.settled
-		e.mu.Unlock()
+		e.settleMu.Unlock()
+		n := e.attempting.Load()
+		if n <= 0 {
+			return nil
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			e.mu.Lock()
-			e.logf("workflows: shutdown: %d attempts still in flight: %v", len(e.attemptStart), ctx.Err())
+			e.logf("workflows: shutdown: %d attempts still in flight: %v", n, ctx.Err())
 			return ctx.Err()
 		}
-		e.mu.Lock()
 	}
-	return nil
 }
 
-// notifySettled wakes whoever waits for attempts in flight to settle. Called with mu held.
+// notifySettled wakes Quiesce when attempts in flight were forgotten.
 func (e *Engine) notifySettled() {
+	if !e.stopping.Load() {
+		return
+	}
+	e.settleMu.Lock()
 	close(e.settled)
 	e.settled = make(chan struct{})
+	e.settleMu.Unlock()
 }
 
 // Close stops timers and dispatches and closes the store at once (runs in workerd are
 // fenced by their run id when the engine comes back); Shutdown first waits for attempts.
 func (e *Engine) Close() error {
+	e.closed.Store(true)
 	e.mu.Lock()
-	e.closed = true
 	for _, t := range e.timers {
 		t.Stop()
 	}
+	for _, t := range []*time.Timer{e.pumpTimer, e.admitTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
 	e.mu.Unlock()
 	e.cancel()
+	e.commits.close()
 	return e.db.Close()
 }
 
@@ -325,22 +354,10 @@ func (e *Engine) wf(name string) (*wfState, error) {
 	return w, nil
 }
 
-// update commits f. Called with mu held.
-func (e *Engine) update(f func(tx *bolt.Tx) error) error {
-	return e.db.Update(withFault(e.commitFault, f))
-}
-
-// withFault is f, then fault when not nil (Engine.commitFault).
-func withFault(fault func() error, f func(tx *bolt.Tx) error) func(tx *bolt.Tx) error {
-	if fault == nil {
-		return f
-	}
-	return func(tx *bolt.Tx) error {
-		if err := f(tx); err != nil {
-			return err
-		}
-		return fault()
-	}
+// commit commits f in a group commit (committer.commit: f may run more than once).
+// Called with no lock held but, at most, a run lock.
+func (e *Engine) commit(f func(tx *bolt.Tx) error) error {
+	return e.commits.commit(f)
 }
 
 func (e *Engine) pushReady(w *wfState, id string, prio int, seq uint64) {
@@ -354,7 +371,7 @@ func (e *Engine) pushReady(w *wfState, id string, prio int, seq uint64) {
 // wake makes a waiting instance ready (timer fired, event arrived). Called with mu held.
 func (e *Engine) wake(wfName, id string) {
 	w := e.wfs[wfName]
-	if w == nil || e.closed {
+	if w == nil || e.closed.Load() {
 		return
 	}
 	if w.inflight[id] {
@@ -395,10 +412,25 @@ func (e *Engine) stopTimer(wfName, id string) {
 	}
 }
 
-// pump dispatches ready instances while the workflow has free slots. Called with mu held.
+// syncTimer stops the instance's timer unless it waits for a deadline (after a change
+// committed outside mu: a timer armed since then belongs to a later commit). Called
+// with mu held.
+func (e *Engine) syncTimer(wfName, id string) {
+	var in *api.Instance
+	_ = e.db.View(func(tx *bolt.Tx) error {
+		in, _ = store.GetInstance(tx, wfName, id)
+		return nil
+	})
+	if in == nil || in.Status != api.StatusWaiting || in.WakeAt == 0 {
+		e.stopTimer(wfName, id)
+	}
+}
+
+// pump dispatches ready instances while the workflow has free slots: each takes its
+// slot at once and starts (start) on its own goroutine. Called with mu held.
 func (e *Engine) pump(wfName string) {
 	w := e.wfs[wfName]
-	if w == nil || e.closed || e.stopping {
+	if w == nil || e.closed.Load() || e.stopping.Load() {
 		return
 	}
 	if d := time.Until(e.dispatchBackoff); d > 0 {
@@ -414,37 +446,59 @@ func (e *Engine) pump(wfName string) {
 		}
 		return
 	}
-	for len(w.inflight) < w.cfg.Concurrency && w.ready.Len() > 0 {
+	for len(w.inflight) < w.cfg.Concurrency && w.ready.Len() > 0 && e.admit() {
 		it := heap.Pop(&w.ready).(readyItem)
 		delete(w.inReady, it.id)
 		if w.inflight[it.id] {
 			w.pendingWake[it.id] = true
 			continue
 		}
-		var job *runJob
-		err := e.update(func(tx *bolt.Tx) error {
-			var err error
-			job, err = startRunTx(tx, wfName, it.id)
-			return err
-		})
-		if err != nil {
-			// The instance stays ready; every dispatch waits for the store to recover.
-			e.logf("workflows: dispatch %s/%s: %v (dispatching again)", wfName, it.id, err)
-			e.pushReady(w, it.id, it.prio, it.seq)
-			e.holdDispatch(true)
-			e.pump(wfName)
-			return
-		}
-		if job == nil {
-			continue
-		}
 		e.stopTimer(wfName, it.id)
 		w.inflight[it.id] = true
+		e.inFlight.Add(1)
 		if len(w.inflight) > w.maxInflight {
 			w.maxInflight = len(w.inflight)
 		}
-		go e.dispatch(job)
+		e.start(wfName, it)
 	}
+}
+
+// start queues the instance's move to running under a new run id (group commit, in
+// the order of the ready queue) and then runs it. Called with mu held.
+func (e *Engine) start(wfName string, it readyItem) {
+	var job *runJob
+	e.commits.commitAsync(func(tx *bolt.Tx) error {
+		var err error
+		job, err = startRunTx(tx, wfName, it.id)
+		return err
+	}, func(err error) { go e.started(wfName, it, job, err) })
+}
+
+// started runs a started instance's job; an instance that cannot run gives its slot
+// back. When the commit failed the instance stays ready and every dispatch waits for
+// the store to recover.
+func (e *Engine) started(wfName string, it readyItem, job *runJob, err error) {
+	if err == nil && job != nil {
+		e.dispatch(job)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w := e.wfs[wfName]
+	delete(w.inflight, it.id)
+	e.inFlight.Add(-1)
+	if err != nil {
+		if !e.closed.Load() {
+			e.logf("workflows: dispatch %s/%s: %v (dispatching again)", wfName, it.id, err)
+		}
+		delete(w.pendingWake, it.id)
+		e.pushReady(w, it.id, it.prio, it.seq)
+		e.holdDispatch(true)
+	} else if w.pendingWake[it.id] {
+		delete(w.pendingWake, it.id)
+		e.wakeLocked(w, wfName, it.id)
+	}
+	e.pump(wfName)
 }
 
 // startRunTx moves an instance that can run to running under a new run id and returns
@@ -496,6 +550,8 @@ type runJob struct {
 	ID       string   `json:"id"`
 	RunID    uint64   `json:"runId"`
 	Event    runEvent `json:"event"`
+	// T is when the job was sent (ms, runlink.go).
+	T float64 `json:"t,omitempty"`
 }
 
 type runResult struct {
@@ -507,41 +563,47 @@ type runResult struct {
 // dispatch runs job on the runner and commits its outcome.
 func (e *Engine) dispatch(job *runJob) {
 	res, err := e.callRunner(job)
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	if err != nil && !e.closed.Load() {
+		e.logf("workflows: run %s/%s #%d: %v (dispatching again)", job.Workflow, job.ID, job.RunID, err)
+	}
 	e.settleRun(job, res, err)
 }
 
-// settleRun commits a run's outcome and frees its slot. When the commit fails the
-// instance keeps its slot and the same outcome is committed again after dispatchDelay:
-// running the user's code again would repeat its side effects while the disk is full.
-// Called with mu held.
+// settleRun commits a run's outcome (group commit) and frees its slot. When the commit
+// fails the instance keeps its slot and the same outcome is committed again after
+// dispatchDelay: running the user's code again would repeat its side effects while the
+// disk is full.
 func (e *Engine) settleRun(job *runJob, res *runResult, runErr error) {
-	if e.closed {
+	if e.closed.Load() {
 		return // the next process replays the run
 	}
 	retry := false
-	uerr := e.update(func(tx *bolt.Tx) error {
+	uerr := e.commit(func(tx *bolt.Tx) error {
 		var ferr error
 		retry, ferr = e.finishRunTx(tx, job, res, runErr)
 		return ferr
 	})
 	if uerr != nil {
+		if e.closed.Load() {
+			return
+		}
+		e.mu.Lock()
 		e.holdDispatch(true)
 		d := time.Until(e.dispatchBackoff)
+		e.mu.Unlock()
 		e.logf("workflows: commit run %s/%s: %v (committing its outcome again in %s)", job.Workflow, job.ID, uerr, d)
-		time.AfterFunc(d, func() {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			e.settleRun(job, res, runErr)
-		})
+		time.AfterFunc(d, func() { e.settleRun(job, res, runErr) })
 		return
 	}
+	m, unlock := e.lockRun(job.Workflow, job.ID)
+	m.dropAttempts()
+	m.dropPending()
+	unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	w := e.wfs[job.Workflow]
 	delete(w.inflight, job.ID)
-	e.dropAttempts(job.Workflow, job.ID)
-	e.dropAllPending(job.Workflow, job.ID)
-	e.notifySettled()
+	e.inFlight.Add(-1)
 	if w.pendingWake[job.ID] {
 		delete(w.pendingWake, job.ID)
 		retry = false
@@ -573,11 +635,12 @@ func dispatchDelay(base time.Duration, failures int) time.Duration {
 
 // countStoreFailure counts a failed commit of a step (err is not an answer to the
 // caller, api.APIError): the runner aborts the run and its re-dispatch waits longer.
-// Called with mu held.
 func (e *Engine) countStoreFailure(err error) {
 	var ae *api.APIError
 	if !errors.As(err, &ae) {
+		e.mu.Lock()
 		e.dispatchFailures++
+		e.mu.Unlock()
 	}
 }
 
@@ -589,41 +652,6 @@ func (e *Engine) holdDispatch(failed bool) {
 		e.dispatchFailures++
 	}
 	e.dispatchBackoff = time.Now().Add(dispatchDelay(e.o.DispatchRetry, n))
-}
-
-// callRunner POSTs job to the runner's /run and reads its outcome.
-func (e *Engine) callRunner(job *runJob) (*runResult, error) {
-	body, _ := json.Marshal(job)
-	req, err := http.NewRequestWithContext(e.ctx, "POST", e.o.RunnerURL+"/run", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := e.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	// The answer carries the run's output, which is persisted like a step's result.
-	max := e.lim(limits.WorkflowStepResultBytes) + envelope
-	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max && resp.StatusCode == 200 {
-		// The same answer would come back on every dispatch: the run ends here.
-		return &runResult{Outcome: "errored", Error: &api.ErrorInfo{Name: "Error", Message: fmt.Sprintf(
-			"Workflow %q output is too large: the runner's answer is over %d bytes; the output may take %d (%s)",
-			job.Workflow, max, e.lim(limits.WorkflowStepResultBytes), e.cite(limits.WorkflowStepResultBytes))}}, nil
-	}
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("runner answered %d: %.300s", resp.StatusCode, b)
-	}
-	var res runResult
-	if err := json.Unmarshal(b, &res); err != nil || res.Outcome == "" {
-		return nil, fmt.Errorf("runner answer %.300q is not a run outcome", b)
-	}
-	return &res, nil
 }
 
 // finishRunTx commits a run's outcome (runErr: the runner could not be asked) and says
@@ -640,7 +668,6 @@ func (e *Engine) finishRunTx(tx *bolt.Tx, job *runJob, res *runResult, runErr er
 	}
 	live := in.Status == api.StatusRunning || in.Status == api.StatusWaitingForPause
 	if runErr != nil {
-		e.logf("workflows: run %s/%s #%d: %v (dispatching again)", job.Workflow, job.ID, job.RunID, runErr)
 		return live, nil
 	}
 	switch res.Outcome {
@@ -699,8 +726,6 @@ func (e *Engine) validateCreate(o *api.CreateOptions) *api.APIError {
 // Create makes a queued instance. Errors: invalid id or params (400), unknown workflow
 // (404), id in use (409, code 10405).
 func (e *Engine) Create(wfName string, o api.CreateOptions) (*api.Instance, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	w, err := e.wf(wfName)
 	if err != nil {
 		return nil, err
@@ -709,7 +734,7 @@ func (e *Engine) Create(wfName string, o api.CreateOptions) (*api.Instance, erro
 		return nil, aerr
 	}
 	var in *api.Instance
-	err = e.update(func(tx *bolt.Tx) error {
+	err = e.commit(func(tx *bolt.Tx) error {
 		var cerr error
 		in, cerr = e.createTx(tx, wfName, o)
 		return cerr
@@ -717,6 +742,8 @@ func (e *Engine) Create(wfName string, o api.CreateOptions) (*api.Instance, erro
 	if err != nil {
 		return nil, err
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.pushReady(w, in.ID, 1, in.Seq)
 	e.pump(wfName)
 	return in, nil
@@ -738,8 +765,6 @@ func (e *Engine) CreateBatch(wfName string, opts []api.CreateOptions) ([]*api.In
 	if len(opts) < 1 || len(opts) > 100 {
 		return nil, nil, api.Errorf(400, "batch.invalid_size", "createBatch: %d instances; want 1 to 100", len(opts))
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	w, err := e.wf(wfName)
 	if err != nil {
 		return nil, nil, err
@@ -752,7 +777,7 @@ func (e *Engine) CreateBatch(wfName string, opts []api.CreateOptions) ([]*api.In
 	}
 	var created []*api.Instance
 	var errs []api.BatchError
-	err = e.update(func(tx *bolt.Tx) error {
+	err = e.commit(func(tx *bolt.Tx) error {
 		created, errs = nil, nil
 		seen := map[string]bool{}
 		for i, o := range opts {
@@ -777,6 +802,8 @@ func (e *Engine) CreateBatch(wfName string, opts []api.CreateOptions) ([]*api.In
 	if err != nil {
 		return nil, nil, err
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, in := range created {
 		e.pushReady(w, in.ID, 1, in.Seq)
 	}
@@ -845,13 +872,14 @@ func (e *Engine) Steps(wfName, id, cursor string) (*api.StepPage, error) {
 	return page, err
 }
 
-// mutate loads an instance under the lock, lets f change it, and commits.
+// mutate loads an instance in a commit, lets f change it (f may run more than once),
+// and commits.
 func (e *Engine) mutate(wfName, id string, f func(tx *bolt.Tx, in *api.Instance) error) (*api.Instance, error) {
 	if _, err := e.wf(wfName); err != nil {
 		return nil, err
 	}
 	var in *api.Instance
-	err := e.update(func(tx *bolt.Tx) error {
+	err := e.commit(func(tx *bolt.Tx) error {
 		var gerr error
 		in, gerr = store.GetInstance(tx, wfName, id)
 		if gerr != nil {
@@ -869,27 +897,29 @@ func (e *Engine) mutate(wfName, id string, f func(tx *bolt.Tx, in *api.Instance)
 // waiting → paused. Other states: no effect (documented behaviour). A paused sleep keeps
 // its absolute deadline: on resume a sleep whose deadline passed continues at once.
 func (e *Engine) Pause(wfName, id string) (*api.Instance, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.mutate(wfName, id, func(_ *bolt.Tx, in *api.Instance) error {
+	in, err := e.mutate(wfName, id, func(_ *bolt.Tx, in *api.Instance) error {
 		switch in.Status {
 		case api.StatusRunning:
 			in.Status = api.StatusWaitingForPause
 		case api.StatusQueued, api.StatusWaiting:
 			in.Status = api.StatusPaused
-			e.stopTimer(wfName, id)
 		}
 		return nil
 	})
+	if err == nil {
+		e.mu.Lock()
+		e.syncTimer(wfName, id)
+		e.mu.Unlock()
+	}
+	return in, err
 }
 
 // Resume: paused → queued (replays from the top when a slot is free); waitingForPause →
 // running (the pause is cancelled). Other states: no effect.
 func (e *Engine) Resume(wfName, id string) (*api.Instance, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	requeue := false
 	in, err := e.mutate(wfName, id, func(_ *bolt.Tx, in *api.Instance) error {
+		requeue = false
 		switch in.Status {
 		case api.StatusPaused:
 			in.Status, requeue = api.StatusQueued, true
@@ -899,15 +929,23 @@ func (e *Engine) Resume(wfName, id string) (*api.Instance, error) {
 		return nil
 	})
 	if err == nil && requeue {
-		w := e.wfs[wfName]
-		if w.inflight[id] {
-			w.pendingWake[id] = true
-		} else {
-			e.pushReady(w, id, 0, in.Seq)
-			e.pump(wfName)
-		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.requeue(wfName, id, in.Seq)
 	}
 	return in, err
+}
+
+// requeue makes an instance ready again, or once its run in flight has ended. Called
+// with mu held.
+func (e *Engine) requeue(wfName, id string, seq uint64) {
+	w := e.wfs[wfName]
+	if w.inflight[id] {
+		w.pendingWake[id] = true
+		return
+	}
+	e.pushReady(w, id, 0, seq)
+	e.pump(wfName)
 }
 
 // Terminate ends an instance; no step or retry starts after it. With no step.do attempt
@@ -917,14 +955,21 @@ func (e *Engine) Resume(wfName, id string) (*api.Instance, error) {
 // terminated when its run has ended. Errors: 409 instance.cannot_terminate on complete,
 // errored or terminated instances (the status does not change).
 func (e *Engine) Terminate(wfName, id string) (*api.Instance, error) {
+	if _, err := e.wf(wfName); err != nil {
+		return nil, err
+	}
+	// The run lock is held through the commit: no attempt starts meanwhile that this
+	// decision would not see.
+	m, unlock := e.lockRun(wfName, id)
+	defer unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.mutate(wfName, id, func(_ *bolt.Tx, in *api.Instance) error {
+	inFlight := e.wfs[wfName].inflight[id] && m.inFlight("")
+	e.mu.Unlock()
+	in, err := e.mutate(wfName, id, func(_ *bolt.Tx, in *api.Instance) error {
 		if api.Finite(in.Status) {
 			return api.Errorf(409, "instance.cannot_terminate", "(instance.cannot_terminate) Cannot terminate instance %q: it is %s, a finite state", id, in.Status)
 		}
-		e.stopTimer(wfName, id)
-		if e.wfs[wfName].inflight[id] && e.attemptsInFlight(wfName, id, "") {
+		if inFlight {
 			if in.TerminateRequested == 0 {
 				in.TerminateRequested = nowMs()
 			}
@@ -934,6 +979,12 @@ func (e *Engine) Terminate(wfName, id string) (*api.Instance, error) {
 		terminate(in, nowMs())
 		return nil
 	})
+	if err == nil {
+		e.mu.Lock()
+		e.syncTimer(wfName, id)
+		e.mu.Unlock()
+	}
+	return in, err
 }
 
 // terminate makes in terminated at now.
@@ -945,28 +996,29 @@ func terminate(in *api.Instance, now int64) {
 // Restart erases the instance's steps and events and runs it again from the start
 // with the same id and params (any state).
 func (e *Engine) Restart(wfName, id string) (*api.Instance, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	if _, err := e.wf(wfName); err != nil {
+		return nil, err
+	}
+	m, unlock := e.lockRun(wfName, id)
 	in, err := e.mutate(wfName, id, func(tx *bolt.Tx, in *api.Instance) error {
 		if err := store.DeleteInstance(tx, wfName, id, false); err != nil {
 			return err
 		}
 		in.Status, in.Output, in.Error, in.Ended, in.Steps = api.StatusQueued, nil, nil, 0, 0
 		in.TerminateRequested = 0
-		e.dropAllPending(wfName, id)
 		in.RunID++
 		in.WakeAt, in.WaitType = 0, ""
 		return nil
 	})
 	if err == nil {
-		e.stopTimer(wfName, id)
-		w := e.wfs[wfName]
-		if w.inflight[id] {
-			w.pendingWake[id] = true
-		} else {
-			e.pushReady(w, id, 0, in.Seq)
-			e.pump(wfName)
-		}
+		m.forget()
+	}
+	unlock()
+	if err == nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.syncTimer(wfName, id)
+		e.requeue(wfName, id, in.Seq)
 	}
 	return in, err
 }
@@ -974,20 +1026,24 @@ func (e *Engine) Restart(wfName, id string) (*api.Instance, error) {
 // Delete removes an instance and its state; a run in flight is aborted at its next step
 // (no rollbacks). Errors: 404.
 func (e *Engine) Delete(wfName, id string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	if _, err := e.wf(wfName); err != nil {
 		return err
 	}
-	err := e.update(func(tx *bolt.Tx) error {
+	m, unlock := e.lockRun(wfName, id)
+	err := e.commit(func(tx *bolt.Tx) error {
 		if _, err := store.GetInstance(tx, wfName, id); err != nil {
 			return notFound(id)
 		}
 		return store.DeleteInstance(tx, wfName, id, true)
 	})
 	if err == nil {
-		e.stopTimer(wfName, id)
-		e.dropAllPending(wfName, id)
+		m.forget()
+	}
+	unlock()
+	if err == nil {
+		e.mu.Lock()
+		e.syncTimer(wfName, id)
+		e.mu.Unlock()
 	}
 	return err
 }
@@ -1002,8 +1058,6 @@ func (e *Engine) SendEvent(wfName, id, typ string, payload json.RawMessage) erro
 	if err := e.checkPayload("event payload", payload); err != nil {
 		return api.Errorf(400, "event.payload_too_large", "%v", err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	wake := false
 	_, err := e.mutate(wfName, id, func(tx *bolt.Tx, in *api.Instance) error {
 		if api.Finite(in.Status) {
@@ -1022,6 +1076,8 @@ func (e *Engine) SendEvent(wfName, id, typ string, payload json.RawMessage) erro
 		return nil
 	})
 	if err == nil && wake {
+		e.mu.Lock()
+		defer e.mu.Unlock()
 		e.wake(wfName, id)
 	}
 	return err

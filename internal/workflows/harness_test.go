@@ -49,6 +49,7 @@ func runChild(raw string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	profileChild()
 	srv, err := sidecar.New(sidecar.Options{Addr: c.Addr, DataDir: c.DataDir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -187,7 +188,6 @@ func newHarness(t testing.TB, scale float64, defs ...wfDef) *harness {
 func (h *harness) writeConfig(defs []wfDef) {
 	var userB, runnerB []string
 	userB = append(userB, `(name = "COUNTER", service = "counter")`)
-	runnerB = append(runnerB, `(name = "__sidecar", service = "sidecar")`)
 	for _, d := range defs {
 		userB = append(userB, fmt.Sprintf(`(name = %q, wrapped = (moduleName = "workerd-operator:workflows-binding", innerBindings = [(name = "sidecar", service = "sidecar"), (name = "config", json = %q)]))`,
 			d.binding, fmt.Sprintf(`{"workflow":%q}`, d.cfg.Name)))

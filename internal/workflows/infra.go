@@ -16,9 +16,9 @@ const maxInfraReruns = 5
 // is being updated and the pods behind a call are replaced. The run is aborted, the
 // engine dispatches it again (Options.DispatchRetry) and the replay runs the same
 // attempt number again: the user's retries are not consumed. At most maxInfraReruns
-// times per attempt. Called with mu held.
-func (e *Engine) infraRerun(r AttemptReport, ak string) bool {
-	if r.OK || r.NonRetryable || r.Error == nil || e.infraReruns[ak] >= maxInfraReruns {
+// times per attempt. Called with the run lock held.
+func (e *Engine) infraRerun(m *runMem, r AttemptReport, ak string) bool {
+	if r.OK || r.NonRetryable || r.Error == nil || m.reruns[ak] >= maxInfraReruns {
 		return false
 	}
 	switch failure.ClassifyCall(errors.New(r.Error.Name + ": " + r.Error.Message)) {
@@ -26,8 +26,8 @@ func (e *Engine) infraRerun(r AttemptReport, ak string) bool {
 	default:
 		return false
 	}
-	e.infraReruns[ak]++
+	m.reruns[ak]++
 	e.logf("workflows: %s/%s step %q-%d attempt %d failed for an infrastructure reason (%s: %s); running it again, not counted (%d of %d)",
-		r.Workflow, r.ID, r.Name, r.N, r.Attempt, r.Error.Name, r.Error.Message, e.infraReruns[ak], maxInfraReruns)
+		r.Workflow, r.ID, r.Name, r.N, r.Attempt, r.Error.Name, r.Error.Message, m.reruns[ak], maxInfraReruns)
 	return true
 }

@@ -3,7 +3,6 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -87,60 +86,9 @@ func doneAnswer(s *api.Step) *StepAnswer {
 	return &StepAnswer{Action: "cached", Result: s.Result}
 }
 
-func pendingKey(wf, id, name string, n int) string {
-	return fmt.Sprintf("%s\x00%s\x00%s\x00%d", wf, id, name, n)
-}
-
-func (e *Engine) dropPending(wf, id, pk string) {
-	if _, ok := e.pending[pk]; !ok {
-		return
-	}
-	delete(e.pending, pk)
-	ik := string(store.Key(wf, id))
-	if e.pendingCount[ik]--; e.pendingCount[ik] <= 0 {
-		delete(e.pendingCount, ik)
-	}
-}
-
-// dropAllPending forgets an instance's uncommitted steps (restart, terminate, delete).
-func (e *Engine) dropAllPending(wf, id string) {
-	prefix := string(store.Key(wf, id)) + "\x00"
-	for k := range e.pending {
-		if strings.HasPrefix(k, prefix) {
-			delete(e.pending, k)
-		}
-	}
-	delete(e.pendingCount, string(store.Key(wf, id)))
-}
-
-func attemptKey(wf, id, name string, n, attempt int) string {
-	return fmt.Sprintf("%s\x00%s\x00%s\x00%d\x00%d", wf, id, name, n, attempt)
-}
-
-// attemptsInFlight reports whether attempts of the instance other than except were
-// answered run and not reported yet. Called with mu held.
-func (e *Engine) attemptsInFlight(wf, id, except string) bool {
-	prefix := string(store.Key(wf, id)) + "\x00"
-	for k := range e.attemptStart {
-		if k != except && strings.HasPrefix(k, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
-// dropAttempts forgets the instance's attempts in flight (its run has ended: the runner
-// reports every attempt before it ends a run). Called with mu held.
-func (e *Engine) dropAttempts(wf, id string) {
-	prefix := string(store.Key(wf, id)) + "\x00"
-	for k := range e.attemptStart {
-		if strings.HasPrefix(k, prefix) {
-			delete(e.attemptStart, k)
-		}
-	}
-}
-
-type afterCommit func()
+// afterCommit is what a step call or an attempt report changes in memory once its
+// commit is on the disk; it runs with the instance's run lock held.
+type afterCommit func(m *runMem)
 
 // suspendTx moves the instance to waiting until wakeAt (or paused when a pause is pending).
 func (e *Engine) suspendTx(tx *bolt.Tx, in *api.Instance, wakeAt int64, waitType string, after *[]afterCommit) error {
@@ -152,7 +100,11 @@ func (e *Engine) suspendTx(tx *bolt.Tx, in *api.Instance, wakeAt int64, waitType
 	in.WakeAt, in.WaitType = wakeAt, waitType
 	if in.Status == api.StatusWaiting && wakeAt > 0 {
 		wf, id := in.Workflow, in.ID
-		*after = append(*after, func() { e.armTimer(wf, id, wakeAt) })
+		*after = append(*after, func(*runMem) {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.armTimer(wf, id, wakeAt)
+		})
 	}
 	return store.PutInstance(tx, in)
 }
@@ -160,24 +112,33 @@ func (e *Engine) suspendTx(tx *bolt.Tx, in *api.Instance, wakeAt int64, waitType
 // Step answers one step call of a run (see StepAnswer). Everything it decides is
 // committed before it returns.
 func (e *Engine) Step(r StepRequest) (*StepAnswer, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	w := e.wfs[r.Workflow]
-	if w == nil || e.stopping {
+	if w == nil || e.stopping.Load() {
 		return abortAnswer, nil
 	}
-	// Replay fast path: a completed step, and a new step.do while running, are answered
-	// from a read-only transaction.
+	// Replay: a completed step (or a stale run) is answered from a read-only
+	// transaction, with no lock.
 	var ans *StepAnswer
 	_ = e.db.View(func(tx *bolt.Tx) error {
-		ans = e.stepFast(tx, w, r)
+		_, ans = e.lookupStep(tx, r)
 		return nil
 	})
 	if ans != nil {
 		return ans, nil
 	}
+	m, unlock := e.lockRun(r.Workflow, r.ID)
+	defer unlock()
+	// A new step.do while running: read-only too, pending in memory until its first
+	// attempt's outcome is committed with its record (one fsync per step).
+	_ = e.db.View(func(tx *bolt.Tx) error {
+		ans = e.stepFast(tx, w, r, m)
+		return nil
+	})
+	if ans != nil {
+		return e.confirmRun(m, r.Name, r.N, ans), nil
+	}
 	var after []afterCommit
-	err := e.update(func(tx *bolt.Tx) error {
+	err := e.commit(func(tx *bolt.Tx) error {
 		var err error
 		after = nil
 		ans, err = e.stepTx(tx, w, r, &after)
@@ -188,9 +149,20 @@ func (e *Engine) Step(r StepRequest) (*StepAnswer, error) {
 		return nil, err
 	}
 	for _, f := range after {
-		f()
+		f(m)
 	}
-	return ans, nil
+	return e.confirmRun(m, r.Name, r.N, ans), nil
+}
+
+// confirmRun withdraws a run answer when a shutdown began meanwhile: the attempt was
+// counted before stopping is read, so Quiesce either waits for it or it never starts.
+// Called with the run lock held.
+func (e *Engine) confirmRun(m *runMem, name string, n int, ans *StepAnswer) *StepAnswer {
+	if ans.Action != "run" || !e.stopping.Load() {
+		return ans
+	}
+	m.endAttempt(attemptKey(name, n, ans.Attempt))
+	return abortAnswer
 }
 
 // stepState is what a step call finds in the store: its instance and its step record
@@ -222,16 +194,15 @@ func (e *Engine) lookupStep(tx *bolt.Tx, r StepRequest) (stepState, *StepAnswer)
 // stepFast answers from a read-only transaction, or nil to take the slow path. A new
 // step.do while running is pending in memory: its record is committed with its first
 // attempt's outcome (one fsync per step).
-func (e *Engine) stepFast(tx *bolt.Tx, w *wfState, r StepRequest) *StepAnswer {
+func (e *Engine) stepFast(tx *bolt.Tx, w *wfState, r StepRequest, m *runMem) *StepAnswer {
 	st, ans := e.lookupStep(tx, r)
 	if ans != nil || r.Kind != "do" || st.serr != store.ErrNotFound || st.in.Status != api.StatusRunning || e.checkStepName(r.Name) != nil {
 		return ans
 	}
-	pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
-	cfg, ok := e.pending[pk]
+	sk := stepKey(r.Name, r.N)
+	cfg, ok := m.pending[sk]
 	if !ok {
-		ik := string(store.Key(r.Workflow, r.ID))
-		if st.in.Steps+e.pendingCount[ik] >= w.cfg.Steps {
+		if st.in.Steps+len(m.pending) >= w.cfg.Steps {
 			return nil // the slow path errors the instance
 		}
 		c, err := e.resolveConfig(&w.cfg, r.Name, r.Config)
@@ -239,10 +210,9 @@ func (e *Engine) stepFast(tx *bolt.Tx, w *wfState, r StepRequest) *StepAnswer {
 			return nil
 		}
 		cfg = c
-		e.pending[pk] = cfg
-		e.pendingCount[ik]++
+		m.pending[sk] = cfg
 	}
-	e.attemptStart[attemptKey(r.Workflow, r.ID, r.Name, r.N, 1)] = nowMs()
+	m.startAttempt(attemptKey(r.Name, r.N, 1), nowMs())
 	return e.runAnswer(1, cfg.TimeoutMs, &cfg)
 }
 
@@ -312,7 +282,8 @@ func (e *Engine) doTx(tx *bolt.Tx, w *wfState, r StepRequest, st stepState, afte
 		return suspendAnswer, e.suspendTx(tx, in, s.WakeAt, "", after)
 	}
 	attempt := len(s.Attempts) + 1
-	e.attemptStart[attemptKey(r.Workflow, r.ID, r.Name, r.N, attempt)] = now
+	ak := attemptKey(r.Name, r.N, attempt)
+	*after = append(*after, func(m *runMem) { m.startAttempt(ak, now) })
 	return e.runAnswer(attempt, s.Config.TimeoutMs, s.Config), nil
 }
 
@@ -439,51 +410,45 @@ func takeEvent(tx *bolt.Tx, r StepRequest, s *api.Step, now int64) (bool, error)
 // (retries exhausted or NonRetryableError), run (retry now, delay 0), suspend (retry
 // after a delay, or a pause took effect) or abort (stale run).
 func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
-	// Group commit: the in-memory state is read under the lock, the commit goes through
-	// bbolt's Batch (concurrent attempts share one fsync; the function re-reads everything
-	// from the transaction, so a retried batch is safe), and the after-commit actions run
-	// under the lock again.
-	e.mu.Lock()
+	// Group commit: the run's memory is read under its run lock, the commit goes with
+	// the concurrent ones (attemptTx re-reads everything from the transaction, so a
+	// group committed again is safe), and the after-commit changes run under the run
+	// lock again.
 	if e.wfs[r.Workflow] == nil {
-		e.mu.Unlock()
 		return abortAnswer, nil
 	}
-	pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
-	ak := attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt)
-	pending, havePending := e.pending[pk]
-	start, inflight := e.attemptStart[ak]
-	others := e.attemptsInFlight(r.Workflow, r.ID, ak)
-	stopping, fault := e.stopping, e.commitFault
-	if e.infraRerun(r, ak) {
-		e.mu.Unlock()
+	sk, ak := stepKey(r.Name, r.N), attemptKey(r.Name, r.N, r.Attempt)
+	m, unlock := e.lockRun(r.Workflow, r.ID)
+	pending, havePending := m.pending[sk]
+	start, inflight := m.attempts[ak]
+	c := &attemptCommit{r: r, start: start, inflight: inflight, others: m.inFlight(ak), stopping: e.stopping.Load()}
+	if havePending {
+		c.pending = &pending
+	}
+	rerun := e.infraRerun(m, r, ak)
+	unlock()
+	if rerun {
 		return abortAnswer, nil
 	}
-	e.mu.Unlock()
 	var ans *StepAnswer
 	var after []afterCommit
-	err := e.db.Batch(withFault(fault, func(tx *bolt.Tx) error {
+	c.after = &after
+	err := e.commit(func(tx *bolt.Tx) error {
 		var err error
 		after = nil
-		c := &attemptCommit{r: r, start: start, inflight: inflight, others: others, stopping: stopping, after: &after}
-		if havePending {
-			c.pending = &pending
-		}
 		ans, err = e.attemptTx(tx, c)
 		return err
-	}))
+	})
 	if err != nil {
-		e.mu.Lock()
 		e.countStoreFailure(err)
-		e.mu.Unlock()
 		return nil, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	m, unlock = e.lockRun(r.Workflow, r.ID)
+	defer unlock()
 	for _, f := range after {
-		f()
+		f(m)
 	}
-	e.notifySettled()
-	return ans, nil
+	return e.confirmRun(m, r.Name, r.N, ans), nil
 }
 
 // attemptCommit is one Attempt's input to its transaction and what runs after it.
@@ -525,8 +490,8 @@ func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 		if err := store.PutInstance(tx, in); err != nil {
 			return nil, err
 		}
-		pk := pendingKey(r.Workflow, r.ID, r.Name, r.N)
-		c.then(func() { e.dropPending(r.Workflow, r.ID, pk) })
+		sk := stepKey(r.Name, r.N)
+		c.then(func(m *runMem) { delete(m.pending, sk) })
 	}
 	if s.Done {
 		return doneAnswer(s), nil
@@ -538,8 +503,8 @@ func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 	if c.start == 0 {
 		c.start = now
 	}
-	ak := attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt)
-	c.then(func() { delete(e.attemptStart, ak); delete(e.infraReruns, ak) })
+	ak := attemptKey(r.Name, r.N, r.Attempt)
+	c.then(func(m *runMem) { m.endAttempt(ak) })
 	a := api.Attempt{N: r.Attempt, Start: c.start, End: now}
 	errInfo, nonRetryable := r.Error, false
 	if r.OK {
@@ -623,7 +588,7 @@ func (e *Engine) retryTx(tx *bolt.Tx, in *api.Instance, s *api.Step, a api.Attem
 	case delay > 0:
 		return suspendAnswer, e.suspendTx(tx, in, s.WakeAt, "", c.after)
 	}
-	next, key := r.Attempt+1, attemptKey(r.Workflow, r.ID, r.Name, r.N, r.Attempt+1)
-	c.then(func() { e.attemptStart[key] = a.End })
+	next, key := r.Attempt+1, attemptKey(r.Name, r.N, r.Attempt+1)
+	c.then(func(m *runMem) { m.startAttempt(key, a.End) })
 	return e.runAnswer(next, s.Config.TimeoutMs, s.Config), nil
 }

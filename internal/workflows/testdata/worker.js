@@ -198,6 +198,16 @@ export class Big extends WorkflowEntrypoint {
   }
 }
 
+// A step result and params near 1 MiB, the step replayed after a sleep: the job and
+// the engine's answers reach the runner in parts (caps_test.go).
+export class BigReplay extends WorkflowEntrypoint {
+  async run(event, step) {
+    const r = await step.do("big", async () => "r".repeat(event.payload.chars));
+    await step.sleep("nap", 1);
+    return { result: r.length, pad: event.payload.pad.length, euros: event.payload.pad === "€".repeat(event.payload.pad.length) };
+  }
+}
+
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);
