@@ -44,6 +44,263 @@ function remember(handle, b) {
   }
 }
 
+// keep adds a messages line for handle that no messages() loop takes (it ended while the
+// line was on its way) to the handle's batch: the sidecar counts it as handed over, so
+// the next wait or messages() answers it from here.
+function keep(handle, o) {
+  const b = batches.get(handle);
+  if (b && b.seq + b.messages.length === o.seq) {
+    remember(handle, { seq: b.seq + b.next, messages: b.messages.slice(b.next).concat(o.messages), next: 0, at: Date.now() });
+  } else {
+    remember(handle, { seq: o.seq, messages: o.messages, next: 0, at: Date.now() });
+  }
+}
+
+// The sidecar cuts a request body silent for its body timeout (30 s); a streams request
+// sends an empty line this often to stay open.
+const KEEPALIVE_MS = 10 * 1000;
+
+// connsOf: per Durable Object instance (its state, this.ctx), the requests its channel
+// calls share: {streams, pipeline}. A Durable Object's requests share its I/O, so one
+// streams request serves all its subscribers (one read takes the lines of every
+// subscriber a publish reached) and one pipeline all its publishes. Keyed by the state,
+// not the id, so an instance never uses the connections of one it replaced.
+const connsOf = new WeakMap();
+function connsFor(ctx) {
+  let c = connsOf.get(ctx);
+  if (!c) connsOf.set(ctx, (c = { streams: null, pipeline: null }));
+  return c;
+}
+
+class Streams {
+  #sidecar;
+  #base;
+  #writer;
+  #writes = Promise.resolve();
+  #consumers = new Map();
+  #conns;
+  #opened;
+  #timer;
+  #ended = null;
+  constructor(sidecar, base, conns) {
+    this.#sidecar = sidecar;
+    this.#base = base;
+    this.#conns = conns;
+  }
+
+  static of(sidecar, base, conns) {
+    if (!conns.streams) conns.streams = new Streams(sidecar, base, conns);
+    return conns.streams;
+  }
+
+  // open starts the request once; it throws what prevented that.
+  open() {
+    if (!this.#opened) this.#opened = this.#start();
+    return this.#opened;
+  }
+
+  async #start() {
+    const { readable, writable } = new IdentityTransformStream();
+    this.#writer = writable.getWriter();
+    let res;
+    try {
+      res = await this.#sidecar.fetch(this.#base + "streams", {
+        method: "POST",
+        headers: { "content-type": "application/x-ndjson" },
+        body: readable,
+      });
+    } catch (e) {
+      this.#end();
+      throw new ChannelError("SIDECAR_UNAVAILABLE", `the channel registry (sidecar) could not be reached for streams: ${e && e.message ? e.message : e}`);
+    }
+    if (!res.ok) {
+      this.#end();
+      const text = await res.text();
+      let e = {};
+      try {
+        e = JSON.parse(text).error || {};
+      } catch {}
+      throw new ChannelError(e.code || "SIDECAR_UNAVAILABLE", e.message || `the sidecar answered streams with HTTP ${res.status}: ${text.slice(0, 200)}`);
+    }
+    this.#timer = setInterval(() => (this.#consumers.size > 0 ? this.#send("") : this.#end()), KEEPALIVE_MS);
+    this.#read(res.body.getReader());
+  }
+
+  #send(line) {
+    const w = this.#writer;
+    const data = new TextEncoder().encode(line + "\n");
+    this.#writes = this.#writes.then(() => w.write(data)).catch(() => {});
+  }
+
+  // add starts streaming handle to a new consumer: {lines, wake}; null when the request
+  // ended meanwhile (the caller opens another).
+  add(handle, heartbeatMs, ack) {
+    if (this.#ended) return null;
+    if (this.#consumers.has(handle)) {
+      throw new ChannelError("INVALID_ARGUMENT", `subscription ${handle} is already read by another messages() loop of this object`);
+    }
+    const c = { lines: [], wake: null };
+    this.#consumers.set(handle, c);
+    this.#send(JSON.stringify({ handle, timeoutMs: heartbeatMs, ack }));
+    return c;
+  }
+
+  // remove stops streaming handle for consumer c; lines still on their way are kept.
+  remove(handle, c) {
+    if (this.#consumers.get(handle) !== c) return;
+    this.#consumers.delete(handle);
+    if (!this.#ended) this.#send(JSON.stringify({ handle, stop: true }));
+  }
+
+  // next is c's next line, once there is one.
+  async next(c) {
+    while (c.lines.length === 0) await new Promise((r) => (c.wake = r));
+    return c.lines.shift();
+  }
+
+  async #read(reader) {
+    const dec = new TextDecoder();
+    let text = "";
+    let why = "the sidecar ended the streams request";
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += dec.decode(value, { stream: true });
+        let nl;
+        while ((nl = text.indexOf("\n")) >= 0) {
+          this.#route(JSON.parse(text.slice(0, nl)));
+          text = text.slice(nl + 1);
+        }
+      }
+    } catch (e) {
+      why = `the streams request failed: ${e && e.message ? e.message : e}`;
+    }
+    this.#end(new ChannelError("REGISTRY_RESTARTED", `channel registry restarted: ${why}; subscribe again`));
+  }
+
+  #route(o) {
+    const c = this.#consumers.get(o.handle);
+    if (!c) {
+      if (o.outcome === "messages") keep(o.handle, o);
+      return;
+    }
+    c.lines.push(o);
+    if (c.wake) {
+      const w = c.wake;
+      c.wake = null;
+      w();
+    }
+  }
+
+  // end makes this request unusable: the next messages() opens another; each consumer
+  // gets err (a stream that ends without closed/disconnected ends with an error).
+  #end(err) {
+    if (this.#conns.streams === this) this.#conns.streams = null;
+    clearInterval(this.#timer);
+    this.#ended = err || new ChannelError("REGISTRY_RESTARTED", "channel registry restarted; subscribe again");
+    try {
+      this.#writer.close().catch(() => {});
+    } catch {}
+    for (const c of this.#consumers.values()) {
+      c.lines.push({ error: { code: this.#ended.code, message: this.#ended.message.replace(/^[A-Z_]+: /, "") } });
+      if (c.wake) c.wake();
+    }
+    this.#consumers.clear();
+  }
+}
+
+// Pipeline is the pipeline request an object's publishes go on: one line each instead of
+// one request each, answered in order.
+class Pipeline {
+  #conns;
+  #writer;
+  #pending = [];
+  #timer;
+  #used = false;
+  #ended = null;
+  constructor(sidecar, base, conns) {
+    this.#conns = conns;
+    const { readable, writable } = new IdentityTransformStream();
+    this.#writer = writable.getWriter();
+    const res = sidecar.fetch(base + "pipeline", {
+      method: "POST",
+      headers: { "content-type": "application/x-ndjson" },
+      body: readable,
+    });
+    this.#read(res);
+    // A pipeline silent for the sidecar's body timeout (30 s) is cut: one with nothing to
+    // send for KEEPALIVE_MS ends instead, and the next publish opens another.
+    this.#timer = setInterval(() => {
+      if (!this.#used && this.#pending.length === 0) this.#end(null);
+      this.#used = false;
+    }, KEEPALIVE_MS);
+  }
+
+  static of(sidecar, base, conns) {
+    if (!conns.pipeline) conns.pipeline = new Pipeline(sidecar, base, conns);
+    return conns.pipeline;
+  }
+
+  // publish sends one line and resolves with its answer.
+  publish(name, text) {
+    this.#used = true;
+    const line = new TextEncoder().encode(JSON.stringify({ channel: name, message: text }) + "\n");
+    return new Promise((resolve, reject) => {
+      this.#pending.push({ resolve, reject });
+      this.#writer.write(line).catch(() => {});
+    });
+  }
+
+  async #read(response) {
+    let why;
+    try {
+      const res = await response;
+      if (!res.ok) {
+        why = `HTTP ${res.status}: ${(await res.text()).slice(0, 200)}`;
+      } else {
+        why = await this.#answers(res.body.getReader());
+      }
+    } catch (e) {
+      why = e && e.message ? e.message : String(e);
+    }
+    const err = new ChannelError("SIDECAR_UNAVAILABLE", `the channel registry (sidecar) connection was lost during publish (${why}); the message may or may not have been published`);
+    err.network = true;
+    this.#end(err);
+  }
+
+  // answers settles the pending publishes with the answer lines; it returns why they ended.
+  async #answers(reader) {
+    const dec = new TextDecoder();
+    let text = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return "the sidecar ended the pipeline";
+      text += dec.decode(value, { stream: true });
+      let nl;
+      while ((nl = text.indexOf("\n")) >= 0) {
+        const o = JSON.parse(text.slice(0, nl));
+        text = text.slice(nl + 1);
+        const p = this.#pending.shift();
+        if (!p) continue;
+        if (o.error) p.reject(new ChannelError(o.error.code, o.error.message, { limit: o.error.limit, source: o.error.source }));
+        else p.resolve(o.reached);
+      }
+    }
+  }
+
+  #end(err) {
+    if (this.#conns.pipeline === this) this.#conns.pipeline = null;
+    clearInterval(this.#timer);
+    try {
+      this.#writer.close().catch(() => {});
+    } catch {}
+    if (this.#ended) return;
+    this.#ended = err;
+    for (const p of this.#pending.splice(0)) p.reject(err);
+  }
+}
+
 class ChannelError extends Error {
   constructor(code, message, extra) {
     super(`${code}: ${message}`);
@@ -86,7 +343,10 @@ function checkName(name) {
 class Channels {
   #sidecar;
   #base;
-  constructor(sidecar, namespace, objectId) {
+  #conns;
+  constructor(sidecar, namespace, ctx) {
+    const objectId = ctx.id.toString();
+    this.#conns = connsFor(ctx);
     this.#sidecar = sidecar;
     this.#base = API + encodeURIComponent(namespace) + "/" + encodeURIComponent(objectId) + "/";
   }
@@ -138,9 +398,11 @@ class Channels {
     return (await this.#call("subscribe", { channel: name })).handle;
   }
 
-  // publish(name, text) → subscribers reached (0 when nobody subscribes). Errors:
-  // INVALID_MESSAGE (not a well-formed string), MESSAGE_TOO_LARGE (over 64 KiB of UTF-8),
-  // INVALID_CHANNEL_NAME, REGISTRY_RESTARTED, SIDECAR_UNAVAILABLE.
+  // publish(name, text) → subscribers reached (0 when nobody subscribes), sent on the
+  // object's pipeline request and applied in call order. Errors: INVALID_MESSAGE (not a
+  // well-formed string), MESSAGE_TOO_LARGE (over 64 KiB of UTF-8), INVALID_CHANNEL_NAME,
+  // REGISTRY_RESTARTED, SIDECAR_UNAVAILABLE (also when the connection is lost before the
+  // answer: the message may or may not have been published).
   async publish(name, text) {
     checkName(name);
     if (typeof text !== "string") {
@@ -149,7 +411,7 @@ class Channels {
     if (typeof text.isWellFormed === "function" && !text.isWellFormed()) {
       throw new ChannelError("INVALID_MESSAGE", "message is not well-formed text (lone UTF-16 surrogate); it cannot be UTF-8");
     }
-    return (await this.#call("publish", { channel: name, message: text })).reached;
+    return Pipeline.of(this.#sidecar, this.#base, this.#conns).publish(name, text);
   }
 
   // wait(handle, timeoutMs) → {outcome, message?, reason?}. timeoutMs 0 polls. A timed-out
@@ -208,13 +470,13 @@ class Channels {
     }
   }
 
-  // messages(handle, heartbeatMs) → an async iterator of wait outcomes carried by one
-  // sidecar response (the stream route): {outcome:"message",message} in order,
-  // {outcome:"timeout"} after each heartbeatMs without a message, and finally
+  // messages(handle, heartbeatMs) → an async iterator of wait outcomes carried by the
+  // object's one streams request (shared by its loops): {outcome:"message",message} in
+  // order, {outcome:"timeout"} after each heartbeatMs without a message, and finally
   // {outcome:"closed"|"disconnected",reason}, after which it ends. Use it inside the
-  // request (or waitUntil) that serves the subscriber. Leaving the loop early keeps the
-  // rest of the current batch for the next wait; messages already on their way in later
-  // lines are consumed. Errors as wait.
+  // request (or waitUntil) that serves the subscriber. Leaving the loop early keeps what
+  // the sidecar already sent for the next wait. One loop per handle at a time
+  // (INVALID_ARGUMENT otherwise). Errors as wait.
   async *messages(handle, heartbeatMs = 1000) {
     for (;;) {
       const r = await this.wait(handle, 0); // what a batch already holds, or a poll
@@ -223,34 +485,28 @@ class Channels {
       if (r.outcome !== "message") return;
     }
     const b = batches.get(handle);
-    const res = await this.#fetch("stream", { handle, timeoutMs: heartbeatMs, ack: b ? b.seq + b.next : 0 });
-    if (!res.ok) await this.#parse("stream", res);
-    const lines = res.body.pipeThrough(new TextDecoderStream()).getReader();
-    let text = "";
+    let s, c;
+    for (let i = 0; !c; i++) {
+      if (i === 3) throw new ChannelError("REGISTRY_RESTARTED", "channel registry restarted: the streams request kept ending; subscribe again");
+      s = Streams.of(this.#sidecar, this.#base, this.#conns);
+      await s.open();
+      c = s.add(handle, heartbeatMs, b ? b.seq + b.next : 0);
+    }
     try {
       for (;;) {
-        const { value, done } = await lines.read().catch((e) => ({ done: true, error: e }));
-        if (done) {
-          throw new ChannelError("REGISTRY_RESTARTED", "channel registry restarted: the sidecar ended the stream; subscribe again");
+        const o = c.lines.length > 0 ? c.lines.shift() : await s.next(c);
+        if (o.error) throw new ChannelError(o.error.code, o.error.message, { limit: o.error.limit, source: o.error.source });
+        if (o.outcome !== "messages") {
+          yield o.outcome === "timeout" ? { outcome: o.outcome } : { outcome: o.outcome, reason: o.reason };
+          if (o.outcome !== "timeout") return;
+          continue;
         }
-        text += value;
-        let nl;
-        while ((nl = text.indexOf("\n")) >= 0) {
-          const o = JSON.parse(text.slice(0, nl));
-          text = text.slice(nl + 1);
-          if (o.error) throw new ChannelError(o.error.code, o.error.message, { limit: o.error.limit, source: o.error.source });
-          if (o.outcome !== "messages") {
-            yield o;
-            if (o.outcome !== "timeout") return;
-            continue;
-          }
-          const kept = { seq: o.seq, messages: o.messages, next: 0, at: Date.now() };
-          remember(handle, kept);
-          while (kept.next < kept.messages.length) yield { outcome: "message", message: kept.messages[kept.next++] };
-        }
+        const kept = { seq: o.seq, messages: o.messages, next: 0, at: Date.now() };
+        remember(handle, kept);
+        while (kept.next < kept.messages.length) yield { outcome: "message", message: kept.messages[kept.next++] };
       }
     } finally {
-      lines.cancel().catch(() => {});
+      s.remove(handle, c);
     }
   }
 
@@ -291,7 +547,7 @@ class ChannelsBinding {
       throw notDurableObject("open() needs the DurableObjectState (this.ctx), got " + (ctx === null ? "null" : typeof ctx));
     }
     const cfg = this.#env.config || {};
-    return new Channels(this.#env.sidecar, cfg.namespace || "default", ctx.id.toString());
+    return new Channels(this.#env.sidecar, cfg.namespace || "default", ctx);
   }
   get ChannelError() {
     return ChannelError;

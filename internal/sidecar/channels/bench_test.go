@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // latencies collects publish→receive samples.
@@ -129,6 +131,15 @@ func benchRawWith(b *testing.B, subs int, paced, stream, pipe bool) {
 	if pipe {
 		publish = pipelinePublisher(b, client, base)
 	}
+	start := publishAll(b, subs, paced, publish, got)
+	call("close", map[string]any{"channel": "c", "reason": "done"}, &struct{}{})
+	wg.Wait()
+	lat.report(b, time.Since(start), b.N)
+}
+
+// publishAll publishes b.N messages with publish, each of which must reach subs; paced,
+// it awaits every subscriber's receipt before the next. It returns when timing started.
+func publishAll(b *testing.B, subs int, paced bool, publish func() int, got <-chan struct{}) time.Time {
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
@@ -139,9 +150,7 @@ func benchRawWith(b *testing.B, subs int, paced, stream, pipe bool) {
 			<-got
 		}
 	}
-	call("close", map[string]any{"channel": "c", "reason": "done"}, &struct{}{})
-	wg.Wait()
-	lat.report(b, time.Since(start), b.N)
+	return start
 }
 
 // pipelinePublisher opens a pipeline (docs/channels.md "Pipelined publish") and returns a
@@ -274,16 +283,9 @@ func benchWorkerdWith(b *testing.B, subs int, paced bool, query string) {
 			for i := 0; i < subs; i++ {
 				<-ready
 			}
-			b.ResetTimer()
-			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				if r := h.ok("bench", "publish", map[string]any{"channel": "c", "message": benchMessage()}); r.num("reached") != subs {
-					b.Fatalf("publish reached %v, want %d", r["reached"], subs)
-				}
-				for j := 0; paced && j < subs; j++ {
-					<-got
-				}
-			}
+			start := publishAll(b, subs, paced, func() int {
+				return h.ok("bench", "publish", map[string]any{"channel": "c", "message": benchMessage()}).num("reached")
+			}, got)
 			h.ok("bench", "close", map[string]any{"channel": "c", "reason": "done"})
 			wg.Wait()
 			lat.report(b, time.Since(start), b.N)
@@ -319,4 +321,74 @@ func newHarnessSidecarOnly(t testing.TB) *harness {
 	h.startSidecar()
 	t.Cleanup(func() { h.stopSidecar(false) })
 	return h
+}
+
+// benchWorkerdSockets: as benchWorkerdWith, each subscriber a WebSocket to the Durable
+// Object (testdata/worker.js "socket": ch.messages, one WebSocket message per delivery),
+// the way Durable Objects usually fan out to clients. The publisher is one request per
+// publish, or with socketPublisher one WebSocket to the object ("publisher") carrying
+// each publish and its answer, still awaiting each answer before the next publish.
+func benchWorkerdSockets(b *testing.B, subs int, paced, socketPublisher bool) {
+	h := newHarness(b, 0)
+	got := make(chan struct{}, 2*subs)
+	var lat latencies
+	var wg sync.WaitGroup
+	ready := make(chan struct{}, subs)
+	wsBase := "ws" + strings.TrimPrefix(h.base, "http") + "/o/bench/"
+	for i := 0; i < subs; i++ {
+		c, _, err := websocket.DefaultDialer.Dial(wsBase+"socket?channel=c", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			for {
+				_, m, err := c.ReadMessage()
+				switch {
+				case err != nil:
+					return
+				case string(m) == ": subscribed":
+					ready <- struct{}{}
+				default:
+					lat.received(string(m), paced, got)
+				}
+			}
+		}()
+	}
+	for i := 0; i < subs; i++ {
+		<-ready
+	}
+	publish := func() int {
+		return h.ok("bench", "publish", map[string]any{"channel": "c", "message": benchMessage()}).num("reached")
+	}
+	if socketPublisher {
+		publish = socketPublish(b, wsBase+"publisher?channel=c")
+	}
+	start := publishAll(b, subs, paced, publish, got)
+	h.ok("bench", "close", map[string]any{"channel": "c", "reason": "done"})
+	wg.Wait()
+	lat.report(b, time.Since(start), b.N)
+}
+
+// socketPublish opens the publisher WebSocket at url and returns a publish that sends one
+// benchMessage and awaits its answer (subscribers reached).
+func socketPublish(b *testing.B, url string) func() int {
+	p, _, err := websocket.DefaultDialer.Dial(url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	return func() int {
+		if err := p.WriteMessage(websocket.TextMessage, []byte(benchMessage())); err != nil {
+			b.Fatal(err)
+		}
+		_, a, err := p.ReadMessage()
+		n, perr := strconv.Atoi(string(a))
+		if err != nil || perr != nil {
+			b.Fatalf("publish answered %q (%v)", a, err)
+		}
+		return n
+	}
 }

@@ -24,6 +24,7 @@ const maxBodyBytes = 6*(64<<10) + 4096
 //	                                     batched: {"handle","timeoutMs","max","ack"} → {"outcome":"messages","messages","seq"}|...
 //	POST /channels/v1/objects/{namespace}/{object}/stream       {"handle","timeoutMs","ack"} → wait answers, one JSON per line
 //	POST /channels/v1/objects/{namespace}/{object}/pipeline     {"channel","message"} per line → {"reached"}|{"error"} per line
+//	POST /channels/v1/objects/{namespace}/{object}/streams      {"handle","timeoutMs","ack"}|{"handle","stop"} per line → stream lines tagged {"handle"}
 //	POST /channels/v1/objects/{namespace}/{object}/unsubscribe  {"handle"}             → {"unsubscribed"}
 //	POST /channels/v1/objects/{namespace}/{object}/close        {"channel","reason"}   → {"notified"}
 //	GET  /channels/v1/objects/{namespace}/{object}/subscribers?channel=NAME            → {"subscribers"}
@@ -39,6 +40,7 @@ func Handler(m *Manager) http.Handler {
 	mux.HandleFunc("POST "+obj+"wait", a.wait)
 	mux.HandleFunc("POST "+obj+"stream", a.stream)
 	mux.HandleFunc("POST "+obj+"pipeline", a.pipeline)
+	mux.HandleFunc("POST "+obj+"streams", a.streams)
 	mux.HandleFunc("POST "+obj+"unsubscribe", a.unsubscribe)
 	mux.HandleFunc("POST "+obj+"close", a.close)
 	mux.HandleFunc("GET "+obj+"subscribers", a.subscribers)
@@ -134,10 +136,7 @@ func (a httpAPI) stream(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) || !present(w, req.Handle, "handle") {
 		return
 	}
-	timeout := a.m.Lease() / 2 // heartbeat when timeoutMs is absent
-	if req.TimeoutMs >= 1 {
-		timeout = time.Duration(min(req.TimeoutMs, float64(a.m.Limits().MaxWait.Milliseconds())) * float64(time.Millisecond))
-	}
+	timeout := a.heartbeat(req.TimeoutMs)
 	rc := http.NewResponseController(w)
 	var buf []byte
 	started := false

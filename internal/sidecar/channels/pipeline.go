@@ -21,14 +21,8 @@ type deadlineRenewer interface{ RenewDeadline() }
 // further line is buffered. Each line has the sidecar's body timeout to arrive; a line over
 // the request body limit ends the pipeline with MESSAGE_TOO_LARGE.
 func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
-	rc := http.NewResponseController(w)
-	if err := rc.EnableFullDuplex(); err != nil {
-		writeError(w, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	if rc.Flush() != nil {
+	rc, ok := startDuplex(w)
+	if !ok {
 		return
 	}
 	renew, _ := r.Body.(deadlineRenewer)
@@ -54,6 +48,19 @@ func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
 			out = out[:0]
 		}
 	}
+}
+
+// startDuplex answers 200 with JSON lines at once, and lets the handler read its body
+// while it writes (full duplex); ok is false when that failed (answered or gone).
+func startDuplex(w http.ResponseWriter) (rc *http.ResponseController, ok bool) {
+	rc = http.NewResponseController(w)
+	if err := rc.EnableFullDuplex(); err != nil {
+		writeError(w, err)
+		return nil, false
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	return rc, rc.Flush() == nil
 }
 
 // publishLine appends the answer to one pipelined publish.

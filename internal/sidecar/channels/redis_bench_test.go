@@ -15,7 +15,9 @@ import (
 // BenchmarkSideBySide: the durable channels beside what a user would pick instead, Redis
 // pub/sub (Debian's redis-server, started here on loopback; go-redis client), in one run
 // with the same shape: one publisher awaiting each publish, 1/16/256 subscribers, 64-byte
-// messages, modes as in BenchmarkRawPublishReceive; then through workerd at 16 subscribers.
+// messages, modes as in BenchmarkRawPublishReceive; then through workerd at 16 subscribers
+// (server-sent events or WebSockets to the subscribers; the publisher one request per
+// publish or one WebSocket).
 //
 //	go test ./internal/sidecar/channels/ -run '^$' -bench SideBySide -benchtime=300x
 func BenchmarkSideBySide(b *testing.B) {
@@ -32,6 +34,8 @@ func BenchmarkSideBySide(b *testing.B) {
 	for _, mode := range benchModes {
 		b.Run(fmt.Sprintf("path=workerd/mode=%s/subscribers=16", mode), func(b *testing.B) { benchWorkerd(b, 16, mode == "latency") })
 		b.Run(fmt.Sprintf("path=workerd-messages/mode=%s/subscribers=16", mode), func(b *testing.B) { benchWorkerdWith(b, 16, mode == "latency", "&iterate") })
+		b.Run(fmt.Sprintf("path=workerd-sockets/mode=%s/subscribers=16", mode), func(b *testing.B) { benchWorkerdSockets(b, 16, mode == "latency", false) })
+		b.Run(fmt.Sprintf("path=workerd-sockets-pub/mode=%s/subscribers=16", mode), func(b *testing.B) { benchWorkerdSockets(b, 16, mode == "latency", true) })
 	}
 }
 

@@ -24,6 +24,8 @@ export class Obj extends DurableObject {
     const url = new URL(request.url);
     const op = url.pathname.split("/")[3];
     if (op === "stream") return this.stream(url.searchParams.get("channel"), url.searchParams.has("iterate"));
+    if (op === "socket") return this.socket(url.searchParams.get("channel"));
+    if (op === "publisher") return this.publisher(url.searchParams.get("channel"));
     const b = request.method === "POST" ? await request.json() : {};
     try {
       return Response.json(await this.run(op, b));
@@ -56,12 +58,56 @@ export class Obj extends DurableObject {
         }
         await w.close();
       } catch (e) {
-        try { await w.abort(e); } catch {}
+        try {
+          await w.write(enc.encode(`event: end\ndata: error: ${e && e.code}\n\n`));
+          await w.close();
+        } catch {}
       } finally {
         try { await ch.unsubscribe(handle); } catch {}
       }
     })());
     return new Response(readable, { headers: { "content-type": "text/event-stream" } });
+  }
+
+  // socket: a new subscription to channel, its messages as WebSocket text messages (read
+  // through ch.messages), ": subscribed" first; the socket closes with code 1000 and the
+  // outcome as its reason when the subscription ends.
+  async socket(channel) {
+    const ch = this.env.CHANNELS.open(this.ctx);
+    const handle = await ch.subscribe(channel);
+    const [client, server] = Object.values(new WebSocketPair());
+    server.accept();
+    this.ctx.waitUntil((async () => {
+      try {
+        server.send(": subscribed");
+        for await (const r of ch.messages(handle, 1000)) {
+          if (r.outcome === "message") server.send(r.message);
+          else if (r.outcome !== "timeout") {
+            server.close(1000, `${r.outcome}: ${r.reason}`);
+            return;
+          }
+        }
+      } catch (e) {
+        server.close(1011, String(e && e.code));
+      } finally {
+        try { await ch.unsubscribe(handle); } catch {}
+      }
+    })());
+    return new Response(null, { status: 101, webSocket: client });
+  }
+
+  // publisher: a WebSocket whose every text message is published on channel, answered
+  // by the number of subscribers reached (or the error's code), in order.
+  publisher(channel) {
+    const ch = this.env.CHANNELS.open(this.ctx);
+    const [client, server] = Object.values(new WebSocketPair());
+    server.accept();
+    let last = Promise.resolve();
+    server.addEventListener("message", (ev) => {
+      const p = ch.publish(channel, ev.data);
+      last = last.then(() => p).then((n) => server.send(String(n)), (e) => server.send(String(e && e.code)));
+    });
+    return new Response(null, { status: 101, webSocket: client });
   }
 
   async run(op, b) {

@@ -1,0 +1,214 @@
+package channels
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// streams serves POST .../streams: the stream route for many handles of one object on
+// one full-duplex request. The body carries commands as JSON lines — {"handle","timeoutMs",
+// "ack"?} starts streaming a handle, {"handle","stop":true} stops it, a blank line only
+// keeps the body alive — and the answer carries each handle's stream lines tagged with
+// {"handle":...} first, until the caller ends the request. One connection per object
+// instead of one per subscriber, and one write carries the lines of every handle ready
+// at once, so a publish reaching N subscribers of an isolate costs it one read. A line's
+// batch is acknowledged once that write succeeded, as on the stream route. Each command
+// line has the sidecar's body timeout to arrive.
+func (a httpAPI) streams(w http.ResponseWriter, r *http.Request) {
+	rc, ok := startDuplex(w)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	lw := newLineWriter(w, rc)
+	written := make(chan struct{})
+	go func() { defer close(written); lw.run(ctx) }()
+	s := &muxStreams{a: a, k: key(r), lw: lw, running: map[string]context.CancelFunc{}}
+	defer func() {
+		cancel()
+		s.wg.Wait()
+		<-written // the response is not written after the handler returns
+	}()
+	renew, _ := r.Body.(deadlineRenewer)
+	br := bufio.NewReaderSize(r.Body, 4<<10)
+	for {
+		line, err := readLine(br, maxBodyBytes)
+		if renew != nil {
+			renew.RenewDeadline()
+		}
+		if line = bytes.TrimSpace(line); len(line) > 0 && !errors.Is(err, errLineTooLong) {
+			s.command(ctx, line)
+		}
+		if err != nil {
+			return // the caller ended its commands (or they stopped arriving): streams end
+		}
+	}
+}
+
+// muxStreams is the state of one streams request: the running handles' cancels.
+type muxStreams struct {
+	a       httpAPI
+	k       Key
+	lw      *lineWriter
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	running map[string]context.CancelFunc
+}
+
+// command applies one command line; a bad one is answered by an error line for its
+// handle (or for "" when it names none).
+func (s *muxStreams) command(ctx context.Context, line []byte) {
+	var c struct {
+		Handle    *string `json:"handle"`
+		TimeoutMs float64 `json:"timeoutMs"`
+		Ack       uint64  `json:"ack"`
+		Stop      bool    `json:"stop"`
+	}
+	if json.Unmarshal(line, &c) != nil || c.Handle == nil {
+		s.fail("", newError(http.StatusBadRequest, CodeInvalidArgument, "streams command is not the JSON object {\"handle\",\"timeoutMs\",\"ack\"} or {\"handle\",\"stop\":true}"))
+		return
+	}
+	h := *c.Handle
+	s.mu.Lock()
+	stop, busy := s.running[h]
+	switch {
+	case c.Stop && busy:
+		stop()
+		delete(s.running, h)
+	case !c.Stop && !busy:
+		hctx, stop := context.WithCancel(ctx)
+		s.running[h] = stop
+		s.wg.Add(1)
+		go s.run(hctx, h, s.a.heartbeat(c.TimeoutMs), c.Ack)
+	}
+	s.mu.Unlock()
+	if !c.Stop && busy {
+		s.fail(h, newError(http.StatusBadRequest, CodeInvalidArgument, "handle %s is already streaming on this request", h))
+	}
+}
+
+// run streams handle h until it ends or is stopped; its end, if not a stop, is its last
+// line (closed, disconnected or an error).
+func (s *muxStreams) run(ctx context.Context, h string, heartbeat time.Duration, ack uint64) {
+	defer s.wg.Done()
+	tag := append(append([]byte(`{"handle":`), appendJSON(nil, h)...), ',')
+	var line, tagged []byte
+	err := s.a.m.Stream(ctx, s.k, h, heartbeat, ack, func(l *streamLine) error {
+		line = l.appendTo(line[:0])
+		tagged = append(append(tagged[:0], tag...), line[1:]...) // the line's own "{" dropped
+		return s.lw.emit(ctx, tagged)
+	})
+	if err != nil && ctx.Err() == nil {
+		s.fail(h, err)
+	}
+	s.mu.Lock()
+	if ctx.Err() == nil {
+		delete(s.running, h)
+	}
+	s.mu.Unlock()
+}
+
+// fail writes an error line for handle h.
+func (s *muxStreams) fail(h string, err error) {
+	line := appendJSON(nil, map[string]any{"handle": h, "error": asError(err)})
+	_ = s.lw.emit(context.Background(), append(line, '\n'))
+}
+
+// heartbeat is a stream's heartbeat for timeoutMs: half the lease when absent, at most
+// the longest wait.
+func (a httpAPI) heartbeat(timeoutMs float64) time.Duration {
+	if timeoutMs < 1 {
+		return a.m.Lease() / 2
+	}
+	return time.Duration(min(timeoutMs, float64(a.m.Limits().MaxWait.Milliseconds())) * float64(time.Millisecond))
+}
+
+// lineWriter is the one writer of a response that many goroutines emit lines to: what
+// is queued while a write is on the connection goes out in the next one.
+type lineWriter struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	wake  chan struct{}
+	mu    sync.Mutex
+	buf   []byte
+	round *writeRound
+	err   error
+}
+
+// writeRound is one write: done closes once it is on the connection, with its error.
+type writeRound struct {
+	done chan struct{}
+	err  error
+}
+
+func newLineWriter(w http.ResponseWriter, rc *http.ResponseController) *lineWriter {
+	return &lineWriter{w: w, rc: rc, wake: make(chan struct{}, 1), round: &writeRound{done: make(chan struct{})}}
+}
+
+// emit queues line and returns once the write carrying it is done (its error), or when
+// ctx ends first.
+func (lw *lineWriter) emit(ctx context.Context, line []byte) error {
+	lw.mu.Lock()
+	if lw.err != nil {
+		lw.mu.Unlock()
+		return lw.err
+	}
+	lw.buf = append(lw.buf, line...)
+	round := lw.round
+	lw.mu.Unlock()
+	select {
+	case lw.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-round.done:
+		return round.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run writes what is queued, one write per wake-up, until a write fails or ctx ends.
+func (lw *lineWriter) run(ctx context.Context) {
+	var out []byte
+	for {
+		select {
+		case <-lw.wake:
+		case <-ctx.Done():
+			lw.finish(ctx.Err())
+			return
+		}
+		runtime.Gosched() // let the other subscribers of the same publish queue theirs
+		lw.mu.Lock()
+		out, lw.buf = lw.buf, out[:0]
+		round := lw.round
+		lw.round = &writeRound{done: make(chan struct{})}
+		lw.mu.Unlock()
+		_, err := lw.w.Write(out)
+		if err == nil {
+			err = lw.rc.Flush()
+		}
+		round.err = err
+		close(round.done)
+		if err != nil {
+			lw.finish(err)
+			return
+		}
+	}
+}
+
+// finish fails every later emit with err, and the round still queued.
+func (lw *lineWriter) finish(err error) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	lw.err = err
+	lw.round.err = err
+	close(lw.round.done)
+}

@@ -1,0 +1,193 @@
+package channels_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// streamsClient is one streams request (docs/channels.md "Many streams on one request"):
+// send writes command lines, next reads the next answer line.
+type streamsClient struct {
+	t     *testing.T
+	w     io.WriteCloser
+	lines *bufio.Scanner
+}
+
+func openStreams(t *testing.T, base string) *streamsClient {
+	pr, pw := io.Pipe()
+	res, err := http.Post(base+"streams", "application/x-ndjson", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pw.Close(); res.Body.Close() })
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("streams: HTTP %d", res.StatusCode)
+	}
+	return &streamsClient{t: t, w: pw, lines: bufio.NewScanner(res.Body)}
+}
+
+func (s *streamsClient) send(line string) {
+	if _, err := io.WriteString(s.w, line+"\n"); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// streamsLine is one answer line: a stream line tagged with its handle.
+type streamsLine struct {
+	Handle   string
+	Outcome  string
+	Messages []string
+	Seq      uint64
+	Reason   string
+	Error    *struct{ Code string }
+}
+
+func (s *streamsClient) next() streamsLine {
+	s.t.Helper()
+	if !s.lines.Scan() {
+		s.t.Fatalf("the streams answer ended: %v", s.lines.Err())
+	}
+	var l streamsLine
+	if err := json.Unmarshal(s.lines.Bytes(), &l); err != nil {
+		s.t.Fatalf("line %s: %v", s.lines.Bytes(), err)
+	}
+	return l
+}
+
+// The streams route carries the stream route's lines of many handles on one request, each
+// tagged with its handle: a first line at once, a line per publish to each handle, stop
+// leaving what is published later queued for a wait, a second start of a running handle
+// and an unknown handle answered with their errors, and closed at the end.
+func TestStreamsRoute(t *testing.T) {
+	h := newHarnessSidecarOnly(t)
+	base := "http://" + h.sidecarAddr + "/channels/v1/objects/ns/obj/"
+	call := func(op, body string) map[string]any {
+		res, err := http.Post(base+op, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&out)
+		return out
+	}
+	h1 := call("subscribe", `{"channel":"room"}`)["handle"].(string)
+	h2 := call("subscribe", `{"channel":"room"}`)["handle"].(string)
+	s := openStreams(t, base)
+	s.send(`{"handle":"` + h1 + `","timeoutMs":60000}`)
+	s.send(`{"handle":"` + h2 + `","timeoutMs":60000}`)
+	first := map[string]string{}
+	for range 2 {
+		l := s.next()
+		first[l.Handle] = l.Outcome
+	}
+	if first[h1] != "timeout" || first[h2] != "timeout" {
+		t.Fatalf("first lines %v, want a timeout line for each handle", first)
+	}
+	if n := call("publish", `{"channel":"room","message":"a"}`)["reached"]; n != 2.0 {
+		t.Fatalf("publish reached %v, want 2", n)
+	}
+	got := map[string]streamsLine{}
+	for range 2 {
+		l := s.next()
+		got[l.Handle] = l
+	}
+	for _, hd := range []string{h1, h2} {
+		if l := got[hd]; l.Outcome != "messages" || len(l.Messages) != 1 || l.Messages[0] != "a" || l.Seq != 0 {
+			t.Fatalf("line for %s: %+v, want messages [a] from seq 0", hd, l)
+		}
+	}
+
+	s.send(`{"handle":"` + h2 + `","timeoutMs":60000}`)
+	if l := s.next(); l.Handle != h2 || l.Error == nil || l.Error.Code != "INVALID_ARGUMENT" {
+		t.Fatalf("second start of a running handle: %+v, want INVALID_ARGUMENT for it", l)
+	}
+	s.send(`{"handle":"nope:1","timeoutMs":60000}`)
+	if l := s.next(); l.Handle != "nope:1" || l.Error == nil || l.Error.Code != "UNKNOWN_HANDLE" {
+		t.Fatalf("unknown handle: %+v, want UNKNOWN_HANDLE for it", l)
+	}
+	s.send(`{"handle":"` + h1 + `","stop":true}`)
+	s.send(`{}`) // answered once the stop before it was applied
+	if l := s.next(); l.Handle != "" || l.Error == nil || l.Error.Code != "INVALID_ARGUMENT" {
+		t.Fatalf("bad command: %+v, want INVALID_ARGUMENT", l)
+	}
+	call("publish", `{"channel":"room","message":"b"}`)
+	if l := s.next(); l.Handle != h2 || len(l.Messages) != 1 || l.Messages[0] != "b" || l.Seq != 1 {
+		t.Fatalf("after the stop: %+v, want only %s's line [b] from seq 1", l, h2)
+	}
+	if w := call("wait", `{"handle":"`+h1+`","timeoutMs":0}`); w["outcome"] != "message" || w["message"] != "b" {
+		t.Fatalf("wait on the stopped handle: %v, want b still queued", w)
+	}
+	call("close", `{"channel":"room","reason":"bye"}`)
+	if l := s.next(); l.Handle != h2 || l.Outcome != "closed" || l.Reason != "bye" {
+		t.Fatalf("last line %+v, want closed bye for %s", l, h2)
+	}
+}
+
+// ch.messages loops of one object share one streams request: a subscriber that leaves
+// does not end another's loop, a sidecar restart ends every loop with REGISTRY_RESTARTED,
+// and the next loop (and publish) of the object opens a new request to the new sidecar.
+func TestMessagesShareOneRequest(t *testing.T) {
+	h := newHarness(t, 0)
+	a := h.openSSE("/o/share/stream?channel=c&iterate")
+	b := h.openSSE("/o/share/stream?channel=c&iterate")
+	for _, s := range []*sse{a, b} {
+		if ev, err := s.next(); err != nil || ev.comment != "subscribed" {
+			t.Fatalf("first event %+v, %v; want the subscribed comment", ev, err)
+		}
+	}
+	a.res.Body.Close()
+	h.ok("share", "publishMany", map[string]any{"channel": "c", "prefix": "m", "count": 5})
+	var got []string
+	for len(got) < 5 {
+		ev, err := b.next()
+		if err != nil || ev.name == "end" {
+			t.Fatalf("the remaining loop ended after %v: %+v %v", got, ev, err)
+		}
+		if ev.comment == "" {
+			got = append(got, ev.data)
+		}
+	}
+	if want := seq("m", 5); !reflect.DeepEqual(got, want) {
+		t.Fatalf("remaining loop got %v, want %v", got, want)
+	}
+
+	h.stopSidecar(false)
+	h.startSidecar()
+	for {
+		ev, err := b.next()
+		if err != nil {
+			t.Fatalf("the loop's stream ended without its end event: %v", err)
+		}
+		if ev.name == "end" {
+			if ev.data != "error: REGISTRY_RESTARTED" {
+				t.Fatalf("end %q, want error: REGISTRY_RESTARTED", ev.data)
+			}
+			break
+		}
+	}
+	c := h.openSSE("/o/share/stream?channel=c&iterate")
+	if ev, err := c.next(); err != nil || ev.comment != "subscribed" {
+		t.Fatalf("first event after the restart %+v, %v", ev, err)
+	}
+	if r := h.ok("share", "publish", map[string]any{"channel": "c", "message": "after"}); r.num("reached") != 1 {
+		t.Fatalf("publish after the restart: %v, want reached 1", r)
+	}
+	for {
+		ev, err := c.next()
+		if err != nil {
+			t.Fatalf("new loop: %v", err)
+		}
+		if ev.comment == "" {
+			if ev.data != "after" {
+				t.Fatalf("new loop got %q, want after", ev.data)
+			}
+			break
+		}
+	}
+}
