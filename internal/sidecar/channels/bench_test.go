@@ -61,12 +61,14 @@ func BenchmarkRawPublishReceive(b *testing.B) {
 
 var benchModes = []string{"latency", "throughput"}
 
-func benchRaw(b *testing.B, subs int, paced bool) { benchRawWith(b, subs, paced, false, false) }
+func benchRaw(b *testing.B, subs int, paced bool) { benchRawWith(b, subs, paced, "wait", false) }
 
-// benchRawWith: subscribers use the batched wait, or with stream the stream route; the
-// publisher one request per publish, or with pipe the pipeline route (one request for
-// all, still awaiting each answer before the next publish).
-func benchRawWith(b *testing.B, subs int, paced, stream, pipe bool) {
+// benchRawWith: subscribers use the batched wait (route "wait"), the stream route (one
+// request each, "stream") or all of them the streams route ("streams": one request, as
+// the JS client of a Durable Object does); the publisher one request per publish, or
+// with pipe the pipeline route (one request for all, still awaiting each answer before
+// the next publish).
+func benchRawWith(b *testing.B, subs int, paced bool, route string, pipe bool) {
 	h := newHarnessSidecarOnly(b)
 	base := "http://" + h.sidecarAddr + "/channels/v1/objects/bench/obj/"
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
@@ -86,11 +88,16 @@ func benchRawWith(b *testing.B, subs int, paced, stream, pipe bool) {
 	var lat latencies
 	var wg sync.WaitGroup
 	got := make(chan struct{}, 2*subs)
+	var handles []string
 	for i := 0; i < subs; i++ {
 		var sub struct{ Handle string }
 		call("subscribe", map[string]any{"channel": "c"}, &sub)
+		handles = append(handles, sub.Handle)
+		if route == "streams" {
+			continue
+		}
 		wg.Add(1)
-		if stream {
+		if route == "stream" {
 			res, err := client.Post(base+"stream", "application/json", strings.NewReader(`{"handle":"`+sub.Handle+`","timeoutMs":5000}`))
 			if err != nil {
 				b.Fatal(err)
@@ -122,6 +129,11 @@ func benchRawWith(b *testing.B, subs int, paced, stream, pipe bool) {
 				}
 			}
 		}()
+	}
+	if route == "streams" {
+		wg.Add(1)
+		body := streamsOf(b, client, base, handles)
+		go func() { defer wg.Done(); readStreams(body, len(handles), &lat, paced, got) }()
 	}
 	publish := func() (reached int) {
 		var r struct{ Reached int }
@@ -181,6 +193,46 @@ func pipelinePublisher(b *testing.B, client *http.Client, base string) func() in
 			b.Fatalf("pipeline answer %s: %v", a, err)
 		}
 		return r.Reached
+	}
+}
+
+// streamsOf opens one streams request streaming handles and returns its answer.
+func streamsOf(b *testing.B, client *http.Client, base string, handles []string) io.ReadCloser {
+	var cmds strings.Builder
+	for _, hd := range handles {
+		cmds.WriteString(`{"handle":"` + hd + `","timeoutMs":5000}` + "\n")
+	}
+	pr, pw := io.Pipe()
+	b.Cleanup(func() { pw.Close() })
+	go func() { _, _ = io.WriteString(pw, cmds.String()) }() // the body stays open
+	res, err := client.Post(base+"streams", "application/x-ndjson", pr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return res.Body
+}
+
+// readStreams reads the lines of a streams answer until n handles ended.
+func readStreams(body io.ReadCloser, n int, lat *latencies, paced bool, got chan<- struct{}) {
+	defer body.Close()
+	dec := json.NewDecoder(bufio.NewReaderSize(body, 64<<10))
+	for n > 0 {
+		var r struct {
+			Outcome  string
+			Messages []string
+		}
+		if dec.Decode(&r) != nil {
+			return
+		}
+		switch r.Outcome {
+		case "messages":
+			for _, m := range r.Messages {
+				lat.received(m, paced, got)
+			}
+		case "timeout":
+		default:
+			n--
+		}
 	}
 }
 

@@ -27,8 +27,9 @@ func BenchmarkSideBySide(b *testing.B) {
 			paced := mode == "latency"
 			b.Run(fmt.Sprintf("path=redis/mode=%s/subscribers=%d", mode, subs), func(b *testing.B) { benchRedis(b, addr, subs, paced) })
 			b.Run(fmt.Sprintf("path=raw/mode=%s/subscribers=%d", mode, subs), func(b *testing.B) { benchRaw(b, subs, paced) })
-			b.Run(fmt.Sprintf("path=raw-stream/mode=%s/subscribers=%d", mode, subs), func(b *testing.B) { benchRawWith(b, subs, paced, true, false) })
-			b.Run(fmt.Sprintf("path=raw-pipe/mode=%s/subscribers=%d", mode, subs), func(b *testing.B) { benchRawWith(b, subs, paced, true, true) })
+			b.Run(fmt.Sprintf("path=raw-stream/mode=%s/subscribers=%d", mode, subs), func(b *testing.B) { benchRawWith(b, subs, paced, "stream", false) })
+			b.Run(fmt.Sprintf("path=raw-pipe/mode=%s/subscribers=%d", mode, subs), func(b *testing.B) { benchRawWith(b, subs, paced, "stream", true) })
+			b.Run(fmt.Sprintf("path=raw-streams/mode=%s/subscribers=%d", mode, subs), func(b *testing.B) { benchRawWith(b, subs, paced, "streams", true) })
 		}
 	}
 	for _, mode := range benchModes {
