@@ -115,7 +115,7 @@ func TestStreamRoute(t *testing.T) {
 }
 
 // ch.messages in a Durable Object (testdata/worker.js "stream?iterate"): every message in
-// publish order over one sidecar stream, then the end with the close reason.
+// publish order over the object's streams request, then the end with the close reason.
 func TestMessagesIterator(t *testing.T) {
 	h := newHarness(t, 0)
 	s := h.openSSE("/o/iter/stream?channel=c&iterate")
