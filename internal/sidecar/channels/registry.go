@@ -118,6 +118,7 @@ type Manager struct {
 	nextID    uint64 // reader ids are unique per boot, across objects
 	closed    bool
 	waiting   atomic.Int64
+	streaming atomic.Int64 // handles running on streams requests (MaxStreams)
 	shutdown  chan struct{}
 	stopJan   chan struct{}
 	janDone   chan struct{}

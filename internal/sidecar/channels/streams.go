@@ -12,6 +12,22 @@ import (
 	"time"
 )
 
+// A streams request carries at most MaxStreamsPerRequest handles at once, and the
+// sidecar MaxStreams over all its streams requests: the stream route's loops are bounded
+// by the sidecar's 1024 connections, and each streamed handle costs a goroutine and a
+// timer (a few KiB), so these keep the same order of memory.
+const (
+	MaxStreamsPerRequest = 1024
+	MaxStreams           = 4096
+)
+
+// CodeStreamLimit: a streams request would stream handle MaxStreamsPerRequest+1, or the
+// sidecar handle MaxStreams+1.
+const CodeStreamLimit Code = "STREAM_LIMIT"
+
+// streamLimitSource is the Source of STREAM_LIMIT.
+const streamLimitSource = "project decision, docs/channels.md: streamed handles per request and per sidecar (sidecar memory)"
+
 // streams serves POST .../streams: the stream route for many handles of one object on
 // one full-duplex request. The body carries commands as JSON lines — {"handle","timeoutMs",
 // "ack"?} starts streaming a handle, {"handle","stop":true} stops it, a blank line only
@@ -78,26 +94,44 @@ func (s *muxStreams) command(ctx context.Context, line []byte) {
 	h := *c.Handle
 	s.mu.Lock()
 	stop, busy := s.running[h]
+	var err *Error
 	switch {
 	case c.Stop && busy:
 		stop()
 		delete(s.running, h)
-	case !c.Stop && !busy:
-		hctx, stop := context.WithCancel(ctx)
-		s.running[h] = stop
-		s.wg.Add(1)
-		go s.run(hctx, h, s.a.heartbeat(c.TimeoutMs), c.Ack)
+	case c.Stop:
+	case busy:
+		err = newError(http.StatusBadRequest, CodeInvalidArgument, "handle %s is already streaming on this request", h)
+	default:
+		err = s.start(ctx, h, s.a.heartbeat(c.TimeoutMs), c.Ack)
 	}
 	s.mu.Unlock()
-	if !c.Stop && busy {
-		s.fail(h, newError(http.StatusBadRequest, CodeInvalidArgument, "handle %s is already streaming on this request", h))
+	if err != nil {
+		s.fail(h, err)
 	}
+}
+
+// start runs handle h on this request unless a stream limit is reached. s.mu is held.
+func (s *muxStreams) start(ctx context.Context, h string, heartbeat time.Duration, ack uint64) *Error {
+	if len(s.running) >= MaxStreamsPerRequest {
+		return limitError(CodeStreamLimit, MaxStreamsPerRequest, streamLimitSource, "this streams request already streams %d handles", MaxStreamsPerRequest)
+	}
+	if s.a.m.streaming.Add(1) > MaxStreams {
+		s.a.m.streaming.Add(-1)
+		return limitError(CodeStreamLimit, MaxStreams, streamLimitSource, "the sidecar already streams %d handles on streams requests", MaxStreams)
+	}
+	hctx, stop := context.WithCancel(ctx)
+	s.running[h] = stop
+	s.wg.Add(1)
+	go s.run(hctx, h, heartbeat, ack)
+	return nil
 }
 
 // run streams handle h until it ends or is stopped; its end, if not a stop, is its last
 // line (closed, disconnected or an error).
 func (s *muxStreams) run(ctx context.Context, h string, heartbeat time.Duration, ack uint64) {
 	defer s.wg.Done()
+	defer s.a.m.streaming.Add(-1)
 	tag := append(append([]byte(`{"handle":`), appendJSON(nil, h)...), ',')
 	var line, tagged []byte
 	err := s.a.m.Stream(ctx, s.k, h, heartbeat, ack, func(l *streamLine) error {

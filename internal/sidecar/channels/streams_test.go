@@ -3,11 +3,14 @@ package channels_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
 )
 
 // streamsClient is one streams request (docs/channels.md "Many streams on one request"):
@@ -44,7 +47,10 @@ type streamsLine struct {
 	Messages []string
 	Seq      uint64
 	Reason   string
-	Error    *struct{ Code string }
+	Error    *struct {
+		Code  string
+		Limit int64
+	}
 }
 
 func (s *streamsClient) next() streamsLine {
@@ -189,5 +195,63 @@ func TestMessagesShareOneRequest(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+// A streams request streams at most MaxStreamsPerRequest handles and the sidecar
+// MaxStreams over all of them (docs/channels.md "Many streams on one request"): the start
+// past either is answered STREAM_LIMIT, naming the limit, for that handle alone.
+func TestStreamsLimits(t *testing.T) {
+	h := newHarnessSidecarOnly(t)
+	base := "http://" + h.sidecarAddr + "/channels/v1/objects/ns/many/"
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	subscribe := func(i int) string {
+		res, err := client.Post(base+"subscribe", "application/json", strings.NewReader(fmt.Sprintf(`{"channel":"c%d"}`, i/256)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var r struct{ Handle string }
+		_ = json.NewDecoder(res.Body).Decode(&r)
+		return r.Handle
+	}
+	// start sends n starts of new subscriptions on s and returns the first line of each.
+	subscribed := 0
+	start := func(s *streamsClient, n int) map[string]streamsLine {
+		var cmds strings.Builder
+		for ; n > 0; n-- {
+			cmds.WriteString(`{"handle":"` + subscribe(subscribed) + `","timeoutMs":60000}` + "\n")
+			subscribed++
+		}
+		s.send(strings.TrimSuffix(cmds.String(), "\n"))
+		lines := map[string]streamsLine{}
+		for len(lines) < strings.Count(cmds.String(), "\n") {
+			l := s.next()
+			lines[l.Handle] = l
+		}
+		return lines
+	}
+	limited := func(lines map[string]streamsLine, want int64) int {
+		n := 0
+		for _, l := range lines {
+			if l.Error != nil {
+				if l.Error.Code != "STREAM_LIMIT" || l.Error.Limit != want {
+					t.Fatalf("error line %+v, want STREAM_LIMIT with limit %d", l.Error, want)
+				}
+				n++
+			}
+		}
+		return n
+	}
+	if n := limited(start(openStreams(t, base), channels.MaxStreamsPerRequest+1), channels.MaxStreamsPerRequest); n != 1 {
+		t.Fatalf("%d starts refused on one request, want 1 (the one past %d)", n, channels.MaxStreamsPerRequest)
+	}
+	for i := 1; i < channels.MaxStreams/channels.MaxStreamsPerRequest; i++ {
+		if n := limited(start(openStreams(t, base), channels.MaxStreamsPerRequest), channels.MaxStreams); n != 0 {
+			t.Fatalf("request %d: %d starts refused below the sidecar's limit", i+1, n)
+		}
+	}
+	if n := limited(start(openStreams(t, base), 1), channels.MaxStreams); n != 1 {
+		t.Fatalf("start past the sidecar's %d: not refused", channels.MaxStreams)
 	}
 }
