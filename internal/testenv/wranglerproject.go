@@ -22,7 +22,7 @@ var ErrNoNode = errors.New("Node 22 and npm are needed to build a wrangler proje
 // run on the pinned Node 22 (hack/install-node.sh; wrangler 4 needs Node >= 22). It
 // returns the project and bundle directories. It needs the network (npm), so the real
 // node suite calls it before entering its namespaces.
-func BuildProject(src, scratch string) (string, string, error) {
+func BuildProject(src, scratch string, opts ...BuildOption) (string, string, error) {
 	name := filepath.Base(src)
 	nodeBin, err := toolchain.NodeBin()
 	if err != nil {
@@ -35,22 +35,52 @@ func BuildProject(src, scratch string) (string, string, error) {
 	if err := copyTree(src, dir); err != nil {
 		return "", "", err
 	}
-	bundle := filepath.Join(scratch, name+"-bundle")
-	steps := [][]string{{"npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"}}
-	if pkg, _ := os.ReadFile(filepath.Join(dir, "package.json")); strings.Contains(string(pkg), `"build":`) {
-		steps = append(steps, []string{"npm", "run", "build"})
+	var o buildOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
-	steps = append(steps, []string{"npx", "wrangler", "deploy", "--dry-run", "--outdir", bundle})
-	for _, s := range steps {
-		cmd := exec.Command("nice", s...)
+	run := func(step ...string) error {
+		cmd := exec.Command("nice", step...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "PATH="+nodeBin+string(os.PathListSeparator)+os.Getenv("PATH"),
 			"CI=1", "WRANGLER_SEND_METRICS=false", "NO_UPDATE_NOTIFIER=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("%s: %s: %v\n%s", name, strings.Join(s, " "), err, out)
+			return fmt.Errorf("%s: %s: %v\n%s", name, strings.Join(step, " "), err, out)
+		}
+		return nil
+	}
+	if err := o.install(run); err != nil {
+		return "", "", err
+	}
+	if pkg, _ := os.ReadFile(filepath.Join(dir, "package.json")); strings.Contains(string(pkg), `"build":`) {
+		if err := run("npm", "run", "build"); err != nil {
+			return "", "", err
 		}
 	}
-	return dir, bundle, nil
+	bundle := filepath.Join(scratch, name+"-bundle")
+	return dir, bundle, run("npx", "wrangler", "deploy", "--dry-run", "--outdir", bundle)
+}
+
+// BuildOption changes how BuildProject builds.
+type BuildOption func(*buildOptions)
+
+type buildOptions struct{ missing, instead string }
+
+// InsteadOfMissing: when `npm ci` fails because the registry does not serve the package
+// file missing (a lockfile pin), `npm install instead` (the nearest release it serves)
+// replaces it.
+func InsteadOfMissing(missing, instead string) BuildOption {
+	return func(o *buildOptions) { o.missing, o.instead = missing, instead }
+}
+
+// install runs npm ci, and the replacement install when the option names its failure.
+func (o buildOptions) install(run func(...string) error) error {
+	npm := []string{"--no-audit", "--no-fund", "--loglevel=error"}
+	err := run(append([]string{"npm", "ci"}, npm...)...)
+	if err == nil || o.missing == "" || !strings.Contains(err.Error(), o.missing) {
+		return err
+	}
+	return run(append([]string{"npm", "install", o.instead}, npm...)...)
 }
 
 // copyTree copies the regular files and directories under src to dst, writable.

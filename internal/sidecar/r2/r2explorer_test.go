@@ -5,12 +5,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
-	"io/fs"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -114,61 +111,19 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 }
 
-// buildR2Explorer copies the template (never edited in place) and builds it on the
-// pinned Node 22 (hack/install-node.sh): npm ci, then wrangler deploy --dry-run
-// --outdir. The package-lock pins r2-explorer 1.1.10, which this machine's npm
-// registry does not serve; when npm ci fails on it, the nearest patch release served,
-// 1.1.13, is installed instead (and logged).
+// buildR2Explorer builds the template as a user does (testenv.BuildProject). The
+// package-lock pins r2-explorer 1.1.10, which this machine's npm registry does not
+// serve; when npm ci fails on it, the nearest patch release served, 1.1.13, is
+// installed instead.
 func buildR2Explorer(t *testing.T) (dir, bundle string) {
 	t.Helper()
-	root, err := testenv.RepoRoot()
+	src := testenv.SharedFile(t, "testdata", "cloudflare-templates", "r2-explorer-template")
+	dir, bundle, err := testenv.BuildProject(src, t.TempDir(), testenv.InsteadOfMissing("r2-explorer-1.1.10.tgz", "r2-explorer@1.1.13"))
+	if errors.Is(err, testenv.ErrNoNode) {
+		t.Skipf("the template is not built: %v", err)
+	}
 	if err != nil {
-		t.Fatal(err)
-	}
-	nodeBin, err := exec.Command("bash", filepath.Join(root, "hack", "install-node.sh")).Output()
-	if err != nil {
-		t.Skipf("Node 22 cannot be installed (%v): the template is not built", err)
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Skip("npm is not installed: the template is not built")
-	}
-	dir = filepath.Join(t.TempDir(), "r2-explorer-template")
-	if err := os.CopyFS(dir, os.DirFS(testenv.SharedFile(t, "testdata", "cloudflare-templates", "r2-explorer-template"))); err != nil {
-		t.Fatal(err)
-	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, _ error) error { return os.Chmod(p, 0o755) })
-	bundle = filepath.Join(t.TempDir(), "bundle")
-	run := func(args ...string) error {
-		cmd := exec.Command("nice", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "PATH="+strings.TrimSpace(string(nodeBin))+string(os.PathListSeparator)+os.Getenv("PATH"),
-			"CI=1", "WRANGLER_SEND_METRICS=false", "NO_UPDATE_NOTIFIER=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return &buildError{strings.Join(args, " "), err, string(out)}
-		}
-		return nil
-	}
-	npm := []string{"--no-audit", "--no-fund", "--loglevel=error"}
-	if err := run(append([]string{"npm", "ci"}, npm...)...); err != nil {
-		if !strings.Contains(err.Error(), "r2-explorer-1.1.10.tgz") {
-			t.Fatal(err)
-		}
-		t.Log("npm ci: r2-explorer@1.1.10 is not served by this registry; installing r2-explorer@1.1.13")
-		if err := run(append([]string{"npm", "install", "r2-explorer@1.1.13"}, npm...)...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := run("npx", "wrangler", "deploy", "--dry-run", "--outdir", bundle); err != nil {
 		t.Fatal(err)
 	}
 	return dir, bundle
 }
-
-type buildError struct {
-	step   string
-	err    error
-	output string
-}
-
-func (e *buildError) Error() string { return e.step + ": " + e.err.Error() + "\n" + e.output }
