@@ -25,6 +25,7 @@ func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	defer r.Body.Close() // see startDuplex
 	renew, _ := r.Body.(deadlineRenewer)
 	br := bufio.NewReaderSize(r.Body, 64<<10)
 	var out []byte
@@ -35,7 +36,9 @@ func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
 		}
 		if errors.Is(err, errLineTooLong) {
 			e := limitError(CodeMessageTooLarge, maxBodyBytes, "channel API request body limit", "pipeline line over %d bytes", maxBodyBytes)
-			_, _ = w.Write(append(appendJSON(out[:0], map[string]any{"error": e}), '\n'))
+			// After the answers of the lines before it still in out: answers are matched
+			// to publishes by order.
+			_, _ = w.Write(append(appendJSON(out, map[string]any{"error": e}), '\n'))
 			return
 		}
 		if line = bytes.TrimSpace(line); len(line) > 0 {
@@ -51,7 +54,10 @@ func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
 }
 
 // startDuplex answers 200 with JSON lines at once, and lets the handler read its body
-// while it writes (full duplex); ok is false when that failed (answered or gone).
+// while it writes (full duplex); ok is false when that failed (answered or gone). A
+// handler that started one closes its body before it returns: net/http panics (and logs
+// it) reading the next request of a full-duplex connection whose body was left unread
+// (https://github.com/golang/go/issues/68560), e.g. after a line over the body limit.
 func startDuplex(w http.ResponseWriter) (rc *http.ResponseController, ok bool) {
 	rc = http.NewResponseController(w)
 	if err := rc.EnableFullDuplex(); err != nil {

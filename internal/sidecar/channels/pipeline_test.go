@@ -2,9 +2,12 @@ package channels_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -79,5 +82,43 @@ func TestPipelineRoute(t *testing.T) {
 	}
 	if want := append(msgs, "after"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("streamed %q, want %q", got, want)
+	}
+}
+
+// A line over the request body limit ends the pipeline with MESSAGE_TOO_LARGE, but the
+// lines before it, read in the same buffer, keep their answers: the answers are matched to
+// the publishes by order, so a dropped answer would hand the error to an earlier publish
+// (which was published) and leave the oversized one unanswered. Ending a full-duplex
+// request before its body does not make net/http panic on the connection
+// (https://github.com/golang/go/issues/68560; the server logs the recovered panic).
+func TestPipelineLineTooLongAfterBufferedLines(t *testing.T) {
+	var logs syncWriter
+	logs.w = &bytes.Buffer{}
+	log.SetOutput(&logs)
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
+	h := newHarnessSidecarOnly(t)
+	base := "http://" + h.sidecarAddr + "/channels/v1/objects/ns/obj/"
+	body := `{"channel":"room","message":"a"}` + "\n" + `{"channel":"room","message":"b"}` + "\n" +
+		`{"channel":"room","message":"` + strings.Repeat("x", 500<<10) + `"}` + "\n"
+	res, err := http.Post(base+"pipeline", "application/x-ndjson", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	answers := bufio.NewScanner(res.Body)
+	for i, w := range []string{`{"reached":0}`, `{"reached":0}`, `"MESSAGE_TOO_LARGE"`} {
+		if !answers.Scan() {
+			t.Fatalf("answer %d: the pipeline ended: %v", i+1, answers.Err())
+		}
+		if got := answers.Text(); !strings.Contains(got, w) {
+			t.Fatalf("answer %d = %s, want %s", i+1, got, w)
+		}
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	h.stopSidecar(true) // the connection's goroutine is done
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if got := logs.w.(*bytes.Buffer).String(); strings.Contains(got, "panic") {
+		t.Fatalf("the sidecar's server logged a panic:\n%s", got)
 	}
 }

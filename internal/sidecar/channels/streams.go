@@ -42,6 +42,7 @@ func (a httpAPI) streams(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	defer r.Body.Close() // see startDuplex
 	ctx, cancel := context.WithCancel(r.Context())
 	lw := newLineWriter(w, rc)
 	written := make(chan struct{})
