@@ -44,13 +44,17 @@ function remember(handle, b) {
   }
 }
 
-// keep adds a messages line for handle that no messages() loop takes (it ended while the
-// line was on its way) to the handle's batch: the sidecar counts it as handed over, so
-// the next wait or messages() answers it from here.
+// keep adds a messages line for handle that no messages() loop takes (it ended before
+// taking it, or while the line was on its way) to the handle's batch: the sidecar counts
+// it as handed over, so the next wait or messages() answers it from here. Messages the
+// batch already holds (same sequence numbers) are not added twice.
 function keep(handle, o) {
   const b = batches.get(handle);
-  if (b && b.seq + b.messages.length === o.seq) {
-    remember(handle, { seq: b.seq + b.next, messages: b.messages.slice(b.next).concat(o.messages), next: 0, at: Date.now() });
+  const end = b ? b.seq + b.messages.length : 0;
+  if (b && o.seq + o.messages.length <= end) return;
+  if (b && o.seq <= end) {
+    const fresh = o.messages.slice(end - o.seq);
+    remember(handle, { seq: b.seq + b.next, messages: b.messages.slice(b.next).concat(fresh), next: 0, at: Date.now() });
   } else {
     remember(handle, { seq: o.seq, messages: o.messages, next: 0, at: Date.now() });
   }
@@ -78,6 +82,7 @@ class Streams {
   #writer;
   #writes = Promise.resolve();
   #consumers = new Map();
+  #stopping = new Map(); // handle → {done, resolve}: stop sent, "stopped" not yet read
   #conns;
   #opened;
   #timer;
@@ -122,7 +127,8 @@ class Streams {
       } catch {}
       throw new ChannelError(e.code || "SIDECAR_UNAVAILABLE", e.message || `the sidecar answered streams with HTTP ${res.status}: ${text.slice(0, 200)}`);
     }
-    this.#timer = setInterval(() => (this.#consumers.size > 0 ? this.#send("") : this.#end()), KEEPALIVE_MS);
+    const busy = () => this.#consumers.size > 0 || this.#stopping.size > 0;
+    this.#timer = setInterval(() => (busy() ? this.#send("") : this.#end()), KEEPALIVE_MS);
     this.#read(res.body.getReader());
   }
 
@@ -145,11 +151,27 @@ class Streams {
     return c;
   }
 
-  // remove stops streaming handle for consumer c; lines still on their way are kept.
+  // remove stops streaming handle for consumer c. The lines c received but did not take,
+  // and those still on their way until the sidecar answers "stopped", are kept for the
+  // next wait or messages() (the sidecar counts them as handed over).
   remove(handle, c) {
     if (this.#consumers.get(handle) !== c) return;
     this.#consumers.delete(handle);
-    if (!this.#ended) this.#send(JSON.stringify({ handle, stop: true }));
+    for (const o of c.lines) if (o.outcome === "messages") keep(handle, o);
+    c.lines = [];
+    if (this.#ended) return;
+    let resolve;
+    const done = new Promise((r) => (resolve = r));
+    this.#stopping.set(handle, { done, resolve });
+    this.#send(JSON.stringify({ handle, stop: true }));
+  }
+
+  // stopping is a promise settled once no line of handle is on its way any more, or
+  // undefined when none is: a wait or loop on handle awaits it first, so it neither
+  // misses such a line nor gets its messages twice.
+  stopping(handle) {
+    const s = this.#stopping.get(handle);
+    return s && s.done;
   }
 
   // next is c's next line, once there is one.
@@ -180,6 +202,12 @@ class Streams {
   }
 
   #route(o) {
+    if (o.stopped) {
+      const s = this.#stopping.get(o.handle);
+      this.#stopping.delete(o.handle);
+      if (s) s.resolve();
+      return;
+    }
     const c = this.#consumers.get(o.handle);
     if (!c) {
       if (o.outcome === "messages") keep(o.handle, o);
@@ -207,6 +235,8 @@ class Streams {
       if (c.wake) c.wake();
     }
     this.#consumers.clear();
+    for (const s of this.#stopping.values()) s.resolve();
+    this.#stopping.clear();
   }
 }
 
@@ -429,6 +459,8 @@ class Channels {
     if (typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) || timeoutMs < 0) {
       throw new ChannelError("INVALID_ARGUMENT", `timeoutMs must be a finite number >= 0 (milliseconds), got ${String(timeoutMs)}`);
     }
+    const stopping = this.#conns.streams && this.#conns.streams.stopping(handle);
+    if (stopping) await stopping; // a line of a loop that left may still be on its way
     const b = batches.get(handle);
     if (b && b.next < b.messages.length) {
       return { outcome: "message", message: b.messages[b.next++] };

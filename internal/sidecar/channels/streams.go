@@ -30,8 +30,9 @@ const streamLimitSource = "project decision, docs/channels.md: streamed handles 
 
 // streams serves POST .../streams: the stream route for many handles of one object on
 // one full-duplex request. The body carries commands as JSON lines — {"handle","timeoutMs",
-// "ack"?} starts streaming a handle, {"handle","stop":true} stops it, a blank line only
-// keeps the body alive — and the answer carries each handle's stream lines tagged with
+// "ack"?} starts streaming a handle, {"handle","stop":true} stops it (answered
+// {"handle","stopped":true} after its last line), a blank line only keeps the body
+// alive — and the answer carries each handle's stream lines tagged with
 // {"handle":...} first, until the caller ends the request. One connection per object
 // instead of one per subscriber, and one write carries the lines of every handle ready
 // at once, so a publish reaching N subscribers of an isolate costs it one read. A line's
@@ -47,7 +48,7 @@ func (a httpAPI) streams(w http.ResponseWriter, r *http.Request) {
 	lw := newLineWriter(w, rc)
 	written := make(chan struct{})
 	go func() { defer close(written); lw.run(ctx) }()
-	s := &muxStreams{a: a, k: key(r), lw: lw, running: map[string]context.CancelFunc{}}
+	s := &muxStreams{a: a, k: key(r), ctx: ctx, lw: lw, running: map[string]context.CancelFunc{}}
 	defer func() {
 		cancel()
 		s.wg.Wait()
@@ -73,6 +74,7 @@ func (a httpAPI) streams(w http.ResponseWriter, r *http.Request) {
 type muxStreams struct {
 	a       httpAPI
 	k       Key
+	ctx     context.Context // the request's
 	lw      *lineWriter
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -96,11 +98,13 @@ func (s *muxStreams) command(ctx context.Context, line []byte) {
 	s.mu.Lock()
 	stop, busy := s.running[h]
 	var err *Error
+	stopped := false
 	switch {
 	case c.Stop && busy:
-		stop()
+		stop() // run answers "stopped" after its last line
 		delete(s.running, h)
 	case c.Stop:
+		stopped = true
 	case busy:
 		err = newError(http.StatusBadRequest, CodeInvalidArgument, "handle %s is already streaming on this request", h)
 	default:
@@ -109,6 +113,9 @@ func (s *muxStreams) command(ctx context.Context, line []byte) {
 	s.mu.Unlock()
 	if err != nil {
 		s.fail(h, err)
+	}
+	if stopped {
+		s.stopped(h)
 	}
 }
 
@@ -144,16 +151,29 @@ func (s *muxStreams) run(ctx context.Context, h string, heartbeat time.Duration,
 		s.fail(h, err)
 	}
 	s.mu.Lock()
-	if ctx.Err() == nil {
+	stopped := ctx.Err() != nil // by a stop command (or the request's end)
+	if !stopped {
 		delete(s.running, h)
 	}
 	s.mu.Unlock()
+	if stopped {
+		s.stopped(h)
+	}
 }
 
 // fail writes an error line for handle h.
 func (s *muxStreams) fail(h string, err error) {
 	line := appendJSON(nil, map[string]any{"handle": h, "error": asError(err)})
-	_ = s.lw.emit(context.Background(), append(line, '\n'))
+	_ = s.lw.emit(s.ctx, append(line, '\n'))
+}
+
+// stopped answers a stop of handle h once none of its lines can follow: a line written
+// before it may still be on its way when the stop is sent, and the sidecar counts it as
+// handed over, so the caller must take it before it waits on or starts h again (or it
+// would miss it, or get its messages twice).
+func (s *muxStreams) stopped(h string) {
+	line := append(appendJSON([]byte(`{"handle":`), h), `,"stopped":true}`+"\n"...)
+	_ = s.lw.emit(s.ctx, line)
 }
 
 // heartbeat is a stream's heartbeat for timeoutMs: half the lease when absent, at most
