@@ -64,6 +64,13 @@ function keep(handle, o) {
 // sends an empty line this often to stay open.
 const KEEPALIVE_MS = 10 * 1000;
 
+// A messages() loop whose received lines not yet taken exceed PAUSE_BYTES (the default
+// backlog limit) is paused: its handle is stopped until the loop took them, so what is
+// published meanwhile queues in the sidecar, whose backlog limit disconnects a loop that
+// does not keep up, instead of piling up in the isolate (one streams request reads the
+// lines of every loop, so it cannot leave a slow loop's lines unread).
+const PAUSE_BYTES = 1 << 20;
+
 // connsOf: per Durable Object instance (its state, this.ctx), the requests its channel
 // calls share: {streams, pipeline}. A Durable Object's requests share its I/O, so one
 // streams request serves all its subscribers (one read takes the lines of every
@@ -145,7 +152,8 @@ class Streams {
     if (this.#consumers.has(handle)) {
       throw new ChannelError("INVALID_ARGUMENT", `subscription ${handle} is already read by another messages() loop of this object`);
     }
-    const c = { lines: [], wake: null };
+    // bytes: of lines; end: the sequence number after the last message received.
+    const c = { lines: [], wake: null, bytes: 0, end: ack, heartbeatMs, paused: false, resumed: false };
     this.#consumers.set(handle, c);
     this.#send(JSON.stringify({ handle, timeoutMs: heartbeatMs, ack }));
     return c;
@@ -159,11 +167,7 @@ class Streams {
     this.#consumers.delete(handle);
     for (const o of c.lines) if (o.outcome === "messages") keep(handle, o);
     c.lines = [];
-    if (this.#ended) return;
-    let resolve;
-    const done = new Promise((r) => (resolve = r));
-    this.#stopping.set(handle, { done, resolve });
-    this.#send(JSON.stringify({ handle, stop: true }));
+    if (!this.#ended) this.#stop(handle);
   }
 
   // stopping is a promise settled once no line of handle is on its way any more, or
@@ -174,10 +178,43 @@ class Streams {
     return s && s.done;
   }
 
-  // next is c's next line, once there is one.
-  async next(c) {
-    while (c.lines.length === 0) await new Promise((r) => (c.wake = r));
-    return c.lines.shift();
+  // next is c's next line, once there is one. A paused handle is started again once its
+  // lines were taken and its stop answered, from what c received (no line twice).
+  async next(handle, c) {
+    for (;;) {
+      if (c.lines.length > 0) {
+        const o = c.lines.shift();
+        c.bytes -= o.bytes;
+        return o;
+      }
+      const stopping = c.paused && this.stopping(handle);
+      if (stopping) {
+        await stopping;
+        continue;
+      }
+      if (c.paused && this.#consumers.get(handle) === c && !this.#ended) {
+        c.paused = false;
+        c.resumed = true;
+        this.#send(JSON.stringify({ handle, timeoutMs: c.heartbeatMs, ack: c.end }));
+      }
+      await new Promise((r) => (c.wake = r));
+    }
+  }
+
+  // pause stops handle's stream while c holds over PAUSE_BYTES of lines not taken.
+  #pause(handle, c) {
+    if (c.paused || c.bytes <= PAUSE_BYTES || this.#ended) return;
+    c.paused = true;
+    this.#stop(handle);
+  }
+
+  // stop sends a stop for handle; stopping(handle) settles once it is answered.
+  #stop(handle) {
+    if (this.#stopping.has(handle)) return;
+    let resolve;
+    const done = new Promise((r) => (resolve = r));
+    this.#stopping.set(handle, { done, resolve });
+    this.#send(JSON.stringify({ handle, stop: true }));
   }
 
   async #read(reader) {
@@ -191,7 +228,7 @@ class Streams {
         text += dec.decode(value, { stream: true });
         let nl;
         while ((nl = text.indexOf("\n")) >= 0) {
-          this.#route(JSON.parse(text.slice(0, nl)));
+          this.#route(JSON.parse(text.slice(0, nl)), nl);
           text = text.slice(nl + 1);
         }
       }
@@ -201,7 +238,7 @@ class Streams {
     this.#end(new ChannelError("REGISTRY_RESTARTED", `channel registry restarted: ${why}; subscribe again`));
   }
 
-  #route(o) {
+  #route(o, bytes) {
     if (o.stopped) {
       const s = this.#stopping.get(o.handle);
       this.#stopping.delete(o.handle);
@@ -213,7 +250,13 @@ class Streams {
       if (o.outcome === "messages") keep(o.handle, o);
       return;
     }
+    if (c.resumed && o.outcome === "timeout") return; // the restarted stream's first line
+    c.resumed = false;
+    if (o.outcome === "messages") c.end = o.seq + o.messages.length;
+    o.bytes = bytes;
+    c.bytes += bytes;
     c.lines.push(o);
+    this.#pause(o.handle, c);
     if (c.wake) {
       const w = c.wake;
       c.wake = null;
@@ -231,7 +274,7 @@ class Streams {
       this.#writer.close().catch(() => {});
     } catch {}
     for (const c of this.#consumers.values()) {
-      c.lines.push({ error: { code: this.#ended.code, message: this.#ended.message.replace(/^[A-Z_]+: /, "") } });
+      c.lines.push({ bytes: 0, error: { code: this.#ended.code, message: this.#ended.message.replace(/^[A-Z_]+: /, "") } });
       if (c.wake) c.wake();
     }
     this.#consumers.clear();
@@ -526,7 +569,7 @@ class Channels {
     }
     try {
       for (;;) {
-        const o = c.lines.length > 0 ? c.lines.shift() : await s.next(c);
+        const o = await s.next(handle, c);
         if (o.error) throw new ChannelError(o.error.code, o.error.message, { limit: o.error.limit, source: o.error.source });
         if (o.outcome !== "messages") {
           yield o.outcome === "timeout" ? { outcome: o.outcome } : { outcome: o.outcome, reason: o.reason };

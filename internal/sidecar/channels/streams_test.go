@@ -294,3 +294,24 @@ func TestMessagesRestartedLoopsExactlyOnce(t *testing.T) {
 		t.Fatalf("after %v loops got %d messages %v, want %v", r["loops"], len(got), got, want)
 	}
 }
+
+// A messages() loop that does not keep up is a slow subscriber like a wait loop that
+// does not wait (docs/channels.md "Backlog"): once more than the backlog limit is
+// published to it unread, it is disconnected with the backlog reason, rather than the
+// client holding every line of the shared streams request in the isolate's memory.
+func TestMessagesSlowLoopDisconnected(t *testing.T) {
+	h := newHarness(t, 0)
+	spec := readSpec(t)
+	count := 4 * spec.backlogBytes / (64 << 10)
+	r := h.ok("slow", "slowLoop", map[string]any{"channel": "c", "count": count, "size": 64 << 10, "settleMs": 300})
+	end, _ := r["end"].(map[string]any)
+	if end["outcome"] != "disconnected" || end["reason"] != spec.backlogReason || r.num("messages") >= count {
+		t.Fatalf("slow loop: %d of %d messages then %v, want fewer, then disconnected %q", r.num("messages"), count, end, spec.backlogReason)
+	}
+	// Paused past the backlog limit but under twice it: resumed, every message once.
+	count = 3 * spec.backlogBytes / 2 / (64 << 10)
+	r = h.ok("slow2", "slowLoop", map[string]any{"channel": "c", "count": count, "size": 64 << 10, "settleMs": 300})
+	if end, _ := r["end"].(map[string]any); end["outcome"] != "timeout" || r.num("messages") != count {
+		t.Fatalf("paused loop: %d of %d messages then %v, want all, then a heartbeat", r.num("messages"), count, end)
+	}
+}

@@ -166,6 +166,21 @@ export class Obj extends DurableObject {
         for (let r = await ch.wait(handle, 0); r.outcome === "message"; r = await ch.wait(handle, 0)) rest.push(r.message);
         return { first, taken, rest };
       }
+      case "slowLoop": {
+        // A messages() loop that is not pulled while count messages of size bytes are
+        // published, then drained: the outcomes it gives until it ends or heartbeats.
+        const handle = await ch.subscribe(b.channel);
+        const it = ch.messages(handle, 1000);
+        await it.next();
+        for (let i = 0; i < b.count; i++) await ch.publish(b.channel, String(i % 10).repeat(b.size));
+        await new Promise((r) => setTimeout(r, b.settleMs));
+        let messages = 0;
+        for (;;) {
+          const r = (await it.next()).value;
+          if (r.outcome === "message") messages++;
+          else return { messages, end: r };
+        }
+      }
       case "restartLoops": {
         // count messages published while a messages() loop reads them, leaving the loop
         // every `every` messages and starting a new one at once; ends at the first
