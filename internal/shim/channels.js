@@ -413,6 +413,22 @@ function checkName(name) {
   }
 }
 
+// MAX_MESSAGE_BYTES is the contract's message size ceiling (a namespace may only lower
+// it; the sidecar enforces the value in force). A message over it is refused here: on
+// the object's pipeline, its line could exceed the sidecar's request body limit, which
+// ends the pipeline and fails the publishes sent with it.
+const MAX_MESSAGE_BYTES = 65536;
+function checkSize(text) {
+  if (text.length * 3 <= MAX_MESSAGE_BYTES) return; // UTF-8 takes at most 3 bytes per UTF-16 unit
+  const n = new TextEncoder().encode(text).length;
+  if (n > MAX_MESSAGE_BYTES) {
+    throw new ChannelError("MESSAGE_TOO_LARGE", `message is ${n} bytes of UTF-8, over the limit maxMessageBytes = ${MAX_MESSAGE_BYTES} (64 KiB, the durable channel contract's ceiling)`, {
+      limit: MAX_MESSAGE_BYTES,
+      source: "durable channel contract 0.1.0 (docs/channels.md)",
+    });
+  }
+}
+
 class Channels {
   #sidecar;
   #base;
@@ -484,6 +500,7 @@ class Channels {
     if (typeof text.isWellFormed === "function" && !text.isWellFormed()) {
       throw new ChannelError("INVALID_MESSAGE", "message is not well-formed text (lone UTF-16 surrogate); it cannot be UTF-8");
     }
+    checkSize(text);
     return Pipeline.of(this.#sidecar, this.#base, this.#conns).publish(name, text);
   }
 

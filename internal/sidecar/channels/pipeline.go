@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // deadlineRenewer is a request body whose read deadline can be renewed (the sidecar's
@@ -25,7 +26,7 @@ func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer r.Body.Close() // see startDuplex
+	defer endDuplex(rc, r.Body)
 	renew, _ := r.Body.(deadlineRenewer)
 	br := bufio.NewReaderSize(r.Body, 64<<10)
 	var out []byte
@@ -55,9 +56,7 @@ func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
 
 // startDuplex answers 200 with JSON lines at once, and lets the handler read its body
 // while it writes (full duplex); ok is false when that failed (answered or gone). A
-// handler that started one closes its body before it returns: net/http panics (and logs
-// it) reading the next request of a full-duplex connection whose body was left unread
-// (https://github.com/golang/go/issues/68560), e.g. after a line over the body limit.
+// handler that started one calls endDuplex before it returns.
 func startDuplex(w http.ResponseWriter) (rc *http.ResponseController, ok bool) {
 	rc = http.NewResponseController(w)
 	if err := rc.EnableFullDuplex(); err != nil {
@@ -67,6 +66,16 @@ func startDuplex(w http.ResponseWriter) (rc *http.ResponseController, ok bool) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	return rc, rc.Flush() == nil
+}
+
+// endDuplex ends a full-duplex request whose body may not have been read to its end (a
+// line over the body limit, a failed write): its read deadline passes at once and the
+// body is closed, so the connection is closed. Otherwise net/http would read the rest of
+// the body until the body timeout before ending the answer, and then panic (and log it)
+// reading the next request on the connection (https://github.com/golang/go/issues/68560).
+func endDuplex(rc *http.ResponseController, body io.Closer) {
+	_ = rc.SetReadDeadline(time.Now())
+	_ = body.Close()
 }
 
 // publishLine appends the answer to one pipelined publish.

@@ -43,7 +43,7 @@ func (a httpAPI) streams(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer r.Body.Close() // see startDuplex
+	defer endDuplex(rc, r.Body)
 	ctx, cancel := context.WithCancel(r.Context())
 	lw := newLineWriter(w, rc)
 	written := make(chan struct{})

@@ -166,6 +166,11 @@ export class Obj extends DurableObject {
         for (let r = await ch.wait(handle, 0); r.outcome === "message"; r = await ch.wait(handle, 0)) rest.push(r.message);
         return { first, taken, rest };
       }
+      case "publishTogether": {
+        // Publishes sent at once, each settled on its own: reached or the error's code.
+        const settled = await Promise.allSettled(b.messages.map((m) => ch.publish(b.channel, m)));
+        return { results: settled.map((x) => (x.status === "fulfilled" ? x.value : x.reason.code)) };
+      }
       case "slowLoop": {
         // A messages() loop that is not pulled while count messages of size bytes are
         // published, then drained: the outcomes it gives until it ends or heartbeats.
