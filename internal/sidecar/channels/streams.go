@@ -61,7 +61,11 @@ func (a httpAPI) streams(w http.ResponseWriter, r *http.Request) {
 		if renew != nil {
 			renew.RenewDeadline()
 		}
-		if line = bytes.TrimSpace(line); len(line) > 0 && !errors.Is(err, errLineTooLong) {
+		if errors.Is(err, errLineTooLong) {
+			e := newError(http.StatusBadRequest, CodeInvalidArgument, "streams command line over %d bytes (the request body limit); the request ends", maxBodyBytes)
+			e.Limit, e.Source = maxBodyBytes, "channel API request body limit"
+			s.fail("", e)
+		} else if line = bytes.TrimSpace(line); len(line) > 0 {
 			s.command(ctx, line)
 		}
 		if err != nil {

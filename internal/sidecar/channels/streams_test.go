@@ -315,3 +315,14 @@ func TestMessagesSlowLoopDisconnected(t *testing.T) {
 		t.Fatalf("paused loop: %d of %d messages then %v, want all, then a heartbeat", r.num("messages"), count, end)
 	}
 }
+
+// A command line over the request body limit ends the streams request with an error line
+// saying so, rather than silently (the caller would take it for a lost sidecar).
+func TestStreamsCommandTooLong(t *testing.T) {
+	h := newHarnessSidecarOnly(t)
+	s := openStreams(t, "http://"+h.sidecarAddr+"/channels/v1/objects/ns/obj/")
+	s.send(`{"handle":"` + strings.Repeat("x", 500<<10) + `"}`)
+	if l := s.next(); l.Handle != "" || l.Error == nil || l.Error.Code != "INVALID_ARGUMENT" || l.Error.Limit == 0 {
+		t.Fatalf("line %+v, want INVALID_ARGUMENT naming the limit", l)
+	}
+}
