@@ -146,7 +146,8 @@ func (a httpAPI) stream(w http.ResponseWriter, r *http.Request) {
 			started = true
 		}
 		buf = l.appendTo(buf[:0])
-		if _, err := w.Write(buf); err != nil {
+		_, err := w.Write(buf)
+		if buf = smallBuffer(buf); err != nil {
 			return err
 		}
 		return rc.Flush() // one write per line: a batch of every message queued meanwhile

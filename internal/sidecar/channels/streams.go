@@ -145,11 +145,13 @@ func (s *muxStreams) run(ctx context.Context, h string, heartbeat time.Duration,
 	defer s.wg.Done()
 	defer s.a.m.streaming.Add(-1)
 	tag := append(append([]byte(`{"handle":`), appendJSON(nil, h)...), ',')
-	var line, tagged []byte
+	var tagged []byte
 	err := s.a.m.Stream(ctx, s.k, h, heartbeat, ack, func(l *streamLine) error {
-		line = l.appendTo(line[:0])
-		tagged = append(append(tagged[:0], tag...), line[1:]...) // the line's own "{" dropped
-		return s.lw.emit(ctx, tagged)
+		tagged = l.appendTo(append(tagged[:0], tag...))
+		tagged = append(tagged[:len(tag)], tagged[len(tag)+1:]...) // the line's own "{" dropped
+		err := s.lw.emit(ctx, tagged)
+		tagged = smallBuffer(tagged)
+		return err
 	})
 	if err != nil && ctx.Err() == nil {
 		s.fail(h, err)
@@ -163,6 +165,19 @@ func (s *muxStreams) run(ctx context.Context, h string, heartbeat time.Duration,
 	if stopped {
 		s.stopped(h)
 	}
+}
+
+// maxKeptBuffer is the largest line buffer kept for the next line: a streamed handle or
+// a streams request lives long, and keeping the capacity of its largest line (up to the
+// backlog limit, JSON-escaped) for each of thousands of handles would hold gigabytes.
+const maxKeptBuffer = 64 << 10
+
+// smallBuffer is b emptied for reuse, or nil when it grew over maxKeptBuffer.
+func smallBuffer(b []byte) []byte {
+	if cap(b) > maxKeptBuffer {
+		return nil
+	}
+	return b[:0]
 }
 
 // fail writes an error line for handle h.
@@ -254,6 +269,7 @@ func (lw *lineWriter) run(ctx context.Context) {
 		if err == nil {
 			err = lw.rc.Flush()
 		}
+		out = smallBuffer(out)
 		round.err = err
 		close(round.done)
 		if err != nil {
