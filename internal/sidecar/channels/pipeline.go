@@ -27,6 +27,7 @@ func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer endDuplex(rc, r.Body)
+	defer a.endOnShutdown(rc)()
 	renew, _ := r.Body.(deadlineRenewer)
 	br := bufio.NewReaderSize(r.Body, 64<<10)
 	var out []byte
@@ -45,8 +46,8 @@ func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
 		if line = bytes.TrimSpace(line); len(line) > 0 {
 			out = append(a.publishLine(out, r, line), '\n')
 		}
-		if err != nil || br.Buffered() == 0 {
-			if _, werr := w.Write(out); werr != nil || rc.Flush() != nil || err != nil {
+		if stop := a.m.stopping(); err != nil || br.Buffered() == 0 || stop {
+			if _, werr := w.Write(out); werr != nil || rc.Flush() != nil || err != nil || stop {
 				return // io.EOF: the publisher sent its last line
 			}
 			out = out[:0]
@@ -76,6 +77,22 @@ func startDuplex(w http.ResponseWriter) (rc *http.ResponseController, ok bool) {
 func endDuplex(rc *http.ResponseController, body io.Closer) {
 	_ = rc.SetReadDeadline(time.Now())
 	_ = body.Close()
+}
+
+// endOnShutdown makes a duplex request's next read of its body fail once the manager
+// shuts down (the handler checks stopping after each line, as the body's deadline is
+// renewed per line): its caller may keep the body open, and the sidecar's graceful stop
+// would wait for the handler until its timeout. Call the result when the handler returns.
+func (a httpAPI) endOnShutdown(rc *http.ResponseController) (done func()) {
+	returned := make(chan struct{})
+	go func() {
+		select {
+		case <-a.m.shutdown:
+			_ = rc.SetReadDeadline(time.Now())
+		case <-returned:
+		}
+	}()
+	return func() { close(returned) }
 }
 
 // publishLine appends the answer to one pipelined publish.

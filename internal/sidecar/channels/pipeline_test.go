@@ -36,13 +36,7 @@ func TestPipelineRoute(t *testing.T) {
 	}
 	defer stream.Body.Close()
 
-	pr, pw := io.Pipe()
-	defer pw.Close()
-	pipe, err := http.Post(base+"pipeline", "application/x-ndjson", pr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pipe.Body.Close()
+	pw, pipe := openDuplex(t, base+"pipeline")
 	answers := bufio.NewScanner(pipe.Body)
 	msgs := []string{"one", `"quoted" \ <b>&amp;`, "naïve \u2028 ☃", ""}
 	var lines strings.Builder

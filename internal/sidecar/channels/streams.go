@@ -44,7 +44,10 @@ func (a httpAPI) streams(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer endDuplex(rc, r.Body)
-	ctx, cancel := context.WithCancel(r.Context())
+	// Not r.Context(): net/http cancels it when a read of the body fails, also at shutdown
+	// (endOnShutdown), when the streams still answer REGISTRY_RESTARTED. The handler
+	// returns when the caller leaves (its body fails), which cancels ctx.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	lw := newLineWriter(w, rc)
 	written := make(chan struct{})
 	go func() { defer close(written); lw.run(ctx) }()
@@ -54,6 +57,7 @@ func (a httpAPI) streams(w http.ResponseWriter, r *http.Request) {
 		s.wg.Wait()
 		<-written // the response is not written after the handler returns
 	}()
+	defer a.endOnShutdown(rc)()
 	renew, _ := r.Body.(deadlineRenewer)
 	br := bufio.NewReaderSize(r.Body, 4<<10)
 	for {
@@ -67,6 +71,10 @@ func (a httpAPI) streams(w http.ResponseWriter, r *http.Request) {
 			s.fail("", e)
 		} else if line = bytes.TrimSpace(line); len(line) > 0 {
 			s.command(ctx, line)
+		}
+		if a.m.stopping() {
+			s.wg.Wait() // every stream ends with its REGISTRY_RESTARTED line
+			return
 		}
 		if err != nil {
 			return // the caller ended its commands (or they stopped arriving): streams end

@@ -2,6 +2,7 @@ package channels_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
 )
@@ -23,16 +25,23 @@ type streamsClient struct {
 }
 
 func openStreams(t *testing.T, base string) *streamsClient {
+	w, res := openDuplex(t, base+"streams")
+	return &streamsClient{t: t, w: w, lines: bufio.NewScanner(res.Body)}
+}
+
+// openDuplex posts a request whose body stays open to write to (a streams request or a
+// pipeline); both are closed when the test ends.
+func openDuplex(t *testing.T, url string) (io.WriteCloser, *http.Response) {
 	pr, pw := io.Pipe()
-	res, err := http.Post(base+"streams", "application/x-ndjson", pr)
+	res, err := http.Post(url, "application/x-ndjson", pr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pw.Close(); res.Body.Close() })
 	if res.StatusCode != http.StatusOK {
-		t.Fatalf("streams: HTTP %d", res.StatusCode)
+		t.Fatalf("%s: HTTP %d", url, res.StatusCode)
 	}
-	return &streamsClient{t: t, w: pw, lines: bufio.NewScanner(res.Body)}
+	return pw, res
 }
 
 func (s *streamsClient) send(line string) {
@@ -361,13 +370,7 @@ func TestStreamsDropLargeLineBuffers(t *testing.T) {
 	for range 15 { // under the backlog limit: one line of 15 × 64 KiB per handle
 		post("publish", `{"channel":"c","message":"`+strings.Repeat("x", 64<<10)+`"}`)
 	}
-	pr, pw := io.Pipe()
-	defer pw.Close()
-	res, err := http.Post(base+"streams", "application/x-ndjson", pr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
+	pw, res := openDuplex(t, base+"streams")
 	go func() { _, _ = io.WriteString(pw, starts.String()) }()
 	lines := bufio.NewReader(res.Body)
 	readLines := func(n int) {
@@ -382,5 +385,35 @@ func TestStreamsDropLargeLineBuffers(t *testing.T) {
 	readLines(handles)
 	if grown := int64(heap()) - int64(before); grown > 16<<20 {
 		t.Fatalf("the sidecar's heap grew by %d MiB streaming %d handles, want under 16 MiB", grown>>20, handles)
+	}
+}
+
+// A graceful stop of the sidecar ends its streams and pipeline requests though their
+// callers keep their bodies open (docs/channels.md "Restart": pending waits are answered
+// REGISTRY_RESTARTED, then open requests drain): the stop does not wait out its timeout.
+func TestDuplexRequestsEndOnShutdown(t *testing.T) {
+	h := newHarnessSidecarOnly(t)
+	base := "http://" + h.sidecarAddr + "/channels/v1/objects/ns/obj/"
+	res, err := http.Post(base+"subscribe", "application/json", strings.NewReader(`{"channel":"c"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub struct{ Handle string }
+	_ = json.NewDecoder(res.Body).Decode(&sub)
+	res.Body.Close()
+	s := openStreams(t, base)
+	s.send(`{"handle":"` + sub.Handle + `","timeoutMs":60000}`)
+	if l := s.next(); l.Outcome != "timeout" {
+		t.Fatalf("first line %+v, want a heartbeat", l)
+	}
+	openDuplex(t, base+"pipeline")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with a streams request and a pipeline open: %v, want them ended", err)
+	}
+	h.srv = nil
+	if l := s.next(); l.Error == nil || l.Error.Code != "REGISTRY_RESTARTED" {
+		t.Fatalf("streams line %+v, want REGISTRY_RESTARTED", l)
 	}
 }
