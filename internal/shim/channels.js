@@ -44,13 +44,17 @@ function remember(handle, b) {
   }
 }
 
-// keep adds a messages line for handle that no messages() loop takes (it ended while the
-// line was on its way) to the handle's batch: the sidecar counts it as handed over, so
-// the next wait or messages() answers it from here.
+// keep adds a messages line for handle that no messages() loop takes (it ended before
+// taking it, or while the line was on its way) to the handle's batch: the sidecar counts
+// it as handed over, so the next wait or messages() answers it from here. Messages the
+// batch already holds (same sequence numbers) are not added twice.
 function keep(handle, o) {
   const b = batches.get(handle);
-  if (b && b.seq + b.messages.length === o.seq) {
-    remember(handle, { seq: b.seq + b.next, messages: b.messages.slice(b.next).concat(o.messages), next: 0, at: Date.now() });
+  const end = b ? b.seq + b.messages.length : 0;
+  if (b && o.seq + o.messages.length <= end) return;
+  if (b && o.seq <= end) {
+    const fresh = o.messages.slice(end - o.seq);
+    remember(handle, { seq: b.seq + b.next, messages: b.messages.slice(b.next).concat(fresh), next: 0, at: Date.now() });
   } else {
     remember(handle, { seq: o.seq, messages: o.messages, next: 0, at: Date.now() });
   }
@@ -59,6 +63,13 @@ function keep(handle, o) {
 // The sidecar cuts a request body silent for its body timeout (30 s); a streams request
 // sends an empty line this often to stay open.
 const KEEPALIVE_MS = 10 * 1000;
+
+// A messages() loop whose received lines not yet taken exceed PAUSE_BYTES (the default
+// backlog limit) is paused: its handle is stopped until the loop took them, so what is
+// published meanwhile queues in the sidecar, whose backlog limit disconnects a loop that
+// does not keep up, instead of piling up in the isolate (one streams request reads the
+// lines of every loop, so it cannot leave a slow loop's lines unread).
+const PAUSE_BYTES = 1 << 20;
 
 // connsOf: per Durable Object instance (its state, this.ctx), the requests its channel
 // calls share: {streams, pipeline}. A Durable Object's requests share its I/O, so one
@@ -78,6 +89,7 @@ class Streams {
   #writer;
   #writes = Promise.resolve();
   #consumers = new Map();
+  #stopping = new Map(); // handle → {done, resolve}: stop sent, "stopped" not yet read
   #conns;
   #opened;
   #timer;
@@ -122,7 +134,8 @@ class Streams {
       } catch {}
       throw new ChannelError(e.code || "SIDECAR_UNAVAILABLE", e.message || `the sidecar answered streams with HTTP ${res.status}: ${text.slice(0, 200)}`);
     }
-    this.#timer = setInterval(() => (this.#consumers.size > 0 ? this.#send("") : this.#end()), KEEPALIVE_MS);
+    const busy = () => this.#consumers.size > 0 || this.#stopping.size > 0;
+    this.#timer = setInterval(() => (busy() ? this.#send("") : this.#end()), KEEPALIVE_MS);
     this.#read(res.body.getReader());
   }
 
@@ -139,23 +152,69 @@ class Streams {
     if (this.#consumers.has(handle)) {
       throw new ChannelError("INVALID_ARGUMENT", `subscription ${handle} is already read by another messages() loop of this object`);
     }
-    const c = { lines: [], wake: null };
+    // bytes: of lines; end: the sequence number after the last message received.
+    const c = { lines: [], wake: null, bytes: 0, end: ack, heartbeatMs, paused: false, resumed: false };
     this.#consumers.set(handle, c);
     this.#send(JSON.stringify({ handle, timeoutMs: heartbeatMs, ack }));
     return c;
   }
 
-  // remove stops streaming handle for consumer c; lines still on their way are kept.
+  // remove stops streaming handle for consumer c. The lines c received but did not take,
+  // and those still on their way until the sidecar answers "stopped", are kept for the
+  // next wait or messages() (the sidecar counts them as handed over).
   remove(handle, c) {
     if (this.#consumers.get(handle) !== c) return;
     this.#consumers.delete(handle);
-    if (!this.#ended) this.#send(JSON.stringify({ handle, stop: true }));
+    for (const o of c.lines) if (o.outcome === "messages") keep(handle, o);
+    c.lines = [];
+    if (!this.#ended) this.#stop(handle);
   }
 
-  // next is c's next line, once there is one.
-  async next(c) {
-    while (c.lines.length === 0) await new Promise((r) => (c.wake = r));
-    return c.lines.shift();
+  // stopping is a promise settled once no line of handle is on its way any more, or
+  // undefined when none is: a wait or loop on handle awaits it first, so it neither
+  // misses such a line nor gets its messages twice.
+  stopping(handle) {
+    const s = this.#stopping.get(handle);
+    return s && s.done;
+  }
+
+  // next is c's next line, once there is one. A paused handle is started again once its
+  // lines were taken and its stop answered, from what c received (no line twice).
+  async next(handle, c) {
+    for (;;) {
+      if (c.lines.length > 0) {
+        const o = c.lines.shift();
+        c.bytes -= o.bytes;
+        return o;
+      }
+      const stopping = c.paused && this.stopping(handle);
+      if (stopping) {
+        await stopping;
+        continue;
+      }
+      if (c.paused && this.#consumers.get(handle) === c && !this.#ended) {
+        c.paused = false;
+        c.resumed = true;
+        this.#send(JSON.stringify({ handle, timeoutMs: c.heartbeatMs, ack: c.end }));
+      }
+      await new Promise((r) => (c.wake = r));
+    }
+  }
+
+  // pause stops handle's stream while c holds over PAUSE_BYTES of lines not taken.
+  #pause(handle, c) {
+    if (c.paused || c.bytes <= PAUSE_BYTES || this.#ended) return;
+    c.paused = true;
+    this.#stop(handle);
+  }
+
+  // stop sends a stop for handle; stopping(handle) settles once it is answered.
+  #stop(handle) {
+    if (this.#stopping.has(handle)) return;
+    let resolve;
+    const done = new Promise((r) => (resolve = r));
+    this.#stopping.set(handle, { done, resolve });
+    this.#send(JSON.stringify({ handle, stop: true }));
   }
 
   async #read(reader) {
@@ -169,7 +228,7 @@ class Streams {
         text += dec.decode(value, { stream: true });
         let nl;
         while ((nl = text.indexOf("\n")) >= 0) {
-          this.#route(JSON.parse(text.slice(0, nl)));
+          this.#route(JSON.parse(text.slice(0, nl)), nl);
           text = text.slice(nl + 1);
         }
       }
@@ -179,13 +238,25 @@ class Streams {
     this.#end(new ChannelError("REGISTRY_RESTARTED", `channel registry restarted: ${why}; subscribe again`));
   }
 
-  #route(o) {
+  #route(o, bytes) {
+    if (o.stopped) {
+      const s = this.#stopping.get(o.handle);
+      this.#stopping.delete(o.handle);
+      if (s) s.resolve();
+      return;
+    }
     const c = this.#consumers.get(o.handle);
     if (!c) {
       if (o.outcome === "messages") keep(o.handle, o);
       return;
     }
+    if (c.resumed && o.outcome === "timeout") return; // the restarted stream's first line
+    c.resumed = false;
+    if (o.outcome === "messages") c.end = o.seq + o.messages.length;
+    o.bytes = bytes;
+    c.bytes += bytes;
     c.lines.push(o);
+    this.#pause(o.handle, c);
     if (c.wake) {
       const w = c.wake;
       c.wake = null;
@@ -203,10 +274,12 @@ class Streams {
       this.#writer.close().catch(() => {});
     } catch {}
     for (const c of this.#consumers.values()) {
-      c.lines.push({ error: { code: this.#ended.code, message: this.#ended.message.replace(/^[A-Z_]+: /, "") } });
+      c.lines.push({ bytes: 0, error: { code: this.#ended.code, message: this.#ended.message.replace(/^[A-Z_]+: /, "") } });
       if (c.wake) c.wake();
     }
     this.#consumers.clear();
+    for (const s of this.#stopping.values()) s.resolve();
+    this.#stopping.clear();
   }
 }
 
@@ -340,6 +413,22 @@ function checkName(name) {
   }
 }
 
+// MAX_MESSAGE_BYTES is the contract's message size ceiling (a namespace may only lower
+// it; the sidecar enforces the value in force). A message over it is refused here: on
+// the object's pipeline, its line could exceed the sidecar's request body limit, which
+// ends the pipeline and fails the publishes sent with it.
+const MAX_MESSAGE_BYTES = 65536;
+function checkSize(text) {
+  if (text.length * 3 <= MAX_MESSAGE_BYTES) return; // UTF-8 takes at most 3 bytes per UTF-16 unit
+  const n = new TextEncoder().encode(text).length;
+  if (n > MAX_MESSAGE_BYTES) {
+    throw new ChannelError("MESSAGE_TOO_LARGE", `message is ${n} bytes of UTF-8, over the limit maxMessageBytes = ${MAX_MESSAGE_BYTES} (64 KiB, the durable channel contract's ceiling)`, {
+      limit: MAX_MESSAGE_BYTES,
+      source: "durable channel contract 0.1.0 (docs/channels.md)",
+    });
+  }
+}
+
 class Channels {
   #sidecar;
   #base;
@@ -411,6 +500,7 @@ class Channels {
     if (typeof text.isWellFormed === "function" && !text.isWellFormed()) {
       throw new ChannelError("INVALID_MESSAGE", "message is not well-formed text (lone UTF-16 surrogate); it cannot be UTF-8");
     }
+    checkSize(text);
     return Pipeline.of(this.#sidecar, this.#base, this.#conns).publish(name, text);
   }
 
@@ -429,6 +519,8 @@ class Channels {
     if (typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) || timeoutMs < 0) {
       throw new ChannelError("INVALID_ARGUMENT", `timeoutMs must be a finite number >= 0 (milliseconds), got ${String(timeoutMs)}`);
     }
+    const stopping = this.#conns.streams && this.#conns.streams.stopping(handle);
+    if (stopping) await stopping; // a line of a loop that left may still be on its way
     const b = batches.get(handle);
     if (b && b.next < b.messages.length) {
       return { outcome: "message", message: b.messages[b.next++] };
@@ -494,7 +586,7 @@ class Channels {
     }
     try {
       for (;;) {
-        const o = c.lines.length > 0 ? c.lines.shift() : await s.next(c);
+        const o = await s.next(handle, c);
         if (o.error) throw new ChannelError(o.error.code, o.error.message, { limit: o.error.limit, source: o.error.source });
         if (o.outcome !== "messages") {
           yield o.outcome === "timeout" ? { outcome: o.outcome } : { outcome: o.outcome, reason: o.reason };

@@ -24,7 +24,7 @@ const maxBodyBytes = 6*(64<<10) + 4096
 //	                                     batched: {"handle","timeoutMs","max","ack"} → {"outcome":"messages","messages","seq"}|...
 //	POST /channels/v1/objects/{namespace}/{object}/stream       {"handle","timeoutMs","ack"} → wait answers, one JSON per line
 //	POST /channels/v1/objects/{namespace}/{object}/pipeline     {"channel","message"} per line → {"reached"}|{"error"} per line
-//	POST /channels/v1/objects/{namespace}/{object}/streams      {"handle","timeoutMs","ack"}|{"handle","stop"} per line → stream lines tagged {"handle"}
+//	POST /channels/v1/objects/{namespace}/{object}/streams      {"handle","timeoutMs","ack"}|{"handle","stop"} per line → stream lines tagged {"handle"}, {"handle","stopped"} per stop
 //	POST /channels/v1/objects/{namespace}/{object}/unsubscribe  {"handle"}             → {"unsubscribed"}
 //	POST /channels/v1/objects/{namespace}/{object}/close        {"channel","reason"}   → {"notified"}
 //	GET  /channels/v1/objects/{namespace}/{object}/subscribers?channel=NAME            → {"subscribers"}
@@ -146,7 +146,8 @@ func (a httpAPI) stream(w http.ResponseWriter, r *http.Request) {
 			started = true
 		}
 		buf = l.appendTo(buf[:0])
-		if _, err := w.Write(buf); err != nil {
+		_, err := w.Write(buf)
+		if buf = smallBuffer(buf); err != nil {
 			return err
 		}
 		return rc.Flush() // one write per line: a batch of every message queued meanwhile

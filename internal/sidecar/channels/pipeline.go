@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // deadlineRenewer is a request body whose read deadline can be renewed (the sidecar's
@@ -25,6 +26,8 @@ func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	defer endDuplex(rc, r.Body)
+	defer a.endOnShutdown(rc)()
 	renew, _ := r.Body.(deadlineRenewer)
 	br := bufio.NewReaderSize(r.Body, 64<<10)
 	var out []byte
@@ -35,14 +38,16 @@ func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
 		}
 		if errors.Is(err, errLineTooLong) {
 			e := limitError(CodeMessageTooLarge, maxBodyBytes, "channel API request body limit", "pipeline line over %d bytes", maxBodyBytes)
-			_, _ = w.Write(append(appendJSON(out[:0], map[string]any{"error": e}), '\n'))
+			// After the answers of the lines before it still in out: answers are matched
+			// to publishes by order.
+			_, _ = w.Write(append(appendJSON(out, map[string]any{"error": e}), '\n'))
 			return
 		}
 		if line = bytes.TrimSpace(line); len(line) > 0 {
 			out = append(a.publishLine(out, r, line), '\n')
 		}
-		if err != nil || br.Buffered() == 0 {
-			if _, werr := w.Write(out); werr != nil || rc.Flush() != nil || err != nil {
+		if stop := a.m.stopping(); err != nil || br.Buffered() == 0 || stop {
+			if _, werr := w.Write(out); werr != nil || rc.Flush() != nil || err != nil || stop {
 				return // io.EOF: the publisher sent its last line
 			}
 			out = out[:0]
@@ -51,7 +56,8 @@ func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
 }
 
 // startDuplex answers 200 with JSON lines at once, and lets the handler read its body
-// while it writes (full duplex); ok is false when that failed (answered or gone).
+// while it writes (full duplex); ok is false when that failed (answered or gone). A
+// handler that started one calls endDuplex before it returns.
 func startDuplex(w http.ResponseWriter) (rc *http.ResponseController, ok bool) {
 	rc = http.NewResponseController(w)
 	if err := rc.EnableFullDuplex(); err != nil {
@@ -61,6 +67,32 @@ func startDuplex(w http.ResponseWriter) (rc *http.ResponseController, ok bool) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	return rc, rc.Flush() == nil
+}
+
+// endDuplex ends a full-duplex request whose body may not have been read to its end (a
+// line over the body limit, a failed write): its read deadline passes at once and the
+// body is closed, so the connection is closed. Otherwise net/http would read the rest of
+// the body until the body timeout before ending the answer, and then panic (and log it)
+// reading the next request on the connection (https://github.com/golang/go/issues/68560).
+func endDuplex(rc *http.ResponseController, body io.Closer) {
+	_ = rc.SetReadDeadline(time.Now())
+	_ = body.Close()
+}
+
+// endOnShutdown makes a duplex request's next read of its body fail once the manager
+// shuts down (the handler checks stopping after each line, as the body's deadline is
+// renewed per line): its caller may keep the body open, and the sidecar's graceful stop
+// would wait for the handler until its timeout. Call the result when the handler returns.
+func (a httpAPI) endOnShutdown(rc *http.ResponseController) (done func()) {
+	returned := make(chan struct{})
+	go func() {
+		select {
+		case <-a.m.shutdown:
+			_ = rc.SetReadDeadline(time.Now())
+		case <-returned:
+		}
+	}()
+	return func() { close(returned) }
 }
 
 // publishLine appends the answer to one pipelined publish.

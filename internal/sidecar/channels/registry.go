@@ -269,6 +269,16 @@ func (m *Manager) Close() {
 	<-m.janDone
 }
 
+// stopping reports whether Close was called.
+func (m *Manager) stopping() bool {
+	select {
+	case <-m.shutdown:
+		return true
+	default:
+		return false
+	}
+}
+
 func (m *Manager) restarted() *Error {
 	return newError(http.StatusServiceUnavailable, CodeRegistryRestarted,
 		"channel registry restarted: the sidecar is shutting down and its subscriptions are gone; subscribe again")

@@ -83,7 +83,9 @@ func (m *Manager) Stream(ctx context.Context, k Key, handle string, heartbeat ti
 				return m.restarted()
 			}
 		}
-		if err := emit(&line); err != nil {
+		err := emit(&line)
+		clear(line.msgs) // the messages are not kept alive until a later batch overwrites them
+		if err != nil {
 			return err
 		}
 		timer.Reset(heartbeat)

@@ -30,8 +30,9 @@ const streamLimitSource = "project decision, docs/channels.md: streamed handles 
 
 // streams serves POST .../streams: the stream route for many handles of one object on
 // one full-duplex request. The body carries commands as JSON lines — {"handle","timeoutMs",
-// "ack"?} starts streaming a handle, {"handle","stop":true} stops it, a blank line only
-// keeps the body alive — and the answer carries each handle's stream lines tagged with
+// "ack"?} starts streaming a handle, {"handle","stop":true} stops it (answered
+// {"handle","stopped":true} after its last line), a blank line only keeps the body
+// alive — and the answer carries each handle's stream lines tagged with
 // {"handle":...} first, until the caller ends the request. One connection per object
 // instead of one per subscriber, and one write carries the lines of every handle ready
 // at once, so a publish reaching N subscribers of an isolate costs it one read. A line's
@@ -42,16 +43,21 @@ func (a httpAPI) streams(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	defer endDuplex(rc, r.Body)
+	// Not r.Context(): net/http cancels it when a read of the body fails, also at shutdown
+	// (endOnShutdown), when the streams still answer REGISTRY_RESTARTED. The handler
+	// returns when the caller leaves (its body fails), which cancels ctx.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	lw := newLineWriter(w, rc)
 	written := make(chan struct{})
 	go func() { defer close(written); lw.run(ctx) }()
-	s := &muxStreams{a: a, k: key(r), lw: lw, running: map[string]context.CancelFunc{}}
+	s := &muxStreams{a: a, k: key(r), ctx: ctx, lw: lw, running: map[string]context.CancelFunc{}}
 	defer func() {
 		cancel()
 		s.wg.Wait()
 		<-written // the response is not written after the handler returns
 	}()
+	defer a.endOnShutdown(rc)()
 	renew, _ := r.Body.(deadlineRenewer)
 	br := bufio.NewReaderSize(r.Body, 4<<10)
 	for {
@@ -59,8 +65,16 @@ func (a httpAPI) streams(w http.ResponseWriter, r *http.Request) {
 		if renew != nil {
 			renew.RenewDeadline()
 		}
-		if line = bytes.TrimSpace(line); len(line) > 0 && !errors.Is(err, errLineTooLong) {
+		if errors.Is(err, errLineTooLong) {
+			e := newError(http.StatusBadRequest, CodeInvalidArgument, "streams command line over %d bytes (the request body limit); the request ends", maxBodyBytes)
+			e.Limit, e.Source = maxBodyBytes, "channel API request body limit"
+			s.fail("", e)
+		} else if line = bytes.TrimSpace(line); len(line) > 0 {
 			s.command(ctx, line)
+		}
+		if a.m.stopping() {
+			s.wg.Wait() // every stream ends with its REGISTRY_RESTARTED line
+			return
 		}
 		if err != nil {
 			return // the caller ended its commands (or they stopped arriving): streams end
@@ -72,6 +86,7 @@ func (a httpAPI) streams(w http.ResponseWriter, r *http.Request) {
 type muxStreams struct {
 	a       httpAPI
 	k       Key
+	ctx     context.Context // the request's
 	lw      *lineWriter
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -95,11 +110,13 @@ func (s *muxStreams) command(ctx context.Context, line []byte) {
 	s.mu.Lock()
 	stop, busy := s.running[h]
 	var err *Error
+	stopped := false
 	switch {
 	case c.Stop && busy:
-		stop()
+		stop() // run answers "stopped" after its last line
 		delete(s.running, h)
 	case c.Stop:
+		stopped = true
 	case busy:
 		err = newError(http.StatusBadRequest, CodeInvalidArgument, "handle %s is already streaming on this request", h)
 	default:
@@ -108,6 +125,9 @@ func (s *muxStreams) command(ctx context.Context, line []byte) {
 	s.mu.Unlock()
 	if err != nil {
 		s.fail(h, err)
+	}
+	if stopped {
+		s.stopped(h)
 	}
 }
 
@@ -133,26 +153,54 @@ func (s *muxStreams) run(ctx context.Context, h string, heartbeat time.Duration,
 	defer s.wg.Done()
 	defer s.a.m.streaming.Add(-1)
 	tag := append(append([]byte(`{"handle":`), appendJSON(nil, h)...), ',')
-	var line, tagged []byte
+	var tagged []byte
 	err := s.a.m.Stream(ctx, s.k, h, heartbeat, ack, func(l *streamLine) error {
-		line = l.appendTo(line[:0])
-		tagged = append(append(tagged[:0], tag...), line[1:]...) // the line's own "{" dropped
-		return s.lw.emit(ctx, tagged)
+		tagged = l.appendTo(append(tagged[:0], tag...))
+		tagged = append(tagged[:len(tag)], tagged[len(tag)+1:]...) // the line's own "{" dropped
+		err := s.lw.emit(ctx, tagged)
+		tagged = smallBuffer(tagged)
+		return err
 	})
 	if err != nil && ctx.Err() == nil {
 		s.fail(h, err)
 	}
 	s.mu.Lock()
-	if ctx.Err() == nil {
+	stopped := ctx.Err() != nil // by a stop command (or the request's end)
+	if !stopped {
 		delete(s.running, h)
 	}
 	s.mu.Unlock()
+	if stopped {
+		s.stopped(h)
+	}
+}
+
+// maxKeptBuffer is the largest line buffer kept for the next line: a streamed handle or
+// a streams request lives long, and keeping the capacity of its largest line (up to the
+// backlog limit, JSON-escaped) for each of thousands of handles would hold gigabytes.
+const maxKeptBuffer = 64 << 10
+
+// smallBuffer is b emptied for reuse, or nil when it grew over maxKeptBuffer.
+func smallBuffer(b []byte) []byte {
+	if cap(b) > maxKeptBuffer {
+		return nil
+	}
+	return b[:0]
 }
 
 // fail writes an error line for handle h.
 func (s *muxStreams) fail(h string, err error) {
 	line := appendJSON(nil, map[string]any{"handle": h, "error": asError(err)})
-	_ = s.lw.emit(context.Background(), append(line, '\n'))
+	_ = s.lw.emit(s.ctx, append(line, '\n'))
+}
+
+// stopped answers a stop of handle h once none of its lines can follow: a line written
+// before it may still be on its way when the stop is sent, and the sidecar counts it as
+// handed over, so the caller must take it before it waits on or starts h again (or it
+// would miss it, or get its messages twice).
+func (s *muxStreams) stopped(h string) {
+	line := append(appendJSON([]byte(`{"handle":`), h), `,"stopped":true}`+"\n"...)
+	_ = s.lw.emit(s.ctx, line)
 }
 
 // heartbeat is a stream's heartbeat for timeoutMs: half the lease when absent, at most
@@ -229,6 +277,7 @@ func (lw *lineWriter) run(ctx context.Context) {
 		if err == nil {
 			err = lw.rc.Flush()
 		}
+		out = smallBuffer(out)
 		round.err = err
 		close(round.done)
 		if err != nil {

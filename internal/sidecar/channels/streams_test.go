@@ -2,13 +2,16 @@ package channels_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
 )
@@ -22,16 +25,23 @@ type streamsClient struct {
 }
 
 func openStreams(t *testing.T, base string) *streamsClient {
+	w, res := openDuplex(t, base+"streams")
+	return &streamsClient{t: t, w: w, lines: bufio.NewScanner(res.Body)}
+}
+
+// openDuplex posts a request whose body stays open to write to (a streams request or a
+// pipeline); both are closed when the test ends.
+func openDuplex(t *testing.T, url string) (io.WriteCloser, *http.Response) {
 	pr, pw := io.Pipe()
-	res, err := http.Post(base+"streams", "application/x-ndjson", pr)
+	res, err := http.Post(url, "application/x-ndjson", pr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pw.Close(); res.Body.Close() })
 	if res.StatusCode != http.StatusOK {
-		t.Fatalf("streams: HTTP %d", res.StatusCode)
+		t.Fatalf("%s: HTTP %d", url, res.StatusCode)
 	}
-	return &streamsClient{t: t, w: pw, lines: bufio.NewScanner(res.Body)}
+	return pw, res
 }
 
 func (s *streamsClient) send(line string) {
@@ -47,6 +57,7 @@ type streamsLine struct {
 	Messages []string
 	Seq      uint64
 	Reason   string
+	Stopped  bool
 	Error    *struct {
 		Code  string
 		Limit int64
@@ -118,9 +129,18 @@ func TestStreamsRoute(t *testing.T) {
 		t.Fatalf("unknown handle: %+v, want UNKNOWN_HANDLE for it", l)
 	}
 	s.send(`{"handle":"` + h1 + `","stop":true}`)
-	s.send(`{}`) // answered once the stop before it was applied
-	if l := s.next(); l.Handle != "" || l.Error == nil || l.Error.Code != "INVALID_ARGUMENT" {
-		t.Fatalf("bad command: %+v, want INVALID_ARGUMENT", l)
+	s.send(`{}`)  // answered once the stop before it was applied
+	for range 2 { // the stop's answer comes from h1's stream, so in either order
+		switch l := s.next(); {
+		case l.Handle == h1 && l.Stopped:
+		case l.Handle == "" && l.Error != nil && l.Error.Code == "INVALID_ARGUMENT":
+		default:
+			t.Fatalf("after the stop and a bad command: %+v, want stopped for %s and INVALID_ARGUMENT", l, h1)
+		}
+	}
+	s.send(`{"handle":"` + h1 + `","stop":true}`) // not streaming: answered at once
+	if l := s.next(); l.Handle != h1 || !l.Stopped {
+		t.Fatalf("stop of a handle not streaming: %+v, want stopped", l)
 	}
 	call("publish", `{"channel":"room","message":"b"}`)
 	if l := s.next(); l.Handle != h2 || len(l.Messages) != 1 || l.Messages[0] != "b" || l.Seq != 1 {
@@ -253,5 +273,147 @@ func TestStreamsLimits(t *testing.T) {
 	}
 	if n := limited(start(openStreams(t, base), 1), channels.MaxStreams); n != 1 {
 		t.Fatalf("start past the sidecar's %d: not refused", channels.MaxStreams)
+	}
+}
+
+// Leaving a messages() loop early keeps every line the sidecar already sent for the
+// handle (docs/channels.md "Batched wait and stream"): the sidecar acknowledged them when
+// they were written, so lines the loop had received but not yet taken are answered by the
+// next wait, not lost.
+func TestMessagesLeftEarlyKeepsReceivedLines(t *testing.T) {
+	h := newHarness(t, 0)
+	r := h.ok("early", "leaveEarly", map[string]any{"channel": "c", "count": 5, "settleMs": 300})
+	if first, _ := r["first"].(map[string]any); first["outcome"] != "timeout" {
+		t.Fatalf("first outcome %v, want the stream's first heartbeat", r["first"])
+	}
+	if taken, _ := r["taken"].(map[string]any); taken["message"] != "m0" {
+		t.Fatalf("taken %v, want m0", r["taken"])
+	}
+	if got, want := r.strs("rest"), seq("m", 5)[1:]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("wait after leaving the loop got %v, want %v", got, want)
+	}
+}
+
+// A handle's messages() loops that leave and start again while messages are published
+// (stop and start of the same handle on the streams request, with lines in flight) get
+// every message once, in order.
+func TestMessagesRestartedLoopsExactlyOnce(t *testing.T) {
+	h := newHarness(t, 0)
+	r := h.ok("restart", "restartLoops", map[string]any{"channel": "c", "count": 400, "every": 3, "heartbeatMs": 500})
+	if got, want := r.strs("got"), seq("m", 400); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after %v loops got %d messages %v, want %v", r["loops"], len(got), got, want)
+	}
+}
+
+// A messages() loop that does not keep up is a slow subscriber like a wait loop that
+// does not wait (docs/channels.md "Backlog"): once more than the backlog limit is
+// published to it unread, it is disconnected with the backlog reason, rather than the
+// client holding every line of the shared streams request in the isolate's memory.
+func TestMessagesSlowLoopDisconnected(t *testing.T) {
+	h := newHarness(t, 0)
+	spec := readSpec(t)
+	count := 4 * spec.backlogBytes / (64 << 10)
+	r := h.ok("slow", "slowLoop", map[string]any{"channel": "c", "count": count, "size": 64 << 10, "settleMs": 300})
+	end, _ := r["end"].(map[string]any)
+	if end["outcome"] != "disconnected" || end["reason"] != spec.backlogReason || r.num("messages") >= count {
+		t.Fatalf("slow loop: %d of %d messages then %v, want fewer, then disconnected %q", r.num("messages"), count, end, spec.backlogReason)
+	}
+	// Paused past the backlog limit but under twice it: resumed, every message once.
+	count = 3 * spec.backlogBytes / 2 / (64 << 10)
+	r = h.ok("slow2", "slowLoop", map[string]any{"channel": "c", "count": count, "size": 64 << 10, "settleMs": 300})
+	if end, _ := r["end"].(map[string]any); end["outcome"] != "timeout" || r.num("messages") != count {
+		t.Fatalf("paused loop: %d of %d messages then %v, want all, then a heartbeat", r.num("messages"), count, end)
+	}
+}
+
+// A command line over the request body limit ends the streams request with an error line
+// saying so, rather than silently (the caller would take it for a lost sidecar).
+func TestStreamsCommandTooLong(t *testing.T) {
+	h := newHarnessSidecarOnly(t)
+	s := openStreams(t, "http://"+h.sidecarAddr+"/channels/v1/objects/ns/obj/")
+	s.send(`{"handle":"` + strings.Repeat("x", 500<<10) + `"}`)
+	if l := s.next(); l.Handle != "" || l.Error == nil || l.Error.Code != "INVALID_ARGUMENT" || l.Error.Limit == 0 {
+		t.Fatalf("line %+v, want INVALID_ARGUMENT naming the limit", l)
+	}
+}
+
+// A streams request does not keep the memory of its largest lines: after every handle of
+// a request got a batch of about the backlog limit (1 MiB), the sidecar's heap is back
+// near where it was, rather than holding a copy or two of each handle's line for as long
+// as it streams (4,096 handles per sidecar would hold gigabytes).
+func TestStreamsDropLargeLineBuffers(t *testing.T) {
+	h := newHarnessSidecarOnly(t)
+	base := "http://" + h.sidecarAddr + "/channels/v1/objects/ns/mem/"
+	post := func(op, body string) string {
+		res, err := http.Post(base+op, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return string(b)
+	}
+	const handles = 64
+	var starts strings.Builder
+	for range handles {
+		var sub struct{ Handle string }
+		_ = json.Unmarshal([]byte(post("subscribe", `{"channel":"c"}`)), &sub)
+		starts.WriteString(`{"handle":"` + sub.Handle + `","timeoutMs":60000}` + "\n")
+	}
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	for range 15 { // under the backlog limit: one line of 15 × 64 KiB per handle
+		post("publish", `{"channel":"c","message":"`+strings.Repeat("x", 64<<10)+`"}`)
+	}
+	pw, res := openDuplex(t, base+"streams")
+	go func() { _, _ = io.WriteString(pw, starts.String()) }()
+	lines := bufio.NewReader(res.Body)
+	readLines := func(n int) {
+		for range n {
+			if _, err := lines.ReadBytes('\n'); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	readLines(handles)
+	post("publish", `{"channel":"c","message":"small"}`) // every stream went round once more
+	readLines(handles)
+	if grown := int64(heap()) - int64(before); grown > 16<<20 {
+		t.Fatalf("the sidecar's heap grew by %d MiB streaming %d handles, want under 16 MiB", grown>>20, handles)
+	}
+}
+
+// A graceful stop of the sidecar ends its streams and pipeline requests though their
+// callers keep their bodies open (docs/channels.md "Restart": pending waits are answered
+// REGISTRY_RESTARTED, then open requests drain): the stop does not wait out its timeout.
+func TestDuplexRequestsEndOnShutdown(t *testing.T) {
+	h := newHarnessSidecarOnly(t)
+	base := "http://" + h.sidecarAddr + "/channels/v1/objects/ns/obj/"
+	res, err := http.Post(base+"subscribe", "application/json", strings.NewReader(`{"channel":"c"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub struct{ Handle string }
+	_ = json.NewDecoder(res.Body).Decode(&sub)
+	res.Body.Close()
+	s := openStreams(t, base)
+	s.send(`{"handle":"` + sub.Handle + `","timeoutMs":60000}`)
+	if l := s.next(); l.Outcome != "timeout" {
+		t.Fatalf("first line %+v, want a heartbeat", l)
+	}
+	openDuplex(t, base+"pipeline")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with a streams request and a pipeline open: %v, want them ended", err)
+	}
+	h.srv = nil
+	if l := s.next(); l.Error == nil || l.Error.Code != "REGISTRY_RESTARTED" {
+		t.Fatalf("streams line %+v, want REGISTRY_RESTARTED", l)
 	}
 }

@@ -152,6 +152,66 @@ export class Obj extends DurableObject {
         }
         return { messages, timeouts, end: null };
       }
+      case "leaveEarly": {
+        // A messages() loop that is not pulled while count messages are published one by
+        // one (their lines arrive meanwhile), then takes one and leaves: wait gets the rest.
+        const handle = await ch.subscribe(b.channel);
+        const it = ch.messages(handle, 60000);
+        const first = (await it.next()).value;
+        for (let i = 0; i < b.count; i++) await ch.publish(b.channel, `m${i}`);
+        await new Promise((r) => setTimeout(r, b.settleMs));
+        const taken = (await it.next()).value;
+        await it.return();
+        const rest = [];
+        for (let r = await ch.wait(handle, 0); r.outcome === "message"; r = await ch.wait(handle, 0)) rest.push(r.message);
+        return { first, taken, rest };
+      }
+      case "publishTogether": {
+        // Publishes sent at once, each settled on its own: reached or the error's code.
+        const settled = await Promise.allSettled(b.messages.map((m) => ch.publish(b.channel, m)));
+        return { results: settled.map((x) => (x.status === "fulfilled" ? x.value : x.reason.code)) };
+      }
+      case "slowLoop": {
+        // A messages() loop that is not pulled while count messages of size bytes are
+        // published, then drained: the outcomes it gives until it ends or heartbeats.
+        const handle = await ch.subscribe(b.channel);
+        const it = ch.messages(handle, 1000);
+        await it.next();
+        for (let i = 0; i < b.count; i++) await ch.publish(b.channel, String(i % 10).repeat(b.size));
+        await new Promise((r) => setTimeout(r, b.settleMs));
+        let messages = 0;
+        for (;;) {
+          const r = (await it.next()).value;
+          if (r.outcome === "message") messages++;
+          else return { messages, end: r };
+        }
+      }
+      case "restartLoops": {
+        // count messages published while a messages() loop reads them, leaving the loop
+        // every `every` messages and starting a new one at once; ends at the first
+        // heartbeat after the publisher finished.
+        const handle = await ch.subscribe(b.channel);
+        let published = false;
+        const pub = (async () => {
+          for (let i = 0; i < b.count; i++) await ch.publish(b.channel, `m${i}`);
+          published = true;
+        })();
+        const got = [];
+        let loops = 0;
+        for (let done = false; !done; loops++) {
+          for await (const r of ch.messages(handle, b.heartbeatMs)) {
+            if (r.outcome === "timeout" && published) {
+              done = true;
+              break;
+            }
+            if (r.outcome !== "message") continue;
+            got.push(r.message);
+            if (got.length % b.every === 0) break;
+          }
+        }
+        await pub;
+        return { got, loops };
+      }
       case "unsubscribe":
         return { unsubscribed: await ch.unsubscribe(b.handle) };
       case "close":
