@@ -244,6 +244,41 @@ func TestWorkerModuleChangeRollsPods(t *testing.T) {
 	})
 }
 
+// A Worker with several missing references names every one of them in its Ready
+// condition at once (the reason is the first one's), so they can be fixed together.
+func TestWorkerReportsEveryMissingReference(t *testing.T) {
+	ns := newNamespace(t)
+	w := workerFixture(ns, "many", withSecretBinding("api", "token"), func(w *fleetv1alpha1.Worker) {
+		w.Spec.Bindings = append(w.Spec.Bindings,
+			fleetv1alpha1.Binding{Name: "KV", KVNamespace: &fleetv1alpha1.LocalObjectReference{Name: "cache"}},
+			fleetv1alpha1.Binding{Name: "PHOTOS", R2Bucket: &fleetv1alpha1.LocalObjectReference{Name: "photos"}},
+			fleetv1alpha1.Binding{Name: "ORDERS", Workflow: &fleetv1alpha1.LocalObjectReference{Name: "orders"}})
+		w.Spec.Tails = []fleetv1alpha1.TailConsumer{{Service: "backend"}}
+	})
+	if err := k8sClient.Create(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`spec.bindings[0] (API_TOKEN): Secret "api" not found`,
+		`spec.tails[0]: Worker "backend" not found`,
+		`spec.bindings[3] (ORDERS): Workflow "orders" not found`,
+		`spec.bindings[1] (KV): KVNamespace "cache" not found`,
+		`spec.bindings[2] (PHOTOS): R2Bucket "photos" not found`,
+	}
+	eventually(t, "Ready=False naming every missing reference", func() error {
+		c := meta.FindStatusCondition(getWorker(t, client.ObjectKeyFromObject(w)).Status.Conditions, fleetv1alpha1.ConditionReady)
+		if c == nil || c.Reason != fleetv1alpha1.ReasonSecretNotFound {
+			return fmt.Errorf("Ready condition %+v, want reason SecretNotFound", c)
+		}
+		for _, m := range want {
+			if !strings.Contains(c.Message, m) {
+				return fmt.Errorf("Ready message %q lacks %q", c.Message, m)
+			}
+		}
+		return nil
+	})
+}
+
 func TestWorkerSecretLifecycle(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,28 +33,33 @@ type workerInputs struct {
 // when set, is the DurableObjectNamespace whose shards are rendered; wfHosts are the
 // Workflows whose engine runs in the pods; more change the renderer's input last (a
 // Queue's host pod running its consumer's code). It returns the output and the inputs hash.
-// A missing reference or a spec the renderer refuses is Blocked. What it reads is
+// Missing references (all of them, in one message) or a spec the renderer refuses are
+// Blocked. What it reads is
 // what WorkerReaders maps back to the objects rendering w; refs reads the ConfigMap and
 // Secrets it references.
 func RenderWorker(ctx context.Context, c client.Client, refs *References, opts Options, w *fleetv1alpha1.Worker, host *fleetv1alpha1.DurableObjectNamespace, wfHosts []render.WorkflowHost, more ...func(*render.Input)) (*render.Output, string, error) {
-	in, err := resolver{Client: c, Refs: refs, Options: opts}.resolveInputs(ctx, w)
+	m := &missing{}
+	in, err := resolver{Client: c, Refs: refs, Options: opts, missing: m}.resolveInputs(ctx, w)
 	if err != nil {
 		return nil, "", err
 	}
-	dos, err := resolveDurableObjects(ctx, c, w, host, opts)
+	dos, err := resolveDurableObjects(ctx, c, w, host, opts, m)
 	if err != nil {
 		return nil, "", err
 	}
-	wfs, err := resolveWorkflows(ctx, c, w, opts)
+	wfs, err := resolveWorkflows(ctx, c, w, opts, m)
 	if err != nil {
 		return nil, "", err
 	}
-	stores, err := resolveDataStores(ctx, c, w, opts)
+	stores, err := resolveDataStores(ctx, c, w, opts, m)
 	if err != nil {
 		return nil, "", err
 	}
-	r2s, err := resolveR2Buckets(ctx, c, w)
+	r2s, err := resolveR2Buckets(ctx, c, w, m)
 	if err != nil {
+		return nil, "", err
+	}
+	if err := m.err(); err != nil {
 		return nil, "", err
 	}
 	hash, err := internalTLSHash(ctx, opts, w.Namespace, in.hash)
@@ -108,11 +114,35 @@ func WorkerRef(ctx context.Context, c client.Client, namespace, name string) (*f
 	return w, nil
 }
 
-// resolver reads what a Worker references.
+// resolver reads what a Worker references; what is missing goes to missing.
 type resolver struct {
 	client.Client
 	Refs    *References
 	Options Options
+	missing *missing
+}
+
+// missing collects the references of a Worker that do not exist, so that one pass
+// reports every one of them (to be fixed together) rather than one per pass.
+type missing struct {
+	reason   string
+	messages []string
+}
+
+// add records a missing reference; the first one's reason is the condition's reason.
+func (m *missing) add(reason, format string, args ...any) {
+	if m.reason == "" {
+		m.reason = reason
+	}
+	m.messages = append(m.messages, fmt.Sprintf(format, args...))
+}
+
+// err is nil when nothing is missing, else Blocked naming every missing reference.
+func (m *missing) err() error {
+	if len(m.messages) == 0 {
+		return nil
+	}
+	return &errBlocked{reason: m.reason, message: strings.Join(m.messages, "; ")}
 }
 
 // resolveInputs reads what the Worker references: its source ConfigMap from the API
@@ -124,14 +154,14 @@ func (r resolver) resolveInputs(ctx context.Context, w *fleetv1alpha1.Worker) (*
 	if src := w.Spec.Source.ConfigMap; src != nil {
 		cm := &corev1.ConfigMap{}
 		if err := r.Refs.Live.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: src.Name}, cm); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, &errBlocked{reason: fleetv1alpha1.ReasonConfigMapNotFound,
-					message: fmt.Sprintf("spec.source.configMap: ConfigMap %q not found in namespace %q", src.Name, w.Namespace)}
+			if !apierrors.IsNotFound(err) {
+				return nil, err
 			}
-			return nil, err
+			r.missing.add(fleetv1alpha1.ReasonConfigMapNotFound, "spec.source.configMap: ConfigMap %q not found in namespace %q", src.Name, w.Namespace)
+		} else {
+			in.configMap = cm
+			versions = append(versions, "configmap/"+cm.Name+"@"+cm.ResourceVersion)
 		}
-		in.configMap = cm
-		versions = append(versions, "configmap/"+cm.Name+"@"+cm.ResourceVersion)
 	}
 	// Secrets and other Workers are resolved here; DurableObjectNamespaces and Workflows
 	// by resolveDurableObjects and resolveWorkflows.
@@ -142,11 +172,10 @@ func (r resolver) resolveInputs(ctx context.Context, w *fleetv1alpha1.Worker) (*
 			meta := ReferenceMeta("Secret")
 			err := r.Refs.Meta.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, meta)
 			if apierrors.IsNotFound(err) {
-				if b.Optional() {
-					continue
+				if !b.Optional() {
+					r.missing.add(fleetv1alpha1.ReasonSecretNotFound, "spec.bindings[%d] (%s): Secret %q not found in namespace %q", i, b.Name, name, w.Namespace)
 				}
-				return nil, &errBlocked{reason: fleetv1alpha1.ReasonSecretNotFound,
-					message: fmt.Sprintf("spec.bindings[%d] (%s): Secret %q not found in namespace %q", i, b.Name, name, w.Namespace)}
+				continue
 			}
 			if err != nil {
 				return nil, err
@@ -173,13 +202,13 @@ func (r resolver) resolveInputs(ctx context.Context, w *fleetv1alpha1.Worker) (*
 }
 
 // resolveWorker adds Worker ns/name, referenced at field, to in.services; a missing one
-// is an *errBlocked naming field.
+// is recorded in r.missing, naming field.
 func (r resolver) resolveWorker(ctx context.Context, ns, name, field string, in *workerInputs) error {
 	target := &fleetv1alpha1.Worker{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, target)
 	if apierrors.IsNotFound(err) {
-		return &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
-			message: fmt.Sprintf("%s: Worker %q not found in namespace %q", field, name, ns)}
+		r.missing.add(fleetv1alpha1.ReasonReferenceNotFound, "%s: Worker %q not found in namespace %q", field, name, ns)
+		return nil
 	}
 	if err != nil {
 		return err
@@ -189,8 +218,8 @@ func (r resolver) resolveWorker(ctx context.Context, ns, name, field string, in 
 }
 
 // resolveDurableObjects reads the DurableObjectNamespaces w binds (and host, when
-// non-nil) into renderer targets. A missing one is an *errBlocked naming the binding.
-func resolveDurableObjects(ctx context.Context, c client.Client, w *fleetv1alpha1.Worker, host *fleetv1alpha1.DurableObjectNamespace, opts Options) (map[string]render.DurableObjectTarget, error) {
+// non-nil) into renderer targets. A missing one is recorded in m, naming the binding.
+func resolveDurableObjects(ctx context.Context, c client.Client, w *fleetv1alpha1.Worker, host *fleetv1alpha1.DurableObjectNamespace, opts Options, m *missing) (map[string]render.DurableObjectTarget, error) {
 	out := map[string]render.DurableObjectTarget{}
 	ropts := render.Options{ClusterDomain: opts.ClusterDomain}
 	if host != nil {
@@ -211,8 +240,8 @@ func resolveDurableObjects(ctx context.Context, c client.Client, w *fleetv1alpha
 		d := &fleetv1alpha1.DurableObjectNamespace{}
 		err := c.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, d)
 		if apierrors.IsNotFound(err) {
-			return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
-				message: fmt.Sprintf("spec.bindings[%d] (%s): DurableObjectNamespace %q not found in namespace %q", i, b.Name, name, w.Namespace)}
+			m.add(fleetv1alpha1.ReasonReferenceNotFound, "spec.bindings[%d] (%s): DurableObjectNamespace %q not found in namespace %q", i, b.Name, name, w.Namespace)
+			continue
 		}
 		if err != nil {
 			return nil, err
@@ -227,8 +256,8 @@ func resolveDurableObjects(ctx context.Context, c client.Client, w *fleetv1alpha
 }
 
 // resolveWorkflows gives the engine address of every Workflow w binds. A missing
-// Workflow is an *errBlocked naming the binding.
-func resolveWorkflows(ctx context.Context, c client.Client, w *fleetv1alpha1.Worker, opts Options) (map[string]render.WorkflowTarget, error) {
+// Workflow is recorded in m, naming the binding.
+func resolveWorkflows(ctx context.Context, c client.Client, w *fleetv1alpha1.Worker, opts Options, m *missing) (map[string]render.WorkflowTarget, error) {
 	out := map[string]render.WorkflowTarget{}
 	for i, b := range w.Spec.Bindings {
 		kind, name := b.Reference()
@@ -238,8 +267,8 @@ func resolveWorkflows(ctx context.Context, c client.Client, w *fleetv1alpha1.Wor
 		wf := &fleetv1alpha1.Workflow{}
 		err := c.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, wf)
 		if apierrors.IsNotFound(err) {
-			return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
-				message: fmt.Sprintf("spec.bindings[%d] (%s): Workflow %q not found in namespace %q", i, b.Name, name, w.Namespace)}
+			m.add(fleetv1alpha1.ReasonReferenceNotFound, "spec.bindings[%d] (%s): Workflow %q not found in namespace %q", i, b.Name, name, w.Namespace)
+			continue
 		}
 		if err != nil {
 			return nil, err
@@ -261,8 +290,8 @@ var dataStoreKinds = map[string]struct {
 }
 
 // resolveDataStores gives the gateway address of every KVNamespace, D1Database and
-// Queue w binds. A missing one is an *errBlocked naming the binding.
-func resolveDataStores(ctx context.Context, c client.Client, w *fleetv1alpha1.Worker, opts Options) (map[render.DataRef]string, error) {
+// Queue w binds. A missing one is recorded in m, naming the binding.
+func resolveDataStores(ctx context.Context, c client.Client, w *fleetv1alpha1.Worker, opts Options, m *missing) (map[render.DataRef]string, error) {
 	out := map[render.DataRef]string{}
 	for i, b := range w.Spec.Bindings {
 		ref, name := b.Reference()
@@ -272,8 +301,8 @@ func resolveDataStores(ctx context.Context, c client.Client, w *fleetv1alpha1.Wo
 		}
 		err := c.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, k.obj())
 		if apierrors.IsNotFound(err) {
-			return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
-				message: fmt.Sprintf("spec.bindings[%d] (%s): %s %q not found in namespace %q", i, b.Name, ref, name, w.Namespace)}
+			m.add(fleetv1alpha1.ReasonReferenceNotFound, "spec.bindings[%d] (%s): %s %q not found in namespace %q", i, b.Name, ref, name, w.Namespace)
+			continue
 		}
 		if err != nil {
 			return nil, err
@@ -301,10 +330,10 @@ func RenderDataHost(ctx context.Context, opts Options, h render.DataHost, servic
 	return out, hash, nil
 }
 
-// resolveR2Buckets gives the store of every R2Bucket w binds. A missing R2Bucket is an
-// *errBlocked naming the binding; its Secret is checked by the R2Bucket's reconciler
+// resolveR2Buckets gives the store of every R2Bucket w binds. A missing R2Bucket is
+// recorded in m, naming the binding; its Secret is checked by the R2Bucket's reconciler
 // (a missing one keeps the sidecar from starting: CreateContainerConfigError).
-func resolveR2Buckets(ctx context.Context, c client.Client, w *fleetv1alpha1.Worker) (map[string]render.R2BucketTarget, error) {
+func resolveR2Buckets(ctx context.Context, c client.Client, w *fleetv1alpha1.Worker, m *missing) (map[string]render.R2BucketTarget, error) {
 	out := map[string]render.R2BucketTarget{}
 	for i, b := range w.Spec.Bindings {
 		kind, name := b.Reference()
@@ -314,8 +343,8 @@ func resolveR2Buckets(ctx context.Context, c client.Client, w *fleetv1alpha1.Wor
 		rb := &fleetv1alpha1.R2Bucket{}
 		err := c.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: name}, rb)
 		if apierrors.IsNotFound(err) {
-			return nil, &errBlocked{reason: fleetv1alpha1.ReasonReferenceNotFound,
-				message: fmt.Sprintf("spec.bindings[%d] (%s): R2Bucket %q not found in namespace %q", i, b.Name, name, w.Namespace)}
+			m.add(fleetv1alpha1.ReasonReferenceNotFound, "spec.bindings[%d] (%s): R2Bucket %q not found in namespace %q", i, b.Name, name, w.Namespace)
+			continue
 		}
 		if err != nil {
 			return nil, err
