@@ -20,6 +20,7 @@ import (
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 )
 
 // TestChatEventsThroughChannel: listeners on the chat sample's /events stream (server-sent
@@ -27,6 +28,11 @@ import (
 // its shard's sidecar) each receive a message posted afterwards through the Service.
 func TestChatEventsThroughChannel(t *testing.T) {
 	url := serviceURL(t, "chat")
+	// A rollout of the rooms' shards still under way (an input of theirs changed) would
+	// end the listeners' streams; delivery, not a rollout, is what this test is about.
+	eventually(t, 4*time.Minute, "the rooms' shards settled", func() error {
+		return statefulSetRolled(context.Background(), render.ShardSetName("rooms"), 0)
+	})
 	const room = "e2e-live"
 	// Two listeners; the Service spreads connections over the two chat replicas.
 	var listeners []chan string
