@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,12 +30,35 @@ import (
 // its shard's sidecar) each receive a message posted afterwards through the Service.
 func TestChatEventsThroughChannel(t *testing.T) {
 	url := serviceURL(t, "chat")
-	// A rollout of the rooms' shards still under way (an input of theirs changed) would
-	// end the listeners' streams; delivery, not a rollout, is what this test is about.
+	// A rollout of the rooms' shards or the chat pods (an input of theirs changed) ends
+	// the listeners' streams; delivery, not a rollout, is what this test is about: it
+	// starts once the shards settled, and goes again, in a new room, only when a stream
+	// ended while those pods were replaced.
 	eventually(t, 4*time.Minute, "the rooms' shards settled", func() error {
 		return statefulSetRolled(context.Background(), render.ShardSetName("rooms"), 0)
 	})
-	const room = "e2e-live"
+	for attempt := 1; ; attempt++ {
+		before := chatPodUIDs(t)
+		err := chatEventsOnce(t, url, fmt.Sprintf("e2e-live-%d", attempt))
+		if err == nil {
+			return
+		}
+		if attempt < 3 && errors.Is(err, errStreamEnded) && !maps.Equal(before, chatPodUIDs(t)) {
+			t.Logf("attempt %d: %v while the chat sample's pods were replaced; again in a new room", attempt, err)
+			eventually(t, 4*time.Minute, "the rooms' shards settled", func() error {
+				return statefulSetRolled(context.Background(), render.ShardSetName("rooms"), 0)
+			})
+			continue
+		}
+		t.Fatal(err)
+	}
+}
+
+var errStreamEnded = errors.New("stream ended")
+
+// chatEventsOnce opens two listeners on room, posts a message and checks each listener
+// receives it.
+func chatEventsOnce(t *testing.T, url, room string) error {
 	// Two listeners; the Service spreads connections over the two chat replicas.
 	var listeners []chan string
 	for i := 0; i < 2; i++ {
@@ -42,40 +67,58 @@ func TestChatEventsThroughChannel(t *testing.T) {
 	body := `{"user":"grace","text":"through the channel"}`
 	resp, err := httpClient.Post(url+"/rooms/"+room+"/messages", "application/json", strings.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST: %s %s", resp.Status, b)
+		return fmt.Errorf("POST: %s %s", resp.Status, b)
 	}
 	var posted struct {
 		Seq        int
 		User, Text string
 	}
 	if err := json.Unmarshal(b, &posted); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for i, l := range listeners {
 		select {
 		case data, ok := <-l:
 			if !ok {
-				t.Fatalf("listener %d: stream ended", i)
+				return fmt.Errorf("listener %d: %w", i, errStreamEnded)
 			}
 			var got struct {
 				Seq        int
 				User, Text string
 			}
 			if err := json.Unmarshal([]byte(data), &got); err != nil {
-				t.Fatalf("listener %d: %q: %v", i, data, err)
+				return fmt.Errorf("listener %d: %q: %v", i, data, err)
 			}
 			if got != posted {
-				t.Errorf("listener %d got %+v, want the posted %+v", i, got, posted)
+				return fmt.Errorf("listener %d got %+v, want the posted %+v", i, got, posted)
 			}
 		case <-time.After(time.Minute): // a hang guard
-			t.Fatalf("listener %d: no event within a minute", i)
+			return fmt.Errorf("listener %d: no event within a minute", i)
 		}
 	}
+	return nil
+}
+
+// chatPodUIDs maps the names of the chat sample's pods (its Worker's and its rooms'
+// shards) to their UIDs.
+func chatPodUIDs(t *testing.T) map[string]string {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := k8sClient.List(context.Background(), pods, client.InNamespace(sampleNS)); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, render.ShardSetName("rooms")+"-") || p.Labels[podcontract.LabelWorker] == "chat" {
+			out[p.Name] = string(p.UID)
+		}
+	}
+	return out
 }
 
 // listen opens a server-sent event stream, waits for its ": subscribed" comment and
