@@ -127,12 +127,7 @@ class Streams {
     }
     if (!res.ok) {
       this.#end();
-      const text = await res.text();
-      let e = {};
-      try {
-        e = JSON.parse(text).error || {};
-      } catch {}
-      throw new ChannelError(e.code || "SIDECAR_UNAVAILABLE", e.message || `the sidecar answered streams with HTTP ${res.status}: ${text.slice(0, 200)}`);
+      await parseAnswer("streams", res);
     }
     const busy = () => this.#consumers.size > 0 || this.#stopping.size > 0;
     this.#timer = setInterval(() => (busy() ? this.#send("") : this.#end()), KEEPALIVE_MS);
@@ -429,6 +424,27 @@ function checkSize(text) {
   }
 }
 
+// parseAnswer is the JSON answer of sidecar route op; an error answer (or one that is not
+// JSON) throws its ChannelError.
+async function parseAnswer(op, res) {
+  let data;
+  const text = await res.text();
+  try {
+    data = JSON.parse(text);
+  } catch {
+    throw new ChannelError("SIDECAR_UNAVAILABLE", `the sidecar answered ${op} with HTTP ${res.status} and no JSON: ${text.slice(0, 200)}`);
+  }
+  if (!res.ok || data.error) {
+    const e = data.error || {};
+    throw new ChannelError(e.code || "SIDECAR_UNAVAILABLE", e.message || `HTTP ${res.status}`, {
+      limit: e.limit,
+      source: e.source,
+      status: res.status,
+    });
+  }
+  return data;
+}
+
 class Channels {
   #sidecar;
   #base;
@@ -462,22 +478,7 @@ class Channels {
   }
 
   async #parse(op, res) {
-    let data;
-    const text = await res.text();
-    try {
-      data = JSON.parse(text);
-    } catch {
-      throw new ChannelError("SIDECAR_UNAVAILABLE", `the sidecar answered ${op} with HTTP ${res.status} and no JSON: ${text.slice(0, 200)}`);
-    }
-    if (!res.ok || data.error) {
-      const e = data.error || {};
-      throw new ChannelError(e.code || "SIDECAR_UNAVAILABLE", e.message || `HTTP ${res.status}`, {
-        limit: e.limit,
-        source: e.source,
-        status: res.status,
-      });
-    }
-    return data;
+    return parseAnswer(op, res);
   }
 
   // subscribe(name) → handle. Errors: INVALID_CHANNEL_NAME, CHANNEL_LIMIT (65th channel),

@@ -102,7 +102,7 @@ func benchRawWith(b *testing.B, subs int, paced bool, route string, pipe bool) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			go func() { defer wg.Done(); readStream(res.Body, &lat, paced, got) }()
+			go func() { defer wg.Done(); readStreams(res.Body, 1, &lat, paced, got) }()
 			continue
 		}
 		go func() {
@@ -212,7 +212,7 @@ func streamsOf(b *testing.B, client *http.Client, base string, handles []string)
 	return res.Body
 }
 
-// readStreams reads the lines of a streams answer until n handles ended.
+// readStreams reads the lines of a stream or streams answer until n handles ended.
 func readStreams(body io.ReadCloser, n int, lat *latencies, paced bool, got chan<- struct{}) {
 	defer body.Close()
 	dec := json.NewDecoder(bufio.NewReaderSize(body, 64<<10))
@@ -236,29 +236,6 @@ func readStreams(body io.ReadCloser, n int, lat *latencies, paced bool, got chan
 	}
 }
 
-// readStream reads the lines of a stream response until its end.
-func readStream(body io.ReadCloser, lat *latencies, paced bool, got chan<- struct{}) {
-	defer body.Close()
-	dec := json.NewDecoder(bufio.NewReaderSize(body, 64<<10))
-	for {
-		var r struct {
-			Outcome  string
-			Messages []string
-		}
-		if dec.Decode(&r) != nil {
-			return
-		}
-		switch r.Outcome {
-		case "messages":
-			for _, m := range r.Messages {
-				lat.received(m, paced, got)
-			}
-		case "timeout":
-		default:
-			return
-		}
-	}
-}
 
 // benchMessage is a 64-byte message: the send time (19 decimal digits of Unix ns), padded.
 func benchMessage() string {
