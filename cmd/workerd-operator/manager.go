@@ -28,8 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/workerd-operator/workerd-operator/internal/controller"
-	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
+	"github.com/workerd-operator/workerd-operator/controllers"
+	"github.com/workerd-operator/workerd-operator/controllers/cronschedule"
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/outbound"
@@ -437,7 +437,7 @@ func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 func (everyReplica) NeedLeaderElection() bool { return false }
 
 // cronDispatchRecord is the Lease, in the operator's namespace, in which the cron
-// dispatcher confirms the slots it claimed ahead (internal/controller/cronschedule/claimahead.go);
+// dispatcher confirms the slots it claimed ahead (controllers/cronschedule/claimahead.go);
 // the leader-election Role already grants leases there.
 const cronDispatchRecord = "workerd-operator-cron-dispatch"
 

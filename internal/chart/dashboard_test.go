@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/workerd-operator/workerd-operator/controllers/cronschedule"
 	"github.com/workerd-operator/workerd-operator/internal/chart"
-	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/telemetry"

@@ -39,5 +39,5 @@
 // a wall time that occurs twice fires once, at its first occurrence.
 //
 // The CronSchedule dispatcher, which fires the expressions, is in
-// internal/controller/cronschedule.
+// controllers/cronschedule.
 package cron

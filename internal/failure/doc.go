@@ -26,7 +26,7 @@
 //   - ClassifyLog(pod, container, log, after) → *Failure: the newest failure workerd
 //     itself logged (its error lines; not the Worker's console output) in a container
 //     that runs on — a connection the outbound policy refused, a subrequest cap, a
-//     timeout — read after a time; the operator's log scan (internal/controller/common
+//     timeout — read after a time; the operator's log scan (controllers/common
 //     LogScanner) feeds it. Merge(pods, recorded, logged) settles status.lastFailure and
 //     the failure that makes the object Degraded from the terminations and the logs.
 //   - Retry(ctx, policy, fn) / Backoff: the retry loop the router and the workflow

@@ -302,3 +302,41 @@ func TestNoProjectHistory(t *testing.T) {
 		t.Logf("offending lines per directory: %s", strings.Join(dirs, ", "))
 	}
 }
+
+// topLevel are the folders the project's layout names at the repository root, the
+// kubebuilder layout with reconcilers in controllers/ (one package per kind).
+var topLevel = []string{"api", "controllers", "config", "internal", "hack", "charts", "test", "cmd", "docs"}
+
+// TestLayout: every folder of the layout is at the root, the reconcilers are in
+// controllers/ and nowhere under internal/, and the production binary links them.
+func TestLayout(t *testing.T) {
+	r := root(t)
+	for _, d := range topLevel {
+		if fi, err := os.Stat(filepath.Join(r, d)); err != nil || !fi.IsDir() {
+			t.Errorf("the repository root has no %s/ folder", d)
+		}
+	}
+	for _, f := range []string{"go.mod", "go.sum", "Dockerfile", "PROJECT"} {
+		if _, err := os.Stat(filepath.Join(r, f)); err != nil {
+			t.Errorf("the repository root has no %s", f)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(r, "internal", "controller")); err == nil {
+		t.Errorf("internal/controller exists: reconcilers live in controllers/")
+	}
+	for _, kind := range []string{"worker", "durableobjectnamespace", "workflow", "datastore", "r2bucket", "cronschedule", "common"} {
+		if _, err := os.Stat(filepath.Join(r, "controllers", kind)); err != nil {
+			t.Errorf("controllers/%s is missing", kind)
+		}
+	}
+	cmd := exec.Command("go", "list", "-deps", "./cmd/workerd-operator")
+	cmd.Dir = r
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/workerd-operator: %v", err)
+	}
+	if !bytes.Contains(out, []byte("/controllers/worker\n")) {
+		t.Errorf("the production binary does not link controllers/worker")
+	}
+}

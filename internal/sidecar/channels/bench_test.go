@@ -236,7 +236,6 @@ func readStreams(body io.ReadCloser, n int, lat *latencies, paced bool, got chan
 	}
 }
 
-
 // benchMessage is a 64-byte message: the send time (19 decimal digits of Unix ns), padded.
 func benchMessage() string {
 	return fmt.Sprintf("%019d", time.Now().UnixNano()) + strings.Repeat(".", 64-19)

@@ -24,9 +24,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/controllers"
+	"github.com/workerd-operator/workerd-operator/controllers/cronschedule"
 	"github.com/workerd-operator/workerd-operator/internal/chart"
-	"github.com/workerd-operator/workerd-operator/internal/controller"
-	"github.com/workerd-operator/workerd-operator/internal/controller/cronschedule"
 	"github.com/workerd-operator/workerd-operator/internal/specs"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )

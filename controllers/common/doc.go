@@ -1,4 +1,4 @@
-// Package common is what the reconcilers of internal/controller/<kind> share: server-side
+// Package common is what the reconcilers of controllers/<kind> share: server-side
 // apply with the operator's one field owner (Apply), the status write (WriteStatus),
 // conditions (Conditions, SetPassConditions) and the end of a pass (Result, with a
 // backoff for a pass blocked on a missing input), resolving a Worker and everything

@@ -41,7 +41,7 @@ func envInt(name string, def int) int {
 // and a real workerd, with the dispatcher's Start loop on the real clock reading
 // through a controller-runtime cache as in the manager. Real time: run it once,
 //
-//	go test -run '^$' -bench DispatchLateness -benchtime 1x -timeout 30m ./internal/controller/cronschedule/
+//	go test -run '^$' -bench DispatchLateness -benchtime 1x -timeout 30m ./controllers/cronschedule/
 //
 // It reports p50-ms, p99-ms and max-ms; the aim is p99 < 250 ms.
 func BenchmarkDispatchLateness(b *testing.B) {
