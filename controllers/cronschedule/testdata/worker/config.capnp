@@ -16,7 +16,7 @@ const config :Workerd.Config = (
 );
 
 const trigger :Workerd.Worker = (
-  modules = [(name = "trigger.js", esModule = embed "../../../../shim/trigger.js")],
+  modules = [(name = "trigger.js", esModule = embed "../../../../internal/shim/trigger.js")],
   compatibilityDate = "2025-01-01",
   compatibilityFlags = ["service_binding_extra_handlers"],
   bindings = [(name = "TARGET", service = "user")],
