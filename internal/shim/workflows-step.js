@@ -167,16 +167,30 @@ export class Step extends RpcTarget {
 async function attempt(name, count, ans, fn) {
   try {
     const ctx = { step: { name, count }, attempt: ans.attempt, config: ans.config };
-    const value = await withTimeout(Promise.resolve().then(() => fn(ctx)), ans.timeoutMs, ans.config?.timeout);
+    const value = await withTimeout(Promise.resolve().then(() => fn(ctx)), ans.timeoutMs, ans.config?.timeout)
+      .catch((e) => { throw e?.name === "DataCloneError" ? notSerialisable(name) : e; }); // a value RPC could not carry back
     let json;
-    try { json = value === undefined ? undefined : JSON.stringify(value); }
-    catch (e) { throw new TypeError(`Value returned from step "${name}" is not serialisable`); }
+    try { json = value === undefined ? undefined : (checkSerialisable(value), JSON.stringify(value)); }
+    catch (e) { throw notSerialisable(name); }
     const bytes = json === undefined ? 0 : new TextEncoder().encode(json).length;
     if (ans.maxResultBytes && bytes > ans.maxResultBytes) return { ok: true, resultBytes: bytes }; // the engine fails it as too large
     return { ok: true, result: json === undefined ? undefined : JSON.parse(json) };
   } catch (e) {
     return { ok: false, error: { name: String(e?.name ?? "Error"), message: String(e?.message ?? e) } };
   }
+}
+
+function notSerialisable(name) { return new TypeError(`Value returned from step "${name}" is not serialisable`); }
+
+// checkSerialisable throws on a function or Symbol anywhere in v, which JSON.stringify
+// would drop silently: Cloudflare fails such a step
+// (https://developers.cloudflare.com/workflows/build/rules-of-workflows/).
+function checkSerialisable(v, seen = new Set()) {
+  if (typeof v === "function" || typeof v === "symbol") throw new TypeError("not serialisable");
+  if (v === null || typeof v !== "object" || seen.has(v)) return;
+  seen.add(v);
+  for (const k of Object.keys(v)) checkSerialisable(v[k], seen);
+  seen.delete(v);
 }
 
 // Cloudflare's checks of a step.do call (its name and config), made before anything

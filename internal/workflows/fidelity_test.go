@@ -180,6 +180,7 @@ func TestShutdownCommitsConcurrentSteps(t *testing.T) {
 func TestStepConfigChecks(t *testing.T) {
 	h := newHarness(t, 0.1, wfDef{api.WorkflowConfig{Name: "configs"}, "Configs", "CONFIGS"})
 	long := strings.Repeat("w", 256)
+	noRetry := map[string]any{"retries": map[string]any{"limit": 0, "delay": 0}}
 	cases := []struct {
 		id      string
 		payload map[string]any
@@ -197,13 +198,23 @@ func TestStepConfigChecks(t *testing.T) {
 		{"name-control-char", map[string]any{"name": "a\x00b"}, "Step name"},
 		{"name-257", map[string]any{"name": long + "w"}, "exceeds max length (256 chars)"},
 		{"valid-256", map[string]any{"name": long}, ""},
+		// Cloudflare counts a step name's length in UTF-16 code units (string.length) and
+		// accepts the empty name: workers-sdk packages/workflows-shared/src/lib/validators.ts
+		// (isValidStepName) and its tests/validators.test.ts.
+		{"valid-e-129", map[string]any{"name": strings.Repeat("é", 129)}, ""},
+		{"valid-empty-name", map[string]any{"name": ""}, ""},
+		{"name-emoji-129", map[string]any{"name": strings.Repeat("😀", 129)}, "exceeds max length (256 chars)"},
+		// A step's value must be serialisable, else the step fails ("not serialisable"):
+		// https://developers.cloudflare.com/workflows/build/rules-of-workflows/#ensure-return-values-are-serializable
+		{"returns-function", map[string]any{"returns": "function", "config": noRetry}, "not serialisable"},
+		{"returns-symbol", map[string]any{"returns": "symbol", "config": noRetry}, "not serialisable"},
 		{"valid-limit-0", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 0, "delay": 100000, "backoff": "exponential"}, "timeout": "15 minutes"}}, ""},
 		{"valid-delay-0", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 5, "delay": 0, "backoff": "constant"}, "timeout": "2 minutes"}}, ""},
 		{"valid-sensitive", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 3, "delay": 10, "backoff": "constant"}, "timeout": "2 minutes", "sensitive": "output"}}, ""},
 		{"valid-delay-function", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 3, "backoff": "constant"}}, "delayFn": true}, ""},
 	}
 	for _, tc := range cases {
-		if tc.payload["name"] == nil {
+		if _, ok := tc.payload["name"]; !ok {
 			tc.payload["name"] = "s"
 		}
 		h.create("configs", tc.id, tc.payload)
@@ -222,6 +233,13 @@ func TestStepConfigChecks(t *testing.T) {
 			if tc.want == "" {
 				if out.Ok != 1 || ran != 1 {
 					t.Fatalf("valid config: output %s, callback ran %d times; want it to run once", in.Output, ran)
+				}
+				return
+			}
+			if _, returns := tc.payload["returns"]; returns {
+				// the callback ran; its value is what fails the step
+				if out.Name == "" || !strings.Contains(out.Message, tc.want) || ran != 1 {
+					t.Fatalf("got %s: %q (callback ran %d times); want the step to fail naming %q after one run", out.Name, out.Message, ran, tc.want)
 				}
 				return
 			}
@@ -278,6 +296,12 @@ func TestBindingShapes(t *testing.T) {
 	}
 	if st := h.binding("CONFIGS", "createBatch", []any{}, &out); st != 400 || out.Error.Message != "WorkflowError: batchCreate should have at least 1 instance" {
 		t.Errorf("createBatch([]): %d %+v", st, out.Error)
+	}
+	// An empty id is an invalid id, not a request for a generated one: workers-sdk's
+	// isValidWorkflowInstanceId (packages/workflows-shared/src/lib/validators.ts) rejects "".
+	out.Error.Name, out.Error.Message = "", ""
+	if st := h.binding("CONFIGS", "create", map[string]any{"id": ""}, &out); st != 400 || !strings.Contains(out.Error.Message, "invalid id") {
+		t.Errorf(`create({id: ""}): %d %+v; want the invalid id error`, st, out.Error)
 	}
 	h.create("configs", "errs", map[string]any{"name": "s", "config": map[string]any{"timeout": 0}, "rethrow": true})
 	h.waitStatus("configs", "errs", api.StatusErrored, api.StatusComplete)

@@ -3,6 +3,8 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
+	"unicode/utf16"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -240,12 +242,18 @@ func (e *Engine) stepTx(tx *bolt.Tx, w *wfState, r StepRequest, after *[]afterCo
 	return throwAnswer("Error", fmt.Sprintf("unknown step kind %q", r.Kind)), nil
 }
 
-// checkStepName: 1 to the step name limit's characters.
+// checkStepName: up to the step name limit's characters as JavaScript counts them (UTF-16
+// code units), none of them a control character; the empty name is valid, as in
+// Cloudflare's validator (workers-sdk packages/workflows-shared/src/lib/validators.ts).
 func (e *Engine) checkStepName(name string) error {
-	if maxName := e.lim(limits.WorkflowStepNameChars); int64(len(name)) > maxName || name == "" {
+	if maxName := e.lim(limits.WorkflowStepNameChars); int64(len(utf16.Encode([]rune(name)))) > maxName || hasControlChar(name) {
 		return fmt.Errorf("Step name %q exceeds max length (%d chars) or invalid characters found (%s)", name, maxName, e.cite(limits.WorkflowStepNameChars))
 	}
 	return nil
+}
+
+func hasControlChar(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 })
 }
 
 var suspendAnswer = &StepAnswer{Action: "suspend"}
