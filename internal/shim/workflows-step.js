@@ -176,17 +176,21 @@ async function attempt(name, count, ans, fn) {
     if (ans.maxResultBytes && bytes > ans.maxResultBytes) return { ok: true, resultBytes: bytes }; // the engine fails it as too large
     return { ok: true, result: json === undefined ? undefined : JSON.parse(json) };
   } catch (e) {
+    if (e instanceof NotSerialisable) return { ok: false, nonRetryable: true, error: { name: "WorkflowFatalError", message: e.message } };
     return { ok: false, error: { name: String(e?.name ?? "Error"), message: String(e?.message ?? e) } };
   }
 }
 
-function notSerialisable(name) { return new TypeError(`Value returned from step "${name}" is not serialisable`); }
+// A step value that cannot be stored fails the step for good, without retries, as a
+// WorkflowFatalError (Cloudflare's engine: workers-sdk packages/workflows-shared/src/context.ts).
+class NotSerialisable extends Error {}
+function notSerialisable(name) { return new NotSerialisable(`Value returned from step "${name}" is not serialisable`); }
 
 // checkSerialisable throws on a function or Symbol anywhere in v, which JSON.stringify
 // would drop silently: Cloudflare fails such a step
 // (https://developers.cloudflare.com/workflows/build/rules-of-workflows/).
 function checkSerialisable(v, seen = new Set()) {
-  if (typeof v === "function" || typeof v === "symbol") throw new TypeError("not serialisable");
+  if (typeof v === "function" || typeof v === "symbol") throw new NotSerialisable("");
   if (v === null || typeof v !== "object" || seen.has(v)) return;
   seen.add(v);
   for (const k of Object.keys(v)) checkSerialisable(v[k], seen);
@@ -241,7 +245,7 @@ function retriesProblem(r) {
 
 // willRetry: a failed attempt that the engine will retry (as it decides in Attempt).
 function willRetry(report, ans) {
-  return !report.ok && report.error?.name !== "NonRetryableError" && ans.attempt <= (ans.config?.retries?.limit ?? 0);
+  return !report.ok && !report.nonRetryable && report.error?.name !== "NonRetryableError" && ans.attempt <= (ans.config?.retries?.limit ?? 0);
 }
 
 const DELAY_FUNCTION_TIMEOUT_MS = 5000;

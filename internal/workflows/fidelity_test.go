@@ -180,7 +180,6 @@ func TestShutdownCommitsConcurrentSteps(t *testing.T) {
 func TestStepConfigChecks(t *testing.T) {
 	h := newHarness(t, 0.1, wfDef{api.WorkflowConfig{Name: "configs"}, "Configs", "CONFIGS"})
 	long := strings.Repeat("w", 256)
-	noRetry := map[string]any{"retries": map[string]any{"limit": 0, "delay": 0}}
 	cases := []struct {
 		id      string
 		payload map[string]any
@@ -204,10 +203,12 @@ func TestStepConfigChecks(t *testing.T) {
 		{"valid-e-129", map[string]any{"name": strings.Repeat("é", 129)}, ""},
 		{"valid-empty-name", map[string]any{"name": ""}, ""},
 		{"name-emoji-129", map[string]any{"name": strings.Repeat("😀", 129)}, "exceeds max length (256 chars)"},
-		// A step's value must be serialisable, else the step fails ("not serialisable"):
+		// A step's value must be serialisable, else the step fails for good, without retries,
+		// as a WorkflowFatalError "... is not serialisable":
 		// https://developers.cloudflare.com/workflows/build/rules-of-workflows/#ensure-return-values-are-serializable
-		{"returns-function", map[string]any{"returns": "function", "config": noRetry}, "not serialisable"},
-		{"returns-symbol", map[string]any{"returns": "symbol", "config": noRetry}, "not serialisable"},
+		// and workers-sdk packages/workflows-shared/src/context.ts.
+		{"returns-function", map[string]any{"returns": "function"}, "not serialisable"},
+		{"returns-symbol", map[string]any{"returns": "symbol"}, "not serialisable"},
 		{"valid-limit-0", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 0, "delay": 100000, "backoff": "exponential"}, "timeout": "15 minutes"}}, ""},
 		{"valid-delay-0", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 5, "delay": 0, "backoff": "constant"}, "timeout": "2 minutes"}}, ""},
 		{"valid-sensitive", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 3, "delay": 10, "backoff": "constant"}, "timeout": "2 minutes", "sensitive": "output"}}, ""},
@@ -237,9 +238,9 @@ func TestStepConfigChecks(t *testing.T) {
 				return
 			}
 			if _, returns := tc.payload["returns"]; returns {
-				// the callback ran; its value is what fails the step
-				if out.Name == "" || !strings.Contains(out.Message, tc.want) || ran != 1 {
-					t.Fatalf("got %s: %q (callback ran %d times); want the step to fail naming %q after one run", out.Name, out.Message, ran, tc.want)
+				// the callback ran once; its value fails the step without a retry
+				if out.Name != "WorkflowFatalError" || !strings.Contains(out.Message, tc.want) || ran != 1 {
+					t.Fatalf("got %s: %q (callback ran %d times); want WorkflowFatalError naming %q after one run", out.Name, out.Message, ran, tc.want)
 				}
 				return
 			}
