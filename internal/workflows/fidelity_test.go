@@ -251,6 +251,42 @@ func TestStepConfigChecks(t *testing.T) {
 	}
 }
 
+// ctx.config, as the step.do callback sees it, is the step's config merged over the
+// defaults with its values as given (a duration string stays a string), and no
+// retries.delay when the delay is a function: Cloudflare's engine passes the config it
+// resolved as {...defaults, ...config, retries: {...defaults.retries, ...config.retries}}
+// (workers-sdk packages/workflows-shared/src/context.ts; the context's shape:
+// https://developers.cloudflare.com/workflows/build/workers-api/).
+func TestStepContextConfig(t *testing.T) {
+	h := newHarness(t, 0.1, wfDef{api.WorkflowConfig{Name: "configs"}, "Configs", "CONFIGS"})
+	cases := []struct {
+		id      string
+		payload map[string]any
+		want    string
+	}{
+		{"as-given", map[string]any{"config": map[string]any{"timeout": "5 minutes", "retries": map[string]any{"limit": 1, "delay": "1 second"}}},
+			`{"retries":{"backoff":"exponential","delay":"1 second","limit":1},"timeout":"5 minutes"}`},
+		{"delay-function", map[string]any{"config": map[string]any{"timeout": 1000, "retries": map[string]any{"limit": 3, "backoff": "constant"}}, "delayFn": true},
+			`{"retries":{"backoff":"constant","limit":3},"timeout":1000}`},
+	}
+	for _, tc := range cases {
+		tc.payload["name"], tc.payload["returns"] = "s", "config"
+		h.create("configs", tc.id, tc.payload)
+	}
+	for _, tc := range cases {
+		in := h.waitStatus("configs", tc.id, api.StatusComplete, api.StatusErrored)
+		var out struct{ Ok json.RawMessage }
+		if err := json.Unmarshal(in.Output, &out); err != nil {
+			t.Fatalf("%s: output %s: %v", tc.id, in.Output, err)
+		}
+		var got any
+		_ = json.Unmarshal(out.Ok, &got)
+		if b, _ := json.Marshal(got); string(b) != tc.want {
+			t.Errorf("%s: ctx.config %s, want %s", tc.id, b, tc.want)
+		}
+	}
+}
+
 // retries.delay as a function: it is called after each failed attempt with the step
 // context and the error, and its answers (ms or a duration string, then the backoff)
 // are the delays recorded and waited; a throwing function fails the step for good.

@@ -149,8 +149,9 @@ export class Configs extends WorkflowEntrypoint {
     const config = p.config === undefined ? {} : p.config;
     if (p.delayFn) config.retries = { ...config.retries, delay: () => 10 };
     try {
-      const v = await step.do(p.name, config, async () => {
+      const v = await step.do(p.name, config, async (ctx) => {
         const ran = await bump(this.env, event.instanceId + ":ran");
+        if (p.returns === "config") return ctx.config;
         if (p.returns === "function") return { ran, f: () => 1 };
         if (p.returns === "symbol") return Symbol("s");
         return ran;
