@@ -382,8 +382,10 @@ func (e *Engine) waitTimeout(r StepRequest) (int64, error) {
 	return d, err
 }
 
-// takeEvent consumes the oldest unconsumed event of r.Type, if any, into s (done, with
-// {payload, timestamp, type} as its result).
+// takeEvent consumes the oldest unconsumed event of r.Type sent before the wait's deadline
+// (s.WakeAt), if any, into s (done, with {payload, timestamp, type} as its result). An
+// event sent after the deadline, while the instance could not run (the runner down, no
+// concurrency slot), is left for the next wait: this one has timed out.
 func takeEvent(tx *bolt.Tx, r StepRequest, s *api.Step, now int64) (bool, error) {
 	b, _ := store.EventBucket(tx, r.Workflow, r.ID, false)
 	if b == nil {
@@ -397,6 +399,9 @@ func takeEvent(tx *bolt.Tx, r StepRequest, s *api.Step, now int64) (bool, error)
 		}
 		if ev.Consumed || ev.Type != r.Type {
 			continue
+		}
+		if s.WakeAt > 0 && ev.Timestamp >= s.WakeAt {
+			return false, nil // events are in sending order: every later one is late too
 		}
 		ev.Consumed = true
 		nv, _ := json.Marshal(ev)

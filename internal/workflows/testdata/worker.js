@@ -45,7 +45,7 @@ export class Events extends WorkflowEntrypoint {
       }
     } else {
       try {
-        await step.waitForEvent("early", { type: "late", timeout: "1 second" });
+        await step.waitForEvent("early", { type: "late", timeout: event.payload.earlyTimeout ?? "1 second" });
         got.push("early got an event");
       } catch (e) {
         got.push(e.name);
