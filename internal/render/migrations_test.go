@@ -13,7 +13,7 @@ func TestSortMigrations(t *testing.T) {
 		{[]string{"10_c.sql", "1_a.sql", "9_b.sql"}, []string{"1_a.sql", "9_b.sql", "10_c.sql"}},
 		{[]string{"0002_b.sql", "0001_a.sql", "10_x.sql"}, []string{"0001_a.sql", "0002_b.sql", "10_x.sql"}},
 		{[]string{"init.sql", "2_b.sql", "001_a.sql"}, []string{"001_a.sql", "2_b.sql", "init.sql"}}, // numbered first
-		{[]string{"1_b.sql", "01_a.sql"}, []string{"01_a.sql", "1_b.sql"}},                             // same number: byte order
+		{[]string{"1_b.sql", "01_a.sql"}, []string{"01_a.sql", "1_b.sql"}},                           // same number: byte order
 		{[]string{"b.sql", "a.sql"}, []string{"a.sql", "b.sql"}},
 	}
 	for _, tc := range cases {
