@@ -290,7 +290,7 @@ func (k *dataKind) writeHost(x *extras, h DataHost) error {
 // writeD1Gateway writes the worker in front of d1.js that applies the migrations.
 func (k *dataKind) writeD1Gateway(c *capnp, h DataHost, store string) error {
 	files := append([]Migration(nil), h.Migrations...)
-	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+	sortMigrations(files)
 	table := h.MigrationsTable
 	if table == "" {
 		table = DefaultMigrationsTable

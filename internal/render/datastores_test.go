@@ -183,7 +183,7 @@ var dataCases = []struct {
 	{"kv-value-25MiB", `26214400`, "", kvLimits + " (value size 25 MiB)"},
 	{"kv-value-over-25MiB", "", "KV PUT failed: 413 Value length of 26214401 exceeds limit of 26214400.", kvLimits},
 
-	{"d1-migrated", `[[1,"0001_init.sql"],[2,"0002_more.sql"]]`, "", "https://developers.cloudflare.com/d1/reference/migrations/ (applied in order, recorded in d1_migrations)"},
+	{"d1-migrated", `[[1,"9_init.sql"],[2,"10_more.sql"]]`, "", "https://developers.cloudflare.com/d1/reference/migrations/ (applied in order of their number prefix, 9_ before 10_, recorded in d1_migrations)"},
 	{"d1-migrated-table", `2`, "", "https://developers.cloudflare.com/d1/reference/migrations/"},
 	{"d1-exec", `2`, "", d1API + "d1-database/#exec (count: statements run)"},
 	{"d1-run", `{"success":true,"results":[],"changes":2,"rows_written":2,"last_row_id":true,"duration":"number","rows_read":"number"}`, "", d1API + "return-object/#d1result (meta: changes, last_row_id, rows_read, rows_written, duration)"},
@@ -206,8 +206,8 @@ func TestDataBindingsConformance(t *testing.T) {
 	kvRef, d1Ref := render.DataRef{Kind: render.DataKV, Name: "store"}, render.DataRef{Kind: render.DataD1, Name: "db"}
 	kvSpec := render.DataHost{Kind: render.DataKV, Namespace: "default", Name: "store"}
 	d1Spec := render.DataHost{Kind: render.DataD1, Namespace: "default", Name: "db", Migrations: []render.Migration{
-		{Name: "0002_more.sql", SQL: "INSERT INTO notes (body) VALUES ('two');"},
-		{Name: "0001_init.sql", SQL: "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);\nINSERT INTO notes (body) VALUES ('one');"},
+		{Name: "10_more.sql", SQL: "INSERT INTO notes (body) VALUES ('two');"},
+		{Name: "9_init.sql", SQL: "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);\nINSERT INTO notes (body) VALUES ('one');"},
 	}}
 	kvHost, d1Host := startDataHost(t, bin, kvDir, kvSpec), startDataHost(t, bin, d1Dir, d1Spec)
 	c := startDataClient(t, bin, map[render.DataRef]string{kvRef: kvHost.Addrs[podcontract.GatewaySocket], d1Ref: d1Host.Addrs[podcontract.GatewaySocket]})
@@ -236,7 +236,7 @@ func TestDataBindingsConformance(t *testing.T) {
 	d1Host.Stop()
 	kvHost, d1Host = startDataHost(t, bin, kvDir, kvSpec), startDataHost(t, bin, d1Dir, d1Spec)
 	c = startDataClient(t, bin, map[render.DataRef]string{kvRef: kvHost.Addrs[podcontract.GatewaySocket], d1Ref: d1Host.Addrs[podcontract.GatewaySocket]})
-	for name, want := range map[string]string{"kv-read": `["hello",26214400,{"k":"l/c"}]`, "d1-read": `[2,[[1,"x"]]]`, "d1-migrated": `[[1,"0001_init.sql"],[2,"0002_more.sql"]]`, "d1-migrated-table": `2`} {
+	for name, want := range map[string]string{"kv-read": `["hello",26214400,{"k":"l/c"}]`, "d1-read": `[2,[[1,"x"]]]`, "d1-migrated": `[[1,"9_init.sql"],[2,"10_more.sql"]]`, "d1-migrated-table": `2`} {
 		if r := runCase(t, c.Addrs[podcontract.HTTPSocket], name); string(r.Value) != want || r.Error != "" {
 			t.Errorf("after SIGKILL and restart, %s: got %s %q, want %s", name, r.Value, r.Error, want)
 		}

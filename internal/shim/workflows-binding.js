@@ -118,6 +118,9 @@ class Workflow {
   #sidecar; #wf;
   constructor(sidecar, wf) { this.#sidecar = sidecar; this.#wf = wf; }
   async create(options = {}) {
+    // "" is an invalid id, not a request for a generated one (the engine's API cannot tell
+    // them apart): Cloudflare's isValidWorkflowInstanceId rejects it.
+    if (options.id === "") throw new WorkflowError("instance.invalid_id", "Workflow instance has invalid id: the id is empty");
     const i = await call(this.#sidecar, "POST", `${encodeURIComponent(this.#wf)}/instances`, { id: options.id, params: options.params });
     return new WorkflowInstance(this.#sidecar, this.#wf, i.id);
   }

@@ -129,8 +129,9 @@ export class Step extends RpcTarget {
       if (this.#stopped) return this.#halt(this.#stopped);
       this.#inflight++;
       try {
-        let report = await attempt(name, count, ans, fn);
-        if (delayFn && willRetry(report, ans)) report = await withDelay(report, delayFn, name, count, ans);
+        const ctx = { step: { name, count }, attempt: ans.attempt, config: configAsGiven(ans.config, cfg, delayFn) };
+        let report = await attempt(ctx, ans, fn);
+        if (delayFn && willRetry(report, ans)) report = await withDelay(report, delayFn, ctx);
         ans = await this.#call("attempt", { name, count, attempt: ans.attempt, ...clipError(report) });
       } finally {
         this.#inflight--;
@@ -164,19 +165,47 @@ export class Step extends RpcTarget {
 }
 
 // attempt runs one attempt of a step.do callback and returns its report.
-async function attempt(name, count, ans, fn) {
+async function attempt(ctx, ans, fn) {
+  const name = ctx.step.name;
   try {
-    const ctx = { step: { name, count }, attempt: ans.attempt, config: ans.config };
-    const value = await withTimeout(Promise.resolve().then(() => fn(ctx)), ans.timeoutMs, ans.config?.timeout);
+    const value = await withTimeout(Promise.resolve().then(() => fn(ctx)), ans.timeoutMs, ans.config?.timeout)
+      .catch((e) => { throw e?.name === "DataCloneError" ? notSerialisable(name) : e; }); // a value RPC could not carry back
     let json;
-    try { json = value === undefined ? undefined : JSON.stringify(value); }
-    catch (e) { throw new TypeError(`Value returned from step "${name}" is not serialisable`); }
+    try { json = value === undefined ? undefined : (checkSerialisable(value), JSON.stringify(value)); }
+    catch (e) { throw notSerialisable(name); }
     const bytes = json === undefined ? 0 : new TextEncoder().encode(json).length;
     if (ans.maxResultBytes && bytes > ans.maxResultBytes) return { ok: true, resultBytes: bytes }; // the engine fails it as too large
     return { ok: true, result: json === undefined ? undefined : JSON.parse(json) };
   } catch (e) {
+    if (e instanceof NotSerialisable) return { ok: false, nonRetryable: true, error: { name: "WorkflowFatalError", message: e.message } };
     return { ok: false, error: { name: String(e?.name ?? "Error"), message: String(e?.message ?? e) } };
   }
+}
+
+// A step value that cannot be stored fails the step for good, without retries, as a
+// WorkflowFatalError (Cloudflare's engine: workers-sdk packages/workflows-shared/src/context.ts).
+class NotSerialisable extends Error {}
+function notSerialisable(name) { return new NotSerialisable(`Value returned from step "${name}" is not serialisable`); }
+
+// configAsGiven is the step's config as its callback sees it: the config given merged
+// over the engine's resolved one, values as given ("1 second" stays a string), and no
+// retries.delay when it is a function, as Cloudflare's engine merges it over its defaults
+// (workers-sdk packages/workflows-shared/src/context.ts).
+function configAsGiven(resolved, given, delayFn) {
+  const c = { ...resolved, ...given, retries: { ...resolved?.retries, ...given?.retries } };
+  if (delayFn) delete c.retries.delay;
+  return c;
+}
+
+// checkSerialisable throws on a function or Symbol anywhere in v, which JSON.stringify
+// would drop silently: Cloudflare fails such a step
+// (https://developers.cloudflare.com/workflows/build/rules-of-workflows/).
+function checkSerialisable(v, seen = new Set()) {
+  if (typeof v === "function" || typeof v === "symbol") throw new NotSerialisable("");
+  if (v === null || typeof v !== "object" || seen.has(v)) return;
+  seen.add(v);
+  for (const k of Object.keys(v)) checkSerialisable(v[k], seen);
+  seen.delete(v);
 }
 
 // Cloudflare's checks of a step.do call (its name and config), made before anything
@@ -227,7 +256,7 @@ function retriesProblem(r) {
 
 // willRetry: a failed attempt that the engine will retry (as it decides in Attempt).
 function willRetry(report, ans) {
-  return !report.ok && report.error?.name !== "NonRetryableError" && ans.attempt <= (ans.config?.retries?.limit ?? 0);
+  return !report.ok && !report.nonRetryable && report.error?.name !== "NonRetryableError" && ans.attempt <= (ans.config?.retries?.limit ?? 0);
 }
 
 const DELAY_FUNCTION_TIMEOUT_MS = 5000;
@@ -235,8 +264,8 @@ const DELAY_FUNCTION_TIMEOUT_MS = 5000;
 // withDelay asks a retries.delay function for the delay after a failed attempt; the
 // engine applies the backoff to what it returns. A function that throws or does not
 // return within 5 seconds fails the step for good.
-async function withDelay(report, delayFn, name, count, ans) {
-  const ctx = { step: { name, count }, attempt: ans.attempt, config: ans.config };
+async function withDelay(report, delayFn, ctx) {
+  const { name, count } = ctx.step;
   const timedOut = {};
   let t;
   try {

@@ -197,13 +197,25 @@ func TestStepConfigChecks(t *testing.T) {
 		{"name-control-char", map[string]any{"name": "a\x00b"}, "Step name"},
 		{"name-257", map[string]any{"name": long + "w"}, "exceeds max length (256 chars)"},
 		{"valid-256", map[string]any{"name": long}, ""},
+		// Cloudflare counts a step name's length in UTF-16 code units (string.length) and
+		// accepts the empty name: workers-sdk packages/workflows-shared/src/lib/validators.ts
+		// (isValidStepName) and its tests/validators.test.ts.
+		{"valid-e-129", map[string]any{"name": strings.Repeat("é", 129)}, ""},
+		{"valid-empty-name", map[string]any{"name": ""}, ""},
+		{"name-emoji-129", map[string]any{"name": strings.Repeat("😀", 129)}, "exceeds max length (256 chars)"},
+		// A step's value must be serialisable, else the step fails for good, without retries,
+		// as a WorkflowFatalError "... is not serialisable":
+		// https://developers.cloudflare.com/workflows/build/rules-of-workflows/#ensure-return-values-are-serializable
+		// and workers-sdk packages/workflows-shared/src/context.ts.
+		{"returns-function", map[string]any{"returns": "function"}, "not serialisable"},
+		{"returns-symbol", map[string]any{"returns": "symbol"}, "not serialisable"},
 		{"valid-limit-0", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 0, "delay": 100000, "backoff": "exponential"}, "timeout": "15 minutes"}}, ""},
 		{"valid-delay-0", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 5, "delay": 0, "backoff": "constant"}, "timeout": "2 minutes"}}, ""},
 		{"valid-sensitive", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 3, "delay": 10, "backoff": "constant"}, "timeout": "2 minutes", "sensitive": "output"}}, ""},
 		{"valid-delay-function", map[string]any{"config": map[string]any{"retries": map[string]any{"limit": 3, "backoff": "constant"}}, "delayFn": true}, ""},
 	}
 	for _, tc := range cases {
-		if tc.payload["name"] == nil {
+		if _, ok := tc.payload["name"]; !ok {
 			tc.payload["name"] = "s"
 		}
 		h.create("configs", tc.id, tc.payload)
@@ -225,10 +237,53 @@ func TestStepConfigChecks(t *testing.T) {
 				}
 				return
 			}
+			if _, returns := tc.payload["returns"]; returns {
+				// the callback ran once; its value fails the step without a retry
+				if out.Name != "WorkflowFatalError" || !strings.Contains(out.Message, tc.want) || ran != 1 {
+					t.Fatalf("got %s: %q (callback ran %d times); want WorkflowFatalError naming %q after one run", out.Name, out.Message, ran, tc.want)
+				}
+				return
+			}
 			if out.Name != "WorkflowFatalError" || !strings.Contains(out.Message, tc.want) || ran != 0 {
 				t.Fatalf("got %s: %q (callback ran %d times); want WorkflowFatalError naming %q before the callback", out.Name, out.Message, ran, tc.want)
 			}
 		})
+	}
+}
+
+// ctx.config, as the step.do callback sees it, is the step's config merged over the
+// defaults with its values as given (a duration string stays a string), and no
+// retries.delay when the delay is a function: Cloudflare's engine passes the config it
+// resolved as {...defaults, ...config, retries: {...defaults.retries, ...config.retries}}
+// (workers-sdk packages/workflows-shared/src/context.ts; the context's shape:
+// https://developers.cloudflare.com/workflows/build/workers-api/).
+func TestStepContextConfig(t *testing.T) {
+	h := newHarness(t, 0.1, wfDef{api.WorkflowConfig{Name: "configs"}, "Configs", "CONFIGS"})
+	cases := []struct {
+		id      string
+		payload map[string]any
+		want    string
+	}{
+		{"as-given", map[string]any{"config": map[string]any{"timeout": "5 minutes", "retries": map[string]any{"limit": 1, "delay": "1 second"}}},
+			`{"retries":{"backoff":"exponential","delay":"1 second","limit":1},"timeout":"5 minutes"}`},
+		{"delay-function", map[string]any{"config": map[string]any{"timeout": 1000, "retries": map[string]any{"limit": 3, "backoff": "constant"}}, "delayFn": true},
+			`{"retries":{"backoff":"constant","limit":3},"timeout":1000}`},
+	}
+	for _, tc := range cases {
+		tc.payload["name"], tc.payload["returns"] = "s", "config"
+		h.create("configs", tc.id, tc.payload)
+	}
+	for _, tc := range cases {
+		in := h.waitStatus("configs", tc.id, api.StatusComplete, api.StatusErrored)
+		var out struct{ Ok json.RawMessage }
+		if err := json.Unmarshal(in.Output, &out); err != nil {
+			t.Fatalf("%s: output %s: %v", tc.id, in.Output, err)
+		}
+		var got any
+		_ = json.Unmarshal(out.Ok, &got)
+		if b, _ := json.Marshal(got); string(b) != tc.want {
+			t.Errorf("%s: ctx.config %s, want %s", tc.id, b, tc.want)
+		}
 	}
 }
 
@@ -278,6 +333,12 @@ func TestBindingShapes(t *testing.T) {
 	}
 	if st := h.binding("CONFIGS", "createBatch", []any{}, &out); st != 400 || out.Error.Message != "WorkflowError: batchCreate should have at least 1 instance" {
 		t.Errorf("createBatch([]): %d %+v", st, out.Error)
+	}
+	// An empty id is an invalid id, not a request for a generated one: workers-sdk's
+	// isValidWorkflowInstanceId (packages/workflows-shared/src/lib/validators.ts) rejects "".
+	out.Error.Name, out.Error.Message = "", ""
+	if st := h.binding("CONFIGS", "create", map[string]any{"id": ""}, &out); st != 400 || !strings.Contains(out.Error.Message, "invalid id") {
+		t.Errorf(`create({id: ""}): %d %+v; want the invalid id error`, st, out.Error)
 	}
 	h.create("configs", "errs", map[string]any{"name": "s", "config": map[string]any{"timeout": 0}, "rethrow": true})
 	h.waitStatus("configs", "errs", api.StatusErrored, api.StatusComplete)

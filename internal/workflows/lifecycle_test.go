@@ -44,6 +44,30 @@ func TestEvents(t *testing.T) {
 			t.Fatalf("output %s (status %s, error %+v)", got, in.Status, in.Error)
 		}
 	})
+	// A wait whose timeout has passed throws its timeout error even when an event of its
+	// type arrived before the instance ran again (here while workerd was down); the event
+	// belongs to the next wait. A wait receives the events sent before its deadline:
+	// https://developers.cloudflare.com/workflows/build/events-and-parameters/#wait-for-events
+	t.Run("an event after the deadline goes to the next wait", func(t *testing.T) {
+		h.create("events", "after-deadline", map[string]any{"mode": "timeout", "earlyTimeout": "30 seconds"})
+		h.waitFor("the first wait", 30*time.Second, func() bool { return h.get("events", "after-deadline").WaitType == "late" })
+		h.mu.Lock()
+		h.workerd.kill()
+		h.mu.Unlock()
+		early := h.step("events", "after-deadline", "waitForEvent", "early", 1)
+		if early == nil || early.Done {
+			t.Fatalf("the first wait ended before workerd stopped (%+v): its timeout is too short for this test", early)
+		}
+		h.waitFor("the first wait's deadline", 30*time.Second, func() bool { return time.Now().UnixMilli() > early.WakeAt })
+		if st := h.api("POST", "/workflows/events/instances/after-deadline/events", map[string]any{"type": "late", "payload": "the event"}, nil); st != 200 {
+			t.Fatalf("sendEvent: %d", st)
+		}
+		h.startWorkerd()
+		in := h.waitStatus("events", "after-deadline", api.StatusComplete, api.StatusErrored)
+		if got := string(in.Output); got != `["WorkflowTimeoutError","the event"]` {
+			t.Fatalf("output %s (status %s, error %+v)", got, in.Status, in.Error)
+		}
+	})
 	t.Run("invalid event type", func(t *testing.T) {
 		var out struct{ Error api.APIError }
 		st := h.api("POST", "/workflows/events/instances/late/events", map[string]any{"type": "a.b"}, &out)

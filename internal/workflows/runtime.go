@@ -3,6 +3,8 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
+	"unicode/utf16"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -240,12 +242,18 @@ func (e *Engine) stepTx(tx *bolt.Tx, w *wfState, r StepRequest, after *[]afterCo
 	return throwAnswer("Error", fmt.Sprintf("unknown step kind %q", r.Kind)), nil
 }
 
-// checkStepName: 1 to the step name limit's characters.
+// checkStepName: up to the step name limit's characters as JavaScript counts them (UTF-16
+// code units), none of them a control character; the empty name is valid, as in
+// Cloudflare's validator (workers-sdk packages/workflows-shared/src/lib/validators.ts).
 func (e *Engine) checkStepName(name string) error {
-	if maxName := e.lim(limits.WorkflowStepNameChars); int64(len(name)) > maxName || name == "" {
+	if maxName := e.lim(limits.WorkflowStepNameChars); int64(len(utf16.Encode([]rune(name)))) > maxName || hasControlChar(name) {
 		return fmt.Errorf("Step name %q exceeds max length (%d chars) or invalid characters found (%s)", name, maxName, e.cite(limits.WorkflowStepNameChars))
 	}
 	return nil
+}
+
+func hasControlChar(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 })
 }
 
 var suspendAnswer = &StepAnswer{Action: "suspend"}
@@ -374,8 +382,10 @@ func (e *Engine) waitTimeout(r StepRequest) (int64, error) {
 	return d, err
 }
 
-// takeEvent consumes the oldest unconsumed event of r.Type, if any, into s (done, with
-// {payload, timestamp, type} as its result).
+// takeEvent consumes the oldest unconsumed event of r.Type sent before the wait's deadline
+// (s.WakeAt), if any, into s (done, with {payload, timestamp, type} as its result). An
+// event sent after the deadline, while the instance could not run (the runner down, no
+// concurrency slot), is left for the next wait: this one has timed out.
 func takeEvent(tx *bolt.Tx, r StepRequest, s *api.Step, now int64) (bool, error) {
 	b, _ := store.EventBucket(tx, r.Workflow, r.ID, false)
 	if b == nil {
@@ -389,6 +399,9 @@ func takeEvent(tx *bolt.Tx, r StepRequest, s *api.Step, now int64) (bool, error)
 		}
 		if ev.Consumed || ev.Type != r.Type {
 			continue
+		}
+		if s.WakeAt > 0 && ev.Timestamp >= s.WakeAt {
+			return false, nil // events are in sending order: every later one is late too
 		}
 		ev.Consumed = true
 		nv, _ := json.Marshal(ev)

@@ -1,6 +1,8 @@
 package r2
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 
 	"github.com/minio/minio-go/v7"
@@ -53,6 +55,13 @@ func (c *call) completeMultipart() error {
 	for i, p := range c.req.Parts {
 		parts[i] = minio.CompletePart{PartNumber: p.Part, ETag: p.Etag}
 	}
+	// A completed upload is gone in R2: a second complete() is NoSuchUpload, where S3
+	// servers may answer a repeated complete with the object again.
+	if _, err := c.b.core.ListObjectParts(c.ctx, c.b.cfg.Bucket, c.req.Object, c.req.UploadID, 0, 1); err != nil {
+		return err
+	}
+	// R2 takes the parts in any order; S3 wants them ascending (InvalidPartOrder).
+	slices.SortStableFunc(parts, func(a, b minio.CompletePart) int { return cmp.Compare(a.PartNumber, b.PartNumber) })
 	if _, err := c.b.core.CompleteMultipartUpload(c.ctx, c.b.cfg.Bucket, c.req.Object, c.req.UploadID, parts, minio.PutObjectOptions{}); err != nil {
 		return err
 	}
@@ -71,7 +80,10 @@ func (c *call) abortMultipart() error {
 	if err := checkKey(c.req.Object); err != nil {
 		return err
 	}
-	if err := c.b.core.AbortMultipartUpload(c.ctx, c.b.cfg.Bucket, c.req.Object, c.req.UploadID); err != nil {
+	// abort() is idempotent in R2: an upload already aborted or completed is gone, and
+	// that is success (workers-api-reference, R2MultipartUpload abort()).
+	err := c.b.core.AbortMultipartUpload(c.ctx, c.b.cfg.Bucket, c.req.Object, c.req.UploadID)
+	if err != nil && minio.ToErrorResponse(err).Code != "NoSuchUpload" {
 		return err
 	}
 	writeMeta(c.w, struct{}{})

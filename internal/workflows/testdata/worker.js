@@ -45,7 +45,7 @@ export class Events extends WorkflowEntrypoint {
       }
     } else {
       try {
-        await step.waitForEvent("early", { type: "late", timeout: "1 second" });
+        await step.waitForEvent("early", { type: "late", timeout: event.payload.earlyTimeout ?? "1 second" });
         got.push("early got an event");
       } catch (e) {
         got.push(e.name);
@@ -149,7 +149,13 @@ export class Configs extends WorkflowEntrypoint {
     const config = p.config === undefined ? {} : p.config;
     if (p.delayFn) config.retries = { ...config.retries, delay: () => 10 };
     try {
-      const v = await step.do(p.name, config, async () => bump(this.env, event.instanceId + ":ran"));
+      const v = await step.do(p.name, config, async (ctx) => {
+        const ran = await bump(this.env, event.instanceId + ":ran");
+        if (p.returns === "config") return ctx.config;
+        if (p.returns === "function") return { ran, f: () => 1 };
+        if (p.returns === "symbol") return Symbol("s");
+        return ran;
+      });
       return { ok: v };
     } catch (e) {
       if (p.rethrow) throw e;

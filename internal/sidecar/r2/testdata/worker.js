@@ -51,6 +51,23 @@ async function multipart(env, key, size, partSize) {
   return { object: await describe(obj), parts: parts.length, size: got.size, sha256: await sha256(got.body) };
 }
 
+// lifecycle: complete() with the parts out of order, then a second complete(), an
+// abort() after complete and two abort()s of another upload; each outcome or error text.
+async function lifecycle(env, key) {
+  const settle = (p) => p.then(() => "ok", (e) => String(e.message));
+  const up = await env.BUCKET.createMultipartUpload(key);
+  const p1 = await up.uploadPart(1, new Uint8Array(5 * 1024 * 1024).fill(97));
+  const p2 = await up.uploadPart(2, "tail");
+  const out = { complete: await settle(up.complete([p2, p1])) };
+  out.size = (await env.BUCKET.head(key))?.size ?? null;
+  out.secondComplete = await settle(up.complete([p1, p2]));
+  out.abortAfterComplete = await settle(up.abort());
+  const other = await env.BUCKET.createMultipartUpload(key + "-aborted");
+  out.abort = await settle(other.abort());
+  out.secondAbort = await settle(other.abort());
+  return out;
+}
+
 // listAll pages through prefix with limit, answering the keys in order and the pages.
 async function listAll(env, prefix, limit) {
   const keys = [];
@@ -85,6 +102,8 @@ export default {
         result = await describe(await env.BUCKET[a.method](...revive(a.args)));
       } else if (url.pathname === "/multipart") {
         result = await multipart(env, a.key, a.size, a.partSize);
+      } else if (url.pathname === "/lifecycle") {
+        result = await lifecycle(env, a.key);
       } else if (url.pathname === "/listall") {
         result = await listAll(env, a.prefix, a.limit);
       } else if (url.pathname === "/resume") {
