@@ -10,9 +10,14 @@ import (
 
 // Allows reports whether workerd's network service with r lets a connection to addr
 // through: addr lies within an allow entry (no entry: public, workerd's own default)
-// and within no deny entry.
+// and within no deny entry. The address is Normalize'd first, except that an
+// IPv4-mapped one is refused outright, as the rendered lists make workerd refuse it
+// (Rendered): a connection to an IPv4 host is made to its IPv4 address.
 func (r Rules) Allows(addr netip.Addr) bool {
-	addr = addr.Unmap()
+	if addr.WithZone("").Is4In6() {
+		return false
+	}
+	addr = Normalize(addr)
 	p := netip.PrefixFrom(addr, addr.BitLen())
 	allow := r.Allow
 	if len(allow) == 0 {
