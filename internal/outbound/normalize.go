@@ -44,24 +44,25 @@ func reachesLocal(p netip.Prefix) bool {
 
 // Rendered is r as workerd's network service gets it: workerd compares an IPv6
 // destination only with IPv6 entries, so it is also told to deny the IPv4-mapped block
-// and, unless loopback is allowed, the unspecified addresses (which reach loopback).
+// and the unspecified addresses (which reach loopback).
 // Rules.Allows decides the same for every address (FuzzOutboundDecision).
 func Rendered(r Rules) Rules {
-	out := Rules{Allow: r.Allow, Deny: append(append([]string(nil), r.Deny...), mappedRange.String())}
-	for _, a := range []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()} {
-		if !r.Allows(a) {
-			out.Deny = append(out.Deny, netip.PrefixFrom(a, a.BitLen()).String())
-		}
-	}
-	return out
+	return Rules{Allow: r.Allow, Deny: append(append([]string(nil), r.Deny...), mappedRange.String(), "0.0.0.0/32", "::/128")}
 }
 
 // Denies reports whether deny holds addr (Normalize'd; an IPv4-mapped address is
 // refused, as by Rules.Allows): admission's check of an address written in an object.
 func Denies(deny []string, addr netip.Addr) bool {
-	if addr.WithZone("").Is4In6() && len(deny) > 0 {
+	if refused(addr) && len(deny) > 0 {
 		return true
 	}
 	a := Normalize(addr)
 	return Within(netip.PrefixFrom(a, a.BitLen()).String(), deny)
+}
+
+// refused reports the destination forms refused whatever the lists: IPv4-mapped and
+// unspecified addresses.
+func refused(a netip.Addr) bool {
+	a = a.WithZone("")
+	return a.Is4In6() || a.IsUnspecified()
 }
