@@ -10,9 +10,14 @@ import (
 
 // Allows reports whether workerd's network service with r lets a connection to addr
 // through: addr lies within an allow entry (no entry: public, workerd's own default)
-// and within no deny entry.
+// and within no deny entry. An IPv4-mapped or unspecified destination is refused
+// outright, as the rendered lists make workerd refuse it (Rendered): a connection to an
+// IPv4 host is made to its IPv4 address, to loopback to 127.0.0.1 or ::1.
 func (r Rules) Allows(addr netip.Addr) bool {
-	addr = addr.Unmap()
+	if refused(addr) {
+		return false
+	}
+	addr = Normalize(addr)
 	p := netip.PrefixFrom(addr, addr.BitLen())
 	allow := r.Allow
 	if len(allow) == 0 {

@@ -71,13 +71,13 @@ func parsePrefix(s string) (netip.Prefix, error) {
 		if err != nil {
 			return netip.Prefix{}, err
 		}
-		return netip.PrefixFrom(a, a.BitLen()), nil
+		return normalizePrefix(netip.PrefixFrom(a, a.BitLen())), nil
 	}
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
 		return netip.Prefix{}, err
 	}
-	return p.Masked(), nil
+	return normalizePrefix(p), nil
 }
 
 // ParseList parses every entry of a list (a flag or a Helm value).
@@ -108,7 +108,7 @@ func Within(entry string, bound []string) bool {
 	for _, b := range bound {
 		switch b {
 		case Public:
-			if !overlapsAny(p, privateRanges) && !overlapsAny(p, reservedRanges) {
+			if !overlapsAny(p, privateRanges) && !overlapsAny(p, reservedRanges) && !p.Overlaps(mappedRange) && !reachesLocal(p) {
 				return true
 			}
 		case Private:
@@ -116,7 +116,7 @@ func Within(entry string, bound []string) bool {
 				return true
 			}
 		case Local:
-			if insideAny(p, localRanges) {
+			if insideAny(p, localRanges) || p.Bits() == p.Addr().BitLen() && reachesLocal(p) {
 				return true
 			}
 		default:

@@ -26,6 +26,7 @@ func renderOutbound(in Input, x *extras) error {
 	if in.Worker.Spec.Outbound == nil && len(r.Allow) == 0 && len(r.Deny) == 0 {
 		return nil
 	}
+	r = outbound.Rendered(r)
 	// No allow list at all: workerd's own default, public addresses only.
 	var network []string
 	if len(r.Allow) > 0 {

@@ -19,6 +19,18 @@ const (
 	// DefaultBodyTimeout is Options.BodyTimeout: how long a request body may take to
 	// arrive (bodies are at most about 1 MiB).
 	DefaultBodyTimeout = 30 * time.Second
+	// DefaultCrossPodMaxConns is Options.CrossPodMaxConns: the cross-pod listener's
+	// connections at once (pods of the namespace, the manager, scrapers, the kubelet's
+	// probes); about 20 KiB each, so 512 cost about 10 MiB.
+	DefaultCrossPodMaxConns = 512
+	// DefaultCrossPodMaxPerSource is Options.CrossPodMaxPerSource: connections of one
+	// source address; a client pools a few, so one pod cannot take the listener.
+	DefaultCrossPodMaxPerSource = 32
+	// DefaultCrossPodHandshakeTimeout is Options.CrossPodHandshakeTimeout: the TLS
+	// handshake, then the request headers, each get this long.
+	DefaultCrossPodHandshakeTimeout = 5 * time.Second
+	// crossPodIdleTimeout closes a cross-pod keep-alive connection nobody uses.
+	crossPodIdleTimeout = 30 * time.Second
 	// readHeaderTimeout bounds the request line and headers; idleTimeout closes a
 	// keep-alive connection nobody uses; maxHeaderBytes bounds the headers.
 	readHeaderTimeout = 10 * time.Second

@@ -38,6 +38,12 @@ type Options struct {
 	MaxConns int
 	// BodyTimeout is how long a request body may take to arrive (DefaultBodyTimeout when 0).
 	BodyTimeout time.Duration
+	// CrossPodMaxConns, CrossPodMaxPerSource and CrossPodHandshakeTimeout bound the
+	// cross-pod listener (ListenTLS): connections in all, per source address, and the
+	// time a connection may take to complete its TLS handshake (the Default* when 0).
+	CrossPodMaxConns         int
+	CrossPodMaxPerSource     int
+	CrossPodHandshakeTimeout time.Duration
 	// Registry collects the metrics served on /metrics; a fresh registry with the Go and
 	// process collectors when nil.
 	Registry *prometheus.Registry

@@ -1,12 +1,17 @@
 package sidecar
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
@@ -33,17 +38,21 @@ func (s *Server) ListenTLS(addr string, cfg *tls.Config) error {
 	if err != nil {
 		return fmt.Errorf("sidecar: --listen-tls %s: %w", addr, err)
 	}
+	o := s.opts
+	// http.Server bounds the handshake by ReadHeaderTimeout (its tlsHandshakeTimeout),
+	// then the headers by it again; bodyDeadline bounds the body.
 	srv := &http.Server{
-		Handler:           crossPod(s.mux),
+		Handler:           bodyDeadline(crossPod(s.mux), cmp.Or(o.BodyTimeout, DefaultBodyTimeout)),
 		TLSConfig:         cfg,
-		ReadHeaderTimeout: s.http.ReadHeaderTimeout,
-		ReadTimeout:       s.http.ReadTimeout,
-		WriteTimeout:      s.http.WriteTimeout,
-		IdleTimeout:       s.http.IdleTimeout,
-		MaxHeaderBytes:    s.http.MaxHeaderBytes,
+		ReadHeaderTimeout: cmp.Or(o.CrossPodHandshakeTimeout, DefaultCrossPodHandshakeTimeout),
+		IdleTimeout:       crossPodIdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          quietTLSErrors(),
 	}
+	g := newGuardListener(l, cmp.Or(o.CrossPodMaxConns, DefaultCrossPodMaxConns),
+		cmp.Or(o.CrossPodMaxPerSource, DefaultCrossPodMaxPerSource))
 	s.mu.Lock()
-	s.tlsListener, s.tlsHTTP = tls.NewListener(l, cfg), srv
+	s.tlsListener, s.tlsHTTP = tls.NewListener(g, cfg), srv
 	s.mu.Unlock()
 	return nil
 }
@@ -110,4 +119,18 @@ func crossPod(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// quietTLSErrors is the server's error log without its per-connection "TLS handshake
+// error" lines: under a flood of idle connections each timeout would be a log line;
+// the rest (a handler's panic) still reaches stderr.
+func quietTLSErrors() *log.Logger { return log.New(handshakeFilter{os.Stderr}, "", log.LstdFlags) }
+
+type handshakeFilter struct{ w io.Writer }
+
+func (f handshakeFilter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("TLS handshake error")) {
+		return len(p), nil
+	}
+	return f.w.Write(p)
 }

@@ -58,8 +58,7 @@ func validateR2Endpoint(path *field.Path, endpoint string, deny []string) *field
 	if err != nil {
 		return nil
 	}
-	p := netip.PrefixFrom(addr.Unmap(), addr.Unmap().BitLen())
-	if !outbound.Within(p.String(), deny) {
+	if !outbound.Denies(deny, addr) {
 		return nil
 	}
 	return forbidden(path, fmt.Sprintf("connecting to %s is not allowed: the sidecar of every Worker binding the bucket would connect there", u.Hostname()),
