@@ -105,7 +105,7 @@ func writeShimServices(c *capnp, svcName string, healthBindings []string) {
 // LoopLimitStatus is the HTTP status of error 1019 (loop limit). Cloudflare documents
 // the error code, not the status
 // (https://developers.cloudflare.com/workers/observability/errors/#loop-limit); 508 Loop
-// Detected (RFC 5842, section 7.2) says what happened (docs/limits.md#loop-limit).
+// Detected (RFC 5842, section 7.2) says what happened (docs/pod-contract.md "Loop limit").
 const LoopLimitStatus = 508
 
 // writeIngressService writes the ingress shim worker (ingress.js) the http socket

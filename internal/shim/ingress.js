@@ -8,7 +8,7 @@
 // count, or above the limit) starts at the limit, so a client cannot lengthen a chain.
 // A Worker that forwards its request (fetch(request)) carries the decremented count on.
 //   env.LOOP_LIMIT   invocations a chain may make (internal/limits loop_invocations)
-//   env.LOOP_STATUS  the HTTP status of the 1019 answer (docs/limits.md#loop-limit)
+//   env.LOOP_STATUS  the HTTP status of the 1019 answer (docs/pod-contract.md "Loop limit")
 const header = "CF-EW-Via";
 
 // invocationsLeft reads the header's count: the limit when absent, malformed or above it.
