@@ -69,6 +69,7 @@ func TestLoopLimit(t *testing.T) {
 		t.Fatalf("got %d %q X-Hops %q, want %d %q X-Hops %q", status, body, hops, render.LoopLimitStatus, "error code: 1019", strings.Join(want, ","))
 	}
 	after := openFDs(t, pid)
+	t.Logf("open file descriptors before %v, after %v", before, after)
 	for p, b := range before {
 		// A chain of 16 holds about 2 descriptors per hop in each process while it runs;
 		// after it they are closed or pooled. The bound is far below an unbounded loop's.
