@@ -89,6 +89,7 @@ const (
 	StartupMs             Name = "startup_ms"
 	WaitUntilMs           Name = "wait_until_ms"
 	OutboundConnections   Name = "outbound_connections"
+	LoopInvocations       Name = "loop_invocations"
 	EnvVars               Name = "env_vars"
 	EnvVarBytes           Name = "env_var_bytes"
 	ScriptSizeBytes       Name = "script_size_bytes"
@@ -155,6 +156,7 @@ const (
 const (
 	DocWorkersLimits   = "https://developers.cloudflare.com/workers/platform/limits/"
 	DocWorkersContext  = "https://developers.cloudflare.com/workers/runtime-apis/context/"
+	DocWorkersErrors   = "https://developers.cloudflare.com/workers/observability/errors/#loop-limit"
 	DocWorkflowsLimits = "https://developers.cloudflare.com/workflows/reference/limits/"
 	DocWorkflowsAPI    = "https://developers.cloudflare.com/workflows/build/workers-api/"
 	DocCronTriggers    = "https://developers.cloudflare.com/workers/configuration/cron-triggers/"
@@ -316,6 +318,9 @@ var table = []Limit{
 	{Name: OutboundConnections, Description: "Simultaneous outbound connections waiting for response headers per invocation; the 7th waits.", Unit: Count,
 		Values: same(6), Source: DocWorkersLimits, Provenance: Documented, Enforcement: NotEnforced,
 		How: "not enforced: workerd does not queue outbound connections"},
+	{Name: LoopInvocations, Description: "Invocations of Workers one request may chain (a Worker calling itself or another Worker); CF-EW-Via counts those left, the next one fails with error 1019.", Unit: Count,
+		Values: same(16), Source: DocWorkersErrors, Provenance: Documented, Enforcement: Pod,
+		How: "the ingress shim in front of every Worker's http socket answers error 1019 when CF-EW-Via says none is left, and passes the count on decremented; service bindings and Durable Object calls are not counted"},
 	{Name: EnvVars, Description: "Environment variables (text, json and secretKeyRef bindings) per Worker.", Unit: Count,
 		Values: per(64, 128, 128), Source: DocWorkersLimits, Provenance: Documented, Enforcement: Admission,
 		How: "admission counts spec.bindings with text, json or secretKeyRef (Cloudflare errors 10054/10055)",

@@ -88,6 +88,9 @@ const (
 	// HealthService and TriggerService are the shim workers' service names.
 	HealthService  = "workerd-operator:health"
 	TriggerService = "workerd-operator:trigger"
+	// IngressService is the shim worker (ingress.js) the http socket serves: it keeps
+	// the loop limit (CF-EW-Via) in front of the Worker's http service.
+	IngressService = "workerd-operator:ingress"
 	// AssetsService is the assets service (workerd's AssetsService) of a Worker with
 	// spec.assets: the http socket's service, routing each request to a file or to the
 	// user's Worker; AssetWorkerEntrypoint is its entrypoint that serves files only,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/shim"
 )
@@ -23,10 +24,11 @@ func writeConfig(w *v1alpha1.Worker, modules []module, flags []string, x *extras
 	}
 	c.splice(&x.services)
 	writeShimServices(c, x.workerService, x.healthBindings)
+	writeIngressService(c, x.httpService)
 	writeTailService(c, w.Name)
 	c.close("],")
 	c.open("sockets = [")
-	writeSockets(c, x.workerService, x.httpService, x.opts)
+	writeSockets(c, x.workerService, x.opts)
 	c.splice(&x.sockets)
 	c.close("],")
 	if len(x.extensions) > 0 {
@@ -100,6 +102,26 @@ func writeShimServices(c *capnp, svcName string, healthBindings []string) {
 	c.closeWorker()
 }
 
+// LoopLimitStatus is the HTTP status of error 1019 (loop limit). Cloudflare documents
+// the error code, not the status
+// (https://developers.cloudflare.com/workers/observability/errors/#loop-limit); 508 Loop
+// Detected (RFC 5842, section 7.2) says what happened (docs/pod-contract.md "Loop limit").
+const LoopLimitStatus = 508
+
+// writeIngressService writes the ingress shim worker (ingress.js) the http socket
+// serves: it keeps the loop limit, then hands the request to httpSvc.
+func writeIngressService(c *capnp, httpSvc string) {
+	c.openWorker(podcontract.IngressService)
+	c.field("modules", list(shimModule(shim.IngressModule)))
+	c.field("compatibilityDate", Quote(ShimCompatibilityDate))
+	c.field("bindings", list(
+		tuple(named("TARGET"), kv("service", Quote(httpSvc))),
+		tuple(named("LOOP_LIMIT"), kv("json", Quote(fmt.Sprint(limits.Get(limits.DefaultProfile, limits.LoopInvocations))))),
+		tuple(named("LOOP_STATUS"), kv("json", Quote(fmt.Sprint(LoopLimitStatus)))),
+	))
+	c.closeWorker()
+}
+
 // writeTailService writes the streaming tail worker (shim tail.js) of the user's Worker:
 // it reaches the sidecar and knows the Worker's name, the `worker` label of its series.
 func writeTailService(c *capnp, worker string) {
@@ -114,13 +136,14 @@ func writeTailService(c *capnp, worker string) {
 	c.closeWorker()
 }
 
-// writeSockets writes the sockets every pod has: http serves httpSvc (the user's Worker
-// svcName, or the assets service in front of it), rpc the Worker itself. Only rpc sets
+// writeSockets writes the sockets every pod has: http serves the ingress shim, in front
+// of httpSvc (the user's Worker svcName, or the assets service in front of it); rpc the
+// Worker itself. Only rpc sets
 // capnpConnectHost, so a client of the http port (an Ingress) cannot open Cap'n Proto
 // RPC to the Worker. With internal TLS, rpc admits the namespace's pods and trigger
 // the manager only.
-func writeSockets(c *capnp, svcName, httpSvc string, o Options) {
-	c.item(named(podcontract.HTTPSocket), "http = ()", kv("service", Quote(httpSvc)))
+func writeSockets(c *capnp, svcName string, o Options) {
+	c.item(named(podcontract.HTTPSocket), "http = ()", kv("service", Quote(podcontract.IngressService)))
 	c.item(named(podcontract.RPCSocket), serverSocket(o, rpcOptions(), podcontract.InternalTLSCA), kv("service", Quote(svcName)))
 	c.item(named(podcontract.HealthSocket), "http = ()", kv("service", Quote(podcontract.HealthService)))
 	c.item(named(podcontract.TriggerSocket), serverSocket(o, "()", podcontract.InternalTLSManagerCA), kv("service", Quote(podcontract.TriggerService)))

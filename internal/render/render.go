@@ -205,7 +205,7 @@ func sortedFlags(in []string) ([]string, error) {
 // each with a ConfigMap key of its own.
 func renderedFiles(config []byte, src *source, x *extras) ([]File, error) {
 	files := []File{{Key: podcontract.ConfigFile, Path: podcontract.ConfigFile, Data: config}}
-	for _, n := range []string{shim.HealthModule, shim.TriggerModule, shim.TailModule} {
+	for _, n := range []string{shim.HealthModule, shim.TriggerModule, shim.TailModule, shim.IngressModule} {
 		b, err := shim.Source(n)
 		if err != nil {
 			return nil, err

@@ -275,7 +275,7 @@ func TestVersionConfigMap(t *testing.T) {
 	for _, f := range a.Files {
 		paths = append(paths, f.Path)
 	}
-	if got := strings.Join(paths, ","); got != "config.capnp,shim/health.js,shim/tail.js,shim/trigger.js" {
+	if got := strings.Join(paths, ","); got != "config.capnp,shim/health.js,shim/ingress.js,shim/tail.js,shim/trigger.js" {
 		t.Fatalf("Files = %s, want config and shims only", got)
 	}
 	if len(a.External) != 1 || a.External[0].Path != "modules/main.js" || a.External[0].Key != "main.js" {

@@ -17,6 +17,7 @@ const (
 	HealthModule  = "health.js"
 	TriggerModule = "trigger.js"
 	TailModule    = "tail.js"
+	IngressModule = "ingress.js"
 )
 
 // Source returns the bytes of the embedded shim file name (a base name such as
