@@ -2,7 +2,7 @@
 // wrangler.toml) and maps it to the operator's objects: a Worker, a
 // DurableObjectNamespace per Durable Object class, a Workflow per workflow and a
 // CronSchedule for its cron triggers. Every key it cannot map is reported with its
-// path and the reason (docs/import.md); nothing here talks to Cloudflare or copies
+// path and the reason (docs/deploy.md); nothing here talks to Cloudflare or copies
 // secret values.
 package wrangler
 
