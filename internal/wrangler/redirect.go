@@ -98,4 +98,3 @@ func isEmptyList(v any) bool {
 	}
 	return false
 }
-
