@@ -232,7 +232,7 @@ type ModuleTypeOverride struct {
 // ImageSource takes the Worker's code from a directory of an OCI image (path). The
 // renderer cannot list the image's files, so modules names every module the config
 // loads: `workerd-operator import --image REF` packs a wrangler bundle into an image and
-// writes this list (docs/import.md). Without modules, main alone is loaded as one ES
+// writes this list (docs/deploy.md). Without modules, main alone is loaded as one ES
 // module (a single-file bundle, e.g. from `esbuild --bundle --format=esm`). The image is
 // mounted read-only as an image volume (the pod's volumes[].image, with path as its
 // subPath), so the cluster must support image volumes (the ImageVolume feature).

@@ -26,7 +26,7 @@ func newImportCommand() *cobra.Command {
 		Long: `import reads a wrangler project (a directory, default ".", or its wrangler.json,
 wrangler.jsonc or wrangler.toml) and writes the objects that run it: the Worker, a
 DurableObjectNamespace per Durable Object class, a Workflow per workflow and a
-CronSchedule for its cron triggers (docs/import.md says what maps to what). Without -o
+CronSchedule for its cron triggers (docs/deploy.md says what maps to what). Without -o
 they go to stdout as one YAML stream; with -o DIR one file per object plus a
 kustomization.yaml.
 
@@ -38,7 +38,7 @@ image instead (built here, no container engine), pushed to REF with --push (loca
 registries over plain HTTP, others with your docker login) and/or written as an OCI
 layout archive with --image-archive FILE; the Worker's spec.source.image then names
 the image by digest (REF's repository@sha256:...), so every new bundle rolls out.
-` + "`make dev`" + ` runs a registry at localhost:5001 (docs/import.md).
+` + "`make dev`" + ` runs a registry at localhost:5001 (docs/deploy.md).
 
 A project with assets (wrangler's assets.directory) gets spec.assets: html_handling,
 not_found_handling, run_worker_first and the binding, plus the text of the directory's

@@ -2,7 +2,7 @@
 // --dry-run --outdir` directory), its static assets and a small manifest into an OCI
 // image, without a container engine (go-containerregistry), and pushes it or writes it
 // as an OCI image layout archive. `workerd-operator import --image` uses it; the image
-// is what spec.source.image and spec.assets.image mount (docs/import.md).
+// is what spec.source.image and spec.assets.image mount (docs/deploy.md).
 //
 // Layout of the image (one layer for the code and the manifest, one for the assets, so
 // a code change does not upload the assets again):

@@ -249,7 +249,7 @@ func validateInlineSource(c *check, rules string, mp *field.Path, src *v1alpha1.
 		}
 	}
 	if err := c.tooMany(mp, stored, limits.InlineSourceBytes, "the inline modules' size in the object (content and contentBase64 text)"); err != nil {
-		err.Detail += "; a larger bundle goes in an OCI image: `workerd-operator import --image REF` packs and pushes it and writes spec.source.image (docs/import.md)"
+		err.Detail += "; a larger bundle goes in an OCI image: `workerd-operator import --image REF` packs and pushes it and writes spec.source.image (docs/deploy.md)"
 		c.add(err)
 	}
 	validateScriptSize(c, rules, mp, modules)

@@ -122,7 +122,7 @@ func TestImportBundleOverlapsAssets(t *testing.T) {
 			tc.assets + "/index.html": "<p>hi</p>",
 		})
 		_, err := Import(Options{Path: dir, Bundle: filepath.Join(dir, tc.bundle), AssetsImage: "site:1"})
-		overlap := err != nil && strings.Contains(err.Error(), "overlap") && strings.Contains(err.Error(), "docs/import.md")
+		overlap := err != nil && strings.Contains(err.Error(), "overlap") && strings.Contains(err.Error(), "docs/deploy.md")
 		if overlap != tc.refused {
 			t.Errorf("assets %s, bundle %s: error %v, want refused=%v", tc.assets, tc.bundle, err, tc.refused)
 		}

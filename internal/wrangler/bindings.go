@@ -279,7 +279,7 @@ func (c *converter) secrets(cfg *Config) error {
 			}
 		}
 	}
-	keys, err := devVarNames(cfg.Dir, c.eff.Env)
+	keys, err := devVarNames(cfg.UserDir, c.eff.Env)
 	if err != nil {
 		return err
 	}

@@ -69,14 +69,16 @@ type converter struct {
 	assetsPath string
 	// dir is the project directory (D1 migrations are read from it).
 	dir string
+	// generated: the configuration is a build tool's (generatedKeys are ignored).
+	generated bool
 }
 
 // Convert maps eff (one environment of cfg) to objects without reading any code;
 // bundled says whether the modules come from a wrangler bundle (then bundler keys
 // are already applied). Objects get namespace ns when it is not "".
 func Convert(cfg *Config, eff *Effective, ns string, bundled bool) (*Result, error) {
-	c := &converter{eff: eff, res: &Result{}, sqlClasses: map[string]bool{}, bundled: bundled, dir: cfg.Dir}
-	c.name = dnsName(stringOr(eff.Values["name"], filepath.Base(cfg.Dir)))
+	c := &converter{eff: eff, res: &Result{}, sqlClasses: map[string]bool{}, bundled: bundled, dir: cfg.Dir, generated: cfg.Generated}
+	c.name = dnsName(stringOr(eff.Values["name"], filepath.Base(cfg.UserDir)))
 	date, ok := eff.Values["compatibility_date"].(string)
 	if !ok || date == "" {
 		return nil, fmt.Errorf("%s: compatibility_date is required (a YYYY-MM-DD string)", cfg.File)
@@ -178,9 +180,15 @@ func (c *converter) key(k, path string, v any) {
 	}
 }
 
-// other classifies a key the converter does not map.
+// other classifies a key the converter does not map. An empty list or table binds
+// nothing, whatever its kind.
 func (c *converter) other(k, path string) {
+	v := c.eff.Values[k]
 	switch {
+	case c.generated && generatedKeys[k] != "":
+		c.res.Ignored = append(c.res.Ignored, Issue{path, generatedKeys[k]})
+	case isEmptyList(v) && (unsupportedKeys[k] != "" || bundlerKeys[k]):
+		c.res.Ignored = append(c.res.Ignored, Issue{path, "empty"})
 	case ignoredKeys[k] != "":
 		c.res.Ignored = append(c.res.Ignored, Issue{path, ignoredKeys[k]})
 	case bundlerKeys[k] && c.bundled:

@@ -14,7 +14,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 )
 
-// Data stores (docs/import.md): kv_namespaces, d1_databases and queues become
+// Data stores (docs/deploy.md): kv_namespaces, d1_databases and queues become
 // KVNamespace, D1Database and Queue objects and bindings to them.
 
 func typeMeta(kind string) metav1.TypeMeta {

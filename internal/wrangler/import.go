@@ -247,7 +247,7 @@ func checkBundleBesideAssets(bundle, assetsDir string) error {
 	}
 	if within(b, assetsDir) || within(assetsDir, b) {
 		return fmt.Errorf("--bundle %s and the assets directory %s (assets.directory) overlap: write the bundle elsewhere, "+
-			"e.g. wrangler deploy --dry-run --outdir .wrangler/bundle and --bundle .wrangler/bundle (docs/import.md#code)", bundle, assetsDir)
+			"e.g. wrangler deploy --dry-run --outdir .wrangler/bundle and --bundle .wrangler/bundle (docs/deploy.md#code)", bundle, assetsDir)
 	}
 	return nil
 }

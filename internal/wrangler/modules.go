@@ -17,7 +17,7 @@ import (
 )
 
 // BundleHint is how to produce what --bundle takes.
-const BundleHint = "bundle the project with `npx wrangler deploy --dry-run --outdir DIR` and pass --bundle DIR (docs/import.md)"
+const BundleHint = "bundle the project with `npx wrangler deploy --dry-run --outdir DIR` and pass --bundle DIR (docs/deploy.md)"
 
 // moduleName is the pattern the API accepts for module names (api Module.name).
 var moduleName = regexp.MustCompile(`^[A-Za-z0-9_@][A-Za-z0-9_.@/+-]*$`)
