@@ -187,7 +187,7 @@ func (c *converter) other(k, path string) {
 	switch {
 	case c.generated && generatedKeys[k] != "":
 		c.res.Ignored = append(c.res.Ignored, Issue{path, generatedKeys[k]})
-	case isEmptyList(v) && (unsupportedKeys[k] != "" || bundlerKeys[k]):
+	case isEmptyList(v) && ignoredKeys[k] == "":
 		c.res.Ignored = append(c.res.Ignored, Issue{path, "empty"})
 	case ignoredKeys[k] != "":
 		c.res.Ignored = append(c.res.Ignored, Issue{path, ignoredKeys[k]})

@@ -33,6 +33,11 @@ var generatedKeys = map[string]string{
 	"python_modules":      "generated configuration: Python module settings",
 }
 
+// redirectKeys are the keys Cloudflare's Vite plugin writes into the redirect file.
+// wrangler deploy reads configPath only: the auxiliary Workers and the prerender
+// Worker each have their own generated configuration, deployed on its own.
+var redirectKeys = map[string]struct{}{"configPath": {}, "auxiliaryWorkers": {}, "prerenderWorkerConfigPath": {}}
+
 // redirect is the file wrangler would read instead of user (the user's configuration
 // file, "" when none): the target of the nearest DeployConfigRedirect from dir upward,
 // or "" when there is none. As wrangler, it refuses a redirect that does not sit in
@@ -73,8 +78,15 @@ func followRedirect(file, user string) (string, error) {
 		return "", fmt.Errorf("%s: %w", file, err)
 	}
 	target, ok := m["configPath"].(string)
-	if !ok || target == "" || len(m) != 1 {
-		return "", fmt.Errorf("%s: want exactly {\"configPath\": \"<path of the generated wrangler.json>\"}", file)
+	if !ok || target == "" {
+		return "", fmt.Errorf("%s: configPath: required, the path of the generated wrangler.json "+
+			"(https://developers.cloudflare.com/workers/wrangler/configuration/#generated-wrangler-configuration)", file)
+	}
+	for k := range m {
+		if _, known := redirectKeys[k]; !known {
+			return "", fmt.Errorf("%s: %s: not a key of a deploy configuration redirect (known: configPath, auxiliaryWorkers, prerenderWorkerConfigPath; "+
+				"https://developers.cloudflare.com/workers/wrangler/configuration/#generated-wrangler-configuration)", file, k)
+		}
 	}
 	if !filepath.IsAbs(target) {
 		target = filepath.Join(filepath.Dir(file), target)
@@ -85,8 +97,9 @@ func followRedirect(file, user string) (string, error) {
 	return target, nil
 }
 
-// isEmptyList is true for [] and an empty table: a generated configuration lists
-// every binding kind, most of them empty.
+// isEmptyList is true for [] and for a table holding nothing but empty lists and
+// tables ({}, {"bindings": []}): a generated configuration lists every binding kind
+// wrangler knows, most of them empty, and an empty one binds nothing whatever its kind.
 func isEmptyList(v any) bool {
 	switch x := v.(type) {
 	case []any:
@@ -94,7 +107,12 @@ func isEmptyList(v any) bool {
 	case []map[string]any:
 		return len(x) == 0
 	case map[string]any:
-		return len(x) == 0
+		for _, e := range x {
+			if !isEmptyList(e) {
+				return false
+			}
+		}
+		return true
 	}
 	return false
 }

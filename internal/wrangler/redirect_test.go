@@ -28,12 +28,13 @@ func viteProject(extra string) map[string]string {
 	return map[string]string{
 		"wrangler.jsonc":               `{"name": "app", "main": "./worker/index.ts", "compatibility_date": "2025-04-01", "assets": {"not_found_handling": "single-page-application"}}`,
 		".dev.vars":                    "API_TOKEN=x\n",
-		".wrangler/deploy/config.json": `{"configPath": "../../dist/app/wrangler.json"}`,
+		".wrangler/deploy/config.json": `{"configPath": "../../dist/app/wrangler.json", "auxiliaryWorkers": []}`,
 		"dist/app/wrangler.json": `{"configPath": "/build/machine/app/wrangler.jsonc", "userConfigPath": "/build/machine/app/wrangler.jsonc",
 			"topLevelName": "app", "definedEnvironments": [], "legacy_env": true, "exports": ["default"], "cloudchamber": {},
 			"name": "app", "main": "index.js", "compatibility_date": "2025-04-01", "no_bundle": true, "rules": [{"type": "ESModule", "globs": ["**/*.js"]}],
 			"assets": {"directory": "../client", "not_found_handling": "single-page-application"},
-			"vectorize": [], "ai": {}, "kv_namespaces": [], "dispatch_namespaces": [], "send_email": []` + extra + `}`,
+			"vectorize": [], "ai": {}, "kv_namespaces": [], "dispatch_namespaces": [], "send_email": [],
+			"ai_search": [], "worker_loaders": [], "logfwdr": {"bindings": []}, "queues": {"producers": [], "consumers": []}` + extra + `}`,
 		"dist/app/index.js":      "export default { fetch() { return new Response('ok') } }",
 		"dist/client/index.html": "<html></html>",
 	}
@@ -46,6 +47,7 @@ func TestRedirectedConfig(t *testing.T) {
 	}{
 		{name: "generated config"},
 		{name: "unsupported binding still fails", extra: `, "analytics_engine_datasets": [{"binding": "A", "dataset": "d"}]`, wantUnsupported: "analytics_engine_datasets"},
+		{name: "unknown binding kind in use fails", extra: `, "flagship": [{"binding": "F"}]`, wantUnsupported: "flagship"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,7 +85,8 @@ func TestRedirectedConfig(t *testing.T) {
 
 func TestRedirectRefused(t *testing.T) {
 	cases := map[string]map[string]string{
-		"more than configPath":     {"wrangler.json": `{}`, ".wrangler/deploy/config.json": `{"configPath": "x.json", "other": 1}`},
+		"unknown key":              {"wrangler.json": `{}`, ".wrangler/deploy/config.json": `{"configPath": "x.json", "other": 1}`},
+		"no configPath":            {"wrangler.json": `{}`, ".wrangler/deploy/config.json": `{"auxiliaryWorkers": []}`},
 		"target missing":           {"wrangler.json": `{}`, ".wrangler/deploy/config.json": `{"configPath": "../../dist/w/wrangler.json"}`},
 		"other project's redirect": {"app/wrangler.json": `{}`, ".wrangler/deploy/config.json": `{"configPath": "../../app/wrangler.json"}`},
 	}
