@@ -2,6 +2,7 @@ package devcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -299,12 +300,31 @@ func (n *network) sync() {
 }
 
 func (n *network) serve(l *svcListener) {
+	acceptLoop(l.ln, func(conn net.Conn) { n.forward(l, conn) }, func(err error, wait time.Duration) {
+		fmt.Fprintf(n.c.cfg.Log, "devcluster: Service %s/%s port %d: accept: %v; retrying in %v\n", l.ns, l.name, l.port.Port, err, wait)
+	})
+}
+
+// acceptLoop hands every connection of ln to handle, each on its own goroutine, until
+// ln is closed. Any other Accept error (EMFILE when the machine is out of file
+// descriptors, ECONNABORTED) is retried with a backoff from 5 ms to 1 s, as
+// net/http.Server does: a Service must come back once descriptors are free rather
+// than stay dead while its listener is still registered.
+func acceptLoop(ln net.Listener, handle func(net.Conn), retry func(err error, wait time.Duration)) {
+	var wait time.Duration
 	for {
-		conn, err := l.ln.Accept()
-		if err != nil {
+		conn, err := ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
 			return
 		}
-		go n.forward(l, conn)
+		if err != nil {
+			wait = min(max(2*wait, 5*time.Millisecond), time.Second)
+			retry(err, wait)
+			time.Sleep(wait)
+			continue
+		}
+		wait = 0
+		go handle(conn)
 	}
 }
 
