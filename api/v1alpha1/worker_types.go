@@ -364,7 +364,9 @@ type WorkerAssets struct {
 	// runWorkerFirst is wrangler's run_worker_first as route patterns: a request whose
 	// path matches one goes to the Worker before any asset; a pattern starting with "!"
 	// excludes paths (wrangler's `true` is ["/*"]). At most 100 patterns of at most
-	// 100 characters (Wrangler's limits, docs/limits.md).
+	// 100 characters (Wrangler's limits, docs/limits.md). An empty list is refused, as
+	// wrangler refuses it: omit the field to serve assets first.
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MaxLength=100
 	// +kubebuilder:validation:items:Pattern=`^!?/`

@@ -49,6 +49,10 @@ func TestOddShapes(t *testing.T) {
 			[]string{"spec.limits.steps: Invalid value: \"string\"", "must be of type integer"}, nil},
 		{"cron-history-string", obj("CronSchedule", "shape-cron-hist", `,"spec":{"schedules":["* * * * *"],"target":{"workerRef":{"name":"x"}},"historyLimit":"ten"}`),
 			[]string{"spec.historyLimit: Invalid value: \"string\"", "must be of type integer"}, nil},
+		// wrangler refuses run_worker_first: [] ("must provide at least 1 rule"):
+		// https://developers.cloudflare.com/workers/static-assets/binding/#run_worker_first
+		{"worker-run-worker-first-empty", worker("shape-rwf-empty", `,"spec":{"compatibilityDate":"2026-11-01",`+src+`,"assets":{"image":"r.example/s:1","runWorkerFirst":[]}}`),
+			[]string{"spec.assets.runWorkerFirst", "should have at least 1 items"}, nil},
 		{"worker-quantities-as-numbers", worker("shape-qnum", `,"spec":{"compatibilityDate":"2026-11-01",`+src+`,"pod":{"resources":{"limits":{"cpu":"0.5","memory":134217728}}}}`),
 			nil, map[string]string{"pod.resources.limits.cpu": "0.5", "pod.resources.limits.memory": "134217728", "replicas": "1"}},
 		{"worker-quantity-fraction-number", worker("shape-qfrac", `,"spec":{"compatibilityDate":"2026-11-01",`+src+`,"pod":{"resources":{"limits":{"cpu":0.5}}}}`),

@@ -44,7 +44,11 @@ func (c *converter) assets(cfg *Config) error {
 	if s, ok := c.enum(path+".not_found_handling", m["not_found_handling"], notFoundHandlings); ok {
 		a.NotFoundHandling = v1alpha1.AssetsNotFoundHandling(s)
 	}
-	a.RunWorkerFirst = c.runWorkerFirst(path, m)
+	rwf, err := c.runWorkerFirst(path, m)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	a.RunWorkerFirst = rwf
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(cfg.Dir, dir)
 	}
@@ -52,7 +56,6 @@ func (c *converter) assets(cfg *Config) error {
 	if _, err := os.Stat(dir); err != nil {
 		c.res.Notes = append(c.res.Notes, fmt.Sprintf("%s.directory %s does not exist yet: run the project's build before import, so that its _headers and _redirects are read", path, dir))
 	}
-	var err error
 	if a.Headers, err = readOptional(filepath.Join(dir, "_headers")); err != nil {
 		return err
 	}
@@ -77,15 +80,20 @@ func (c *converter) enum(path string, v any, values []string) (string, bool) {
 }
 
 // runWorkerFirst maps run_worker_first (true is every path, "/*"; a list is kept) and
-// the older experimental_serve_directly (false runs the Worker first).
-func (c *converter) runWorkerFirst(path string, m map[string]any) []string {
+// the older experimental_serve_directly (false runs the Worker first). An empty list is
+// refused, as wrangler refuses it ("must provide at least 1 rule").
+func (c *converter) runWorkerFirst(path string, m map[string]any) ([]string, error) {
 	switch v := m["run_worker_first"].(type) {
 	case nil:
 	case bool:
 		if v {
-			return []string{"/*"}
+			return []string{"/*"}, nil
 		}
 	case []any:
+		if len(v) == 0 {
+			return nil, fmt.Errorf("%s.run_worker_first: an empty list has no rules; give at least 1 route pattern, or true or false "+
+				"(https://developers.cloudflare.com/workers/static-assets/binding/#run_worker_first)", path)
+		}
 		var out []string
 		for i, p := range v {
 			s, ok := p.(string)
@@ -95,14 +103,14 @@ func (c *converter) runWorkerFirst(path string, m map[string]any) []string {
 			}
 			out = append(out, s)
 		}
-		return out
+		return out, nil
 	default:
 		c.unsupported(path+".run_worker_first", "neither a boolean nor a list of route patterns")
 	}
 	if direct, ok := m["experimental_serve_directly"].(bool); ok && !direct {
-		return []string{"/*"}
+		return []string{"/*"}, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // readOptional is the file's text, "" when it does not exist.

@@ -200,3 +200,19 @@ func TestImportAssetsOnlyImage(t *testing.T) {
 		t.Errorf("Build: %v", err)
 	}
 }
+
+// run_worker_first: [] is refused even with --allow-unsupported, as wrangler refuses it
+// ("No `run_worker_first` rules were provided; must provide at least 1 rule."):
+// https://developers.cloudflare.com/workers/static-assets/binding/#run_worker_first
+func TestImportRunWorkerFirstEmpty(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"wrangler.json": `{"name": "s", "main": "worker.js", "compatibility_date": "2025-10-08", "assets": {"directory": "public", "run_worker_first": []}}`,
+		"worker.js":     assetsWorker,
+	})
+	_, err := Import(Options{Path: dir, AssetsImage: "r.example/s:1", AllowUnsupported: true})
+	for _, want := range []string{"assets.run_worker_first", "at least 1 route pattern", "developers.cloudflare.com"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+}
