@@ -50,6 +50,10 @@ const (
 	RPCPort = 9095
 )
 
+// ReservedPorts are the pod's own ports besides the http socket: spec.service.port may
+// not take one of them.
+var ReservedPorts = []int32{HealthPort, TriggerPort, SidecarPort, GatewayPort, RunnerPort, RPCPort}
+
 // DevRegistryPort is the port of the local cluster's OCI registry (`make dev`), on
 // 127.0.0.1: `import --image localhost:5001/NAME --push` pushes there and the local
 // kubelet pulls image volumes from it. Not part of a pod.

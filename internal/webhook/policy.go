@@ -3,8 +3,11 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -120,8 +123,32 @@ func inList(v string, allowed []string) bool {
 	return slices.Contains(allowed, AnyValue) || slices.Contains(allowed, v)
 }
 
+// repoComponent is one path component of a repository name in the distribution
+// grammar: lowercase alphanumerics joined by ".", "_", "__" or dashes; never "." or "..".
+var repoComponent = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$`)
+
+// wellFormedImage reports whether image is registry/path[:tag][@digest] with every path
+// component in the distribution grammar, so that a prefix match on it cannot be
+// escaped by "..", "." or empty components.
+func wellFormedImage(image string) bool {
+	ref, err := name.ParseReference(image, name.WeakValidation)
+	if err != nil {
+		return false
+	}
+	for _, comp := range strings.Split(ref.Context().RepositoryStr(), "/") {
+		if !repoComponent.MatchString(comp) {
+			return false
+		}
+	}
+	return true
+}
+
 // ImageAllowed reports whether image matches one of allowed (see Policy.RuntimeImages).
+// The image must be a well-formed reference (wellFormedImage) for any entry but "*".
 func ImageAllowed(image string, allowed []string) bool {
+	if !slices.Contains(allowed, AnyValue) && !wellFormedImage(image) {
+		return false
+	}
 	for _, a := range allowed {
 		switch {
 		case a == AnyValue || image == a:
@@ -259,6 +286,9 @@ func validateResources(c *check, pol *Policy, path *field.Path, r *corev1.Resour
 		}
 	}
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := r.Limits[name]; ok && q.Sign() <= 0 {
+			c.add(field.Invalid(path.Child("limits").Key(string(name)), q.String(), fmt.Sprintf("must be more than 0: a zero %s limit means none, and the container would be unbounded; see %s", name, PolicyDoc)))
+		}
 		if _, ok := r.Limits[name]; !ok {
 			c.add(field.Required(path.Child("limits").Key(string(name)), fmt.Sprintf("spec.pod.resources replaces the resources derived from spec.limits and must set a %s limit: without one the container is unbounded; see %s", name, PolicyDoc)))
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
 // Namespaces of the policy cases: tenantNS has no profile label (the policy's
@@ -90,6 +91,7 @@ func policyCases() []admitCase {
 	}
 	cs = append(cs, outboundCases()...)
 	cs = append(cs, r2EndpointCases()...)
+	cs = append(cs, podContractCases()...)
 	return append(cs, append(resourceCases(), profileCases()...)...)
 }
 
@@ -152,6 +154,10 @@ func resourceCases() []admitCase {
 			wantErr: []string{"spec.pod.resources.limits[cpu]: Forbidden", "at most 1", "--max-workerd-cpu", PolicyDoc}},
 		{name: "policy-resources-limits-required", obj: res("res-nolim", nil, map[corev1.ResourceName]string{cpu: "100m", mem: "64Mi"}),
 			wantErr: []string{"spec.pod.resources.limits[cpu]: Required value", "spec.pod.resources.limits[memory]: Required value", "unbounded"}},
+		// A zero limit is no limit (https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/):
+		// the policy that requires bounded limits refuses it.
+		{name: "policy-resources-zero-limits", obj: res("res-zero", map[corev1.ResourceName]string{cpu: "0", mem: "0"}, nil),
+			wantErr: []string{"spec.pod.resources.limits[cpu]: Invalid value: \"0\"", "spec.pod.resources.limits[memory]: Invalid value: \"0\"", "unbounded"}},
 		{name: "policy-resources-extended-refused", obj: res("res-gpu", map[corev1.ResourceName]string{cpu: "1", mem: "128Mi", gpu: "1"}, nil),
 			wantErr: []string{"spec.pod.resources.limits[nvidia.com/gpu]: Forbidden", "cpu, memory and ephemeral-storage only"}},
 	}
@@ -215,18 +221,27 @@ func TestZeroPolicyIsStrict(t *testing.T) {
 func TestImageAllowed(t *testing.T) {
 	allowed := []string{"ghcr.io/org/workerd", "registry.example.com/", "docker.io/library/exact:1"}
 	for image, want := range map[string]bool{
-		"ghcr.io/org/workerd:1.2":          true,
-		"ghcr.io/org/workerd@sha256:abc":   true,
-		"ghcr.io/org/workerd":              true,
-		"ghcr.io/org/workerd/sub:1":        true,
-		"ghcr.io/org/workerd-evil:1":       false,
-		"ghcr.io/org/workerdx":             false,
-		"registry.example.com/any/thing:2": true,
-		"registry.example.com.evil.io/x:1": false,
-		"docker.io/library/exact:1":        true,
-		"docker.io/library/exact:2":        false,
-		"evil.io/ghcr.io/org/workerd:1":    false,
-		"":                                 false,
+		"ghcr.io/org/workerd:1.2":                                true,
+		"ghcr.io/org/workerd@sha256:" + strings.Repeat("ab", 32): true,
+		"ghcr.io/org/workerd@sha256:abc":                         false, // not a digest
+		"ghcr.io/org/workerd":                                    true,
+		"ghcr.io/org/workerd/sub:1":                              true,
+		"ghcr.io/org/workerd-evil:1":                             false,
+		"ghcr.io/org/workerdx":                                   false,
+		"registry.example.com/any/thing:2":                       true,
+		"registry.example.com.evil.io/x:1":                       false,
+		"docker.io/library/exact:1":                              true,
+		"docker.io/library/exact:2":                              false,
+		"evil.io/ghcr.io/org/workerd:1":                          false,
+		"":                                                       false,
+		// Path components must be the distribution grammar's: no "..", "." or empty ones
+		// (https://github.com/distribution/distribution/blob/main/docs/content/spec/api.md#overview).
+		"ghcr.io/org/workerd/../evil:1":    false,
+		"registry.example.com/../x:1":      false,
+		"registry.example.com/a/./x:1":     false,
+		"registry.example.com/a//x:1":      false,
+		"registry.example.com/UPPER/x:1":   false,
+		"ghcr.io/org/workerd:1.2@sha256:x": false,
 	} {
 		if got := ImageAllowed(image, allowed); got != want {
 			t.Errorf("ImageAllowed(%q) = %v, want %v", image, got, want)
@@ -234,5 +249,28 @@ func TestImageAllowed(t *testing.T) {
 	}
 	if !ImageAllowed("anything:1", []string{AnyValue}) || ImageAllowed("anything:1", nil) {
 		t.Error(`"*" must allow everything and an empty list nothing`)
+	}
+}
+
+// podContractCases: spec.service.port may not be one of the pod's own ports, and
+// spec.pod.labels may not set a label the operator selects pods by (docs/pod-contract.md).
+func podContractCases() []admitCase {
+	port := func(name string, p int32) client.Object {
+		return newWorker(name, limits.Paid, func(s *v1alpha1.WorkerSpec) { s.Service = &v1alpha1.WorkerServiceSpec{Port: &p} })
+	}
+	labels := func(name string, l map[string]string) client.Object {
+		return newWorker(name, limits.Paid, withPod(func(p *v1alpha1.PodOverrides) { p.Labels = l }))
+	}
+	return []admitCase{
+		{name: "contract-service-port-ok", obj: port("port-ok", 8000)},
+		{name: "contract-service-port-rpc", obj: port("port-rpc", podcontract.RPCPort),
+			wantErr: []string{"spec.service.port: Invalid value: 9095", "the pod's own ports", "docs/pod-contract.md"}},
+		{name: "contract-service-port-sidecar", obj: port("port-sidecar", podcontract.SidecarPort),
+			wantErr: []string{"spec.service.port: Invalid value: 9092"}},
+		{name: "contract-pod-labels-ok", obj: labels("labels-ok", map[string]string{"team": "a", "app.kubernetes.io/version": "1"})},
+		{name: "contract-pod-labels-operator", obj: labels("labels-bad", map[string]string{
+			podcontract.LabelWorker: "victim", podcontract.LabelAppComponent: podcontract.ManagerComponent, "team": "a"}),
+			wantErr: []string{"spec.pod.labels[fleet.workerd-operator.io/worker]: Invalid value: \"victim\"",
+				"spec.pod.labels[app.kubernetes.io/component]: Invalid value: \"manager\"", "the operator sets", "docs/pod-contract.md"}},
 	}
 }

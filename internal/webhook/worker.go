@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
 // WorkerDefaulter defaults a Worker: spec.replicas (1), spec.limits.profile (the
@@ -171,6 +174,12 @@ func validateWorkerSpec(c *check, spec *field.Path, s *v1alpha1.WorkerSpec, work
 	}
 	validateEnvVars(c, spec.Child("bindings"), s.Bindings)
 	validateAssets(c, spec.Child("assets"), s.Assets, s.Bindings)
+	if s.Service != nil && s.Service.Port != nil {
+		c.add(validateServicePort(spec.Child("service", "port"), *s.Service.Port))
+	}
+	if s.Pod != nil {
+		validatePodLabels(c, spec.Child("pod", "labels"), s.Pod.Labels)
+	}
 	if s.Source.Inline != nil {
 		validateInlineSource(c, scriptSizeRules, spec.Child("source", "inline", "modules"), s.Source.Inline)
 	}
@@ -306,4 +315,26 @@ func validateScriptSize(c *check, rules string, path *field.Path, modules [][]by
 		return
 	}
 	c.add(c.tooMany(path, total, limits.ScriptSizeBytes, "the Worker's size (all modules, uncompressed)"))
+}
+
+// validateServicePort refuses the pod's own ports for the http socket: workerd could
+// not bind it, or the Service would expose an internal socket as the Worker's.
+func validateServicePort(path *field.Path, port int32) *field.Error {
+	if slices.Contains(podcontract.ReservedPorts, port) {
+		return field.Invalid(path, port, fmt.Sprintf("is one of the pod's own ports %v; choose another (default %d); see docs/pod-contract.md",
+			podcontract.ReservedPorts, podcontract.DefaultHTTPPort))
+	}
+	return nil
+}
+
+// validatePodLabels refuses the operator's own label keys in spec.pod.labels: with them
+// a Worker's pods would be selected as another object's (its Service, its cron
+// triggers) or admitted as the manager by NetworkPolicies.
+func validatePodLabels(c *check, path *field.Path, labels map[string]string) {
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if podcontract.IsOperatorLabel(k) {
+			c.add(field.Invalid(path.Key(k), labels[k], fmt.Sprintf("is a label the operator sets and selects pods by (keys %s*, %s, %s, %s, %s); use another key; see docs/pod-contract.md",
+				podcontract.OperatorLabelPrefix, podcontract.LabelName, podcontract.LabelInstance, podcontract.LabelManagedBy, podcontract.LabelAppComponent)))
+		}
+	}
 }
