@@ -31,6 +31,12 @@ func startDataHost(t testing.TB, bin, dir string, h render.DataHost) *localrun.L
 // external services of externals.
 func startHost(t testing.TB, bin, dir string, in render.Input, externals map[string]string) *localrun.Local {
 	t.Helper()
+	return startHostLogged(t, bin, dir, in, externals, nil)
+}
+
+// startHostLogged is startHost with workerd's output to out (when not nil).
+func startHostLogged(t testing.TB, bin, dir string, in render.Input, externals map[string]string, output io.Writer) *localrun.Local {
+	t.Helper()
 	h := *in.DataHost
 	out, err := render.Render(in)
 	if err != nil {
@@ -51,7 +57,7 @@ func startHost(t testing.TB, bin, dir string, in render.Input, externals map[str
 		args = append(args, "--directory-path="+svc+"="+p)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l, err := localrun.StartLocal(ctx, localrun.LocalOptions{Binary: bin, Dir: dir, Args: args, Externals: externals,
+	l, err := localrun.StartLocal(ctx, localrun.LocalOptions{Binary: bin, Dir: dir, Args: args, Externals: externals, Output: output,
 		Sockets: []string{podcontract.HTTPSocket, podcontract.RPCSocket, podcontract.HealthSocket, podcontract.TriggerSocket, podcontract.GatewaySocket}})
 	if err != nil {
 		cancel()

@@ -41,6 +41,17 @@ async function migrate(env) {
   }
 }
 
+// lastLogged is the last migration error logged: the kubelet asks every few seconds,
+// the log says it once per distinct error.
+let lastLogged;
+
+function logMigrationError(e) {
+  const msg = String(e && e.message ? e.message : e);
+  if (msg === lastLogged) return;
+  lastLogged = msg;
+  console.error(`workerd-operator: D1 host not ready: ${msg}`);
+}
+
 function ready(env) {
   migrated ??= migrate(env).catch((e) => {
     migrated = undefined;
@@ -59,10 +70,15 @@ export class D1Gateway extends WorkerEntrypoint {
 
   async fetch(request) {
     // The host's readiness (health.js): ready once the migrations are applied.
+    // The answer says "not ready" only: /readyz needs no certificate, so any namespace
+    // can ask; the migration and its error go to the workerd container's log.
     if (new URL(request.url).pathname === READY_PATH) {
       return ready(this.env).then(
         () => new Response("ready\n"),
-        (e) => new Response(String(e && e.message ? e.message : e), { status: 503 }),
+        (e) => {
+          logMigrationError(e);
+          return new Response("D1 migrations not applied (the host pod's workerd log says why)", { status: 503 });
+        },
       );
     }
     await ready(this.env);
