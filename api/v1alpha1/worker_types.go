@@ -539,23 +539,29 @@ type RuntimeSpec struct {
 
 // PodOverrides are passed through to the pods' template.
 type PodOverrides struct {
-	// labels added to the pods (the operator's own labels win on conflict).
+	// labels added to the pods, at most 64; not the operator's own keys (admission
+	// refuses them, docs/pod-contract.md).
+	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
-	// annotations added to the pods.
+	// annotations added to the pods, at most 64.
+	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
-	// nodeSelector of the pods.
+	// nodeSelector of the pods, at most 32 labels.
+	// +kubebuilder:validation:MaxProperties=32
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
-	// tolerations of the pods.
+	// tolerations of the pods, at most 64.
+	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	// +listType=atomic
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 	// affinity of the pods.
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
-	// topologySpreadConstraints of the pods.
+	// topologySpreadConstraints of the pods, at most 16.
+	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	// +listType=atomic
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
@@ -584,7 +590,8 @@ type WorkerServiceSpec struct {
 	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
 	// +optional
 	Type corev1.ServiceType `json:"type,omitempty"`
-	// annotations of the Service.
+	// annotations of the Service, at most 64.
+	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 }

@@ -25,16 +25,29 @@ const WarnFraction = 0.9
 
 // check collects errors and warnings for one object under one profile.
 type check struct {
-	t     *limits.Table
-	p     limits.Profile
-	errs  field.ErrorList
-	warns admission.Warnings
+	t       *limits.Table
+	p       limits.Profile
+	errs    field.ErrorList
+	dropped int
+	warns   admission.Warnings
 }
 
+// MaxErrors is how many errors a refusal lists: an object with thousands of bad items
+// gets the first ones and a count of the rest, in time (the message is built by
+// concatenation, quadratic in its length), as the API server's own validation bounds
+// what it reports.
+const MaxErrors = 100
+
+// check collects at most MaxErrors errors; dropped counts the others.
 func (c *check) add(err *field.Error) {
-	if err != nil {
-		c.errs = append(c.errs, err)
+	if err == nil {
+		return
 	}
+	if len(c.errs) >= MaxErrors {
+		c.dropped++
+		return
+	}
+	c.errs = append(c.errs, err)
 }
 
 func (c *check) warn(format string, args ...any) {
@@ -107,7 +120,12 @@ func (c *check) result(kind, name string) (admission.Warnings, error) {
 	if len(c.errs) == 0 {
 		return c.warns, nil
 	}
-	return c.warns, apierrors.NewInvalid(schema.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: kind}, name, c.errs)
+	errs := c.errs
+	if c.dropped > 0 {
+		errs = append(errs[:len(errs):len(errs)], field.Forbidden(field.NewPath("spec"),
+			fmt.Sprintf("%d more errors not listed (the first %d are); correct these and submit again", c.dropped, MaxErrors)))
+	}
+	return c.warns, apierrors.NewInvalid(schema.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: kind}, name, errs)
 }
 
 // validateDuration checks a duration field: well-formed, and within [min, limit n].

@@ -53,6 +53,10 @@ func TestOddShapes(t *testing.T) {
 		// https://developers.cloudflare.com/workers/static-assets/binding/#run_worker_first
 		{"worker-run-worker-first-empty", worker("shape-rwf-empty", `,"spec":{"compatibilityDate":"2026-11-01",`+src+`,"assets":{"image":"r.example/s:1","runWorkerFirst":[]}}`),
 			[]string{"spec.assets.runWorkerFirst", "should have at least 1 items"}, nil},
+		// Every list an author writes is bounded in the schema, so admission's cost is.
+		{"worker-tolerations-65", worker("shape-tol-65", `,"spec":{"compatibilityDate":"2026-11-01",`+src+`,"pod":{"tolerations":[`+
+			strings.TrimSuffix(strings.Repeat(`{"key":"k","operator":"Exists"},`, 65), ",")+`]}}`),
+			[]string{"spec.pod.tolerations: Too many: 65: must have at most 64 items"}, nil},
 		{"worker-quantities-as-numbers", worker("shape-qnum", `,"spec":{"compatibilityDate":"2026-11-01",`+src+`,"pod":{"resources":{"limits":{"cpu":"0.5","memory":134217728}}}}`),
 			nil, map[string]string{"pod.resources.limits.cpu": "0.5", "pod.resources.limits.memory": "134217728", "replicas": "1"}},
 		{"worker-quantity-fraction-number", worker("shape-qfrac", `,"spec":{"compatibilityDate":"2026-11-01",`+src+`,"pod":{"resources":{"limits":{"cpu":0.5}}}}`),
