@@ -126,31 +126,50 @@ function onEvent(rec, item, env) {
   }
 }
 
-// Records wait here (module scope: shared by the invocations of this isolate) and go to
-// the sidecar in batches: one POST per BATCH_MS or MAX_BATCH records, whichever first.
+// Records wait here, serialised (module scope: shared by the invocations of this
+// isolate) and go to the sidecar in batches: one POST per BATCH_MS, or sooner once
+// MAX_BATCH records or MAX_BATCH_CHARS characters of JSON wait. A batch holds at most
+// MAX_BATCH records and, past its first record, MAX_BATCH_CHARS characters: at most
+// 12 MiB plus one record, within the sidecar's 64 MiB per batch (telemetry.MaxBatchBytes).
 // The first invocation that finds no flush pending carries the flush.
 const BATCH_MS = 25;
 const MAX_BATCH = 256;
+const MAX_BATCH_CHARS = 4 * 1024 * 1024;
 let queue = [];
+let queuedChars = 0;
 let flushing = false;
 
 function send(rec, env) {
-  queue.push(rec);
+  const s = JSON.stringify(rec);
+  queue.push(s);
+  queuedChars += s.length;
   if (flushing) return null;
   flushing = true;
   return flush(env);
 }
 
+// nextBatch takes the records of the next POST off the queue.
+function nextBatch() {
+  let n = 0;
+  let chars = 0;
+  while (n < queue.length && n < MAX_BATCH && (n === 0 || chars + queue[n].length <= MAX_BATCH_CHARS)) {
+    chars += queue[n].length;
+    n++;
+  }
+  queuedChars -= chars;
+  return queue.splice(0, n);
+}
+
 async function flush(env) {
   try {
     while (queue.length > 0) {
-      if (queue.length < MAX_BATCH) await new Promise((r) => setTimeout(r, BATCH_MS));
-      const batch = queue.splice(0, MAX_BATCH);
+      if (queue.length < MAX_BATCH && queuedChars < MAX_BATCH_CHARS) await new Promise((r) => setTimeout(r, BATCH_MS));
+      const batch = nextBatch();
       try {
         const res = await env.SIDECAR.fetch("http://sidecar" + env.TAIL_PATH, {
           method: "POST",
           headers: { "content-type": "application/json" },
-          body: JSON.stringify(batch),
+          body: "[" + batch.join(",") + "]",
         });
         await res.body?.cancel();
       } catch {

@@ -7,6 +7,7 @@ package telemetry
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,8 +18,17 @@ import (
 // MaxRecordBytes bounds one record of a POST (a JSON array of at most 256 records,
 // tail.js): at most 256 log lines and 16 exceptions of 16 KiB characters each (up to 6
 // bytes each in JSON) and 64 spans. A batch is read record by record, so a batch as a
-// whole (up to 256 of them) is not held in memory and not refused for its size.
-const MaxRecordBytes = 32 << 20
+// whole is not held in memory. A batch holds at most MaxBatchRecords records (tail.js
+// sends at most 256) and MaxBatchBytes in all: past either the rest is refused (413),
+// so that one request cannot keep the sidecar decoding for minutes.
+const (
+	MaxRecordBytes  = 32 << 20
+	MaxBatchRecords = 256
+	MaxBatchBytes   = 64 << 20
+)
+
+// errBatchTooLarge is a batch past MaxBatchRecords or MaxBatchBytes.
+var errBatchTooLarge = fmt.Errorf("a batch holds at most %d records and %d bytes", MaxBatchRecords, MaxBatchBytes)
 
 // Record is one invocation as the tail worker summarises it.
 type Record struct {
@@ -100,6 +110,10 @@ func Handler(o Options) http.Handler {
 				s(rec)
 			}
 		})
+		if errors.Is(err, errBatchTooLarge) {
+			http.Error(w, "tail records refused: "+err.Error(), http.StatusRequestEntityTooLarge)
+			return
+		}
 		if err != nil {
 			http.Error(w, "malformed tail records (want a JSON array): "+err.Error(), http.StatusBadRequest)
 			return
@@ -111,12 +125,15 @@ func Handler(o Options) http.Handler {
 // eachRecord decodes body, a JSON array of records, one record at a time, each at
 // most MaxRecordBytes, and passes each to f (records before a malformed one count).
 func eachRecord(body io.Reader, f func(*Record)) error {
-	lim := &budget{r: body, left: MaxRecordBytes}
+	lim := &budget{r: io.LimitReader(body, MaxBatchBytes+1), left: MaxRecordBytes}
 	dec := json.NewDecoder(lim)
 	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
 		return fmt.Errorf("no array (%v)", err)
 	}
-	for dec.More() {
+	for n := 0; dec.More(); n++ {
+		if n == MaxBatchRecords || lim.total > MaxBatchBytes {
+			return errBatchTooLarge
+		}
 		lim.left = MaxRecordBytes
 		var rec Record
 		if err := dec.Decode(&rec); err != nil {
@@ -131,8 +148,8 @@ func eachRecord(body io.Reader, f func(*Record)) error {
 // budget reads r until left runs out (the decoder reads ahead, so a record's bound is
 // MaxRecordBytes plus the decoder's buffer).
 type budget struct {
-	r    io.Reader
-	left int64
+	r           io.Reader
+	left, total int64
 }
 
 func (b *budget) Read(p []byte) (int, error) {
@@ -144,6 +161,10 @@ func (b *budget) Read(p []byte) (int, error) {
 	}
 	n, err := b.r.Read(p)
 	b.left -= int64(n)
+	b.total += int64(n)
+	if b.total > MaxBatchBytes {
+		return n, errBatchTooLarge
+	}
 	return n, err
 }
 

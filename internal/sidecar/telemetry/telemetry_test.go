@@ -84,14 +84,30 @@ func TestMalformed(t *testing.T) {
 	}
 }
 
-// TestLargeBatch: tail.js (internal/shim) sends up to 256 records per POST, each with
-// up to 256 log lines of 16 KiB: a chatty Worker under load makes batches far over
-// 64 MiB. Every record of such a batch is counted and logged; none is dropped because
-// the batch as a whole is large (a refused batch loses all its invocations silently:
-// tail.js ignores the answer).
+// TestLargeBatch: tail.js (internal/shim) sends up to 256 records per POST and about
+// 12 MiB of JSON plus one record (each with up to 256 log lines of 16 Ki characters):
+// a batch up to MaxBatchBytes is counted and logged record by record, none dropped; one
+// past it, or past MaxBatchRecords, is refused with 413 (a per-request bound, so one
+// request cannot keep the sidecar decoding for minutes).
 func TestLargeBatch(t *testing.T) {
-	const records, lines = 24, 256
+	const lines = 256
 	line := strings.Repeat("x", 12<<10)
+	for _, tc := range []struct {
+		records, lines int
+		want           int
+	}{
+		{records: 20, lines: lines, want: http.StatusNoContent},                    // ~60 MiB
+		{records: 24, lines: lines, want: http.StatusRequestEntityTooLarge},        // ~72 MiB
+		{records: telemetry.MaxBatchRecords, lines: 0, want: http.StatusNoContent}, // 256 small records
+		{records: telemetry.MaxBatchRecords + 1, lines: 0, want: http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(fmt.Sprintf("%d records of %d lines", tc.records, tc.lines), func(t *testing.T) {
+			largeBatch(t, tc.records, tc.lines, line, tc.want)
+		})
+	}
+}
+
+func largeBatch(t *testing.T, records, lines int, line string, want int) {
 	pr, pw := io.Pipe()
 	go func() {
 		_, _ = io.WriteString(pw, "[")
@@ -115,13 +131,17 @@ func TestLargeBatch(t *testing.T) {
 	h := telemetry.Handler(telemetry.Options{Metrics: telemetry.NewMetrics(reg, 16), Logs: io.Discard})
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", pr))
-	if rec.Code != http.StatusNoContent {
-		t.Fatalf("a batch of %d records of %d log lines (~%d MiB): %d %s", records, lines, records*lines*len(line)>>20, rec.Code, rec.Body)
+	_, _ = io.Copy(io.Discard, pr)
+	if rec.Code != want {
+		t.Fatalf("a batch of %d records of %d log lines (~%d MiB): %d %s, want %d", records, lines, records*lines*len(line)>>20, rec.Code, rec.Body, want)
+	}
+	if want != http.StatusNoContent {
+		return
 	}
 	if n, err := testutil.GatherAndCount(reg, telemetry.InvocationsTotal); err != nil || n != 1 {
 		t.Fatalf("invocation series: %d, %v", n, err)
 	}
-	if got := testutil.ToFloat64(counter(t, reg, "")); got != records {
+	if got := testutil.ToFloat64(counter(t, reg, "")); got != float64(records) {
 		t.Errorf("%v invocations counted, want %d", got, records)
 	}
 }
