@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -125,4 +126,42 @@ func listItems(l client.ObjectList) ([]client.Object, error) {
 		out = append(out, o.(client.Object))
 	}
 	return out, nil
+}
+
+// A tenant can put the managed-by label on its own ConfigMaps and Secrets; the cache
+// keeps their metadata only (issue: "tenants can make the manager cache their objects
+// whole"), while the internal TLS Secret, which the operator reads, keeps its data.
+func TestCacheKeepsNoTenantData(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	label := map[string]string{podcontract.LabelManagedBy: podcontract.ManagedBy}
+	big := strings.Repeat("x", 512<<10)
+	for _, o := range []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "posing", Labels: label}, Data: map[string]string{"k": big}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "posing", Labels: label}, StringData: map[string]string{"k": big}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: podcontract.InternalTLSSecret, Labels: label},
+			StringData: map[string]string{podcontract.InternalTLSCert: "cert"}},
+	} {
+		if err := k8sClient.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the labelled objects in the cache", func() error {
+		cm, sec, tls := &corev1.ConfigMap{}, &corev1.Secret{}, &corev1.Secret{}
+		for name, o := range map[string]client.Object{"posing": cm, podcontract.InternalTLSSecret: tls} {
+			if err := mgrCache.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, o); err != nil {
+				return err
+			}
+		}
+		if err := mgrCache.Get(ctx, client.ObjectKey{Namespace: ns, Name: "posing"}, sec); err != nil {
+			return err
+		}
+		if len(cm.Data) != 0 || len(sec.Data) != 0 {
+			return fmt.Errorf("cached data: ConfigMap %d keys, Secret %d keys; want none", len(cm.Data), len(sec.Data))
+		}
+		if string(tls.Data[podcontract.InternalTLSCert]) != "cert" {
+			return fmt.Errorf("the internal TLS Secret is cached without its certificate")
+		}
+		return nil
+	})
 }

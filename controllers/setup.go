@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -102,9 +103,11 @@ func workerLogScanner(mgr ctrl.Manager, interval time.Duration) (*common.LogScan
 // only, so that Roles there suffice; Namespaces, which are cluster-scoped, are still
 // read cluster-wide. Without: every namespace.
 func CacheOptions(namespaces []string, managerNamespace string) cache.Options {
-	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{podcontract.LabelManagedBy: podcontract.ManagedBy})}
+	managed := labels.SelectorFromSet(labels.Set{podcontract.LabelManagedBy: podcontract.ManagedBy})
 	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}: managed, &corev1.ConfigMap{}: managed, &corev1.Secret{}: managed,
+		&corev1.Pod{}:       {Label: managed, Transform: dropManagedFields},
+		&corev1.ConfigMap{}: {Label: managed, Transform: configMapMeta},
+		&corev1.Secret{}:    {Label: managed, Transform: secretMeta},
 	}}
 	if len(namespaces) == 0 {
 		return opts
@@ -129,4 +132,34 @@ func watched(namespaces []string, managerNamespace string) []string {
 		}
 	}
 	return out
+}
+
+// Any tenant can put the managed-by label on its own objects, so the cache keeps of
+// them only what the reconcilers read: no ConfigMap's data (the rendered ones are
+// applied, never read back; a D1Database's migrations are read live), a Secret's
+// data only for the internal TLS Secrets the operator reads, and no managedFields.
+// A tenant's labelled ConfigMaps then cost the manager their metadata, not their data.
+
+func dropManagedFields(o any) (any, error) {
+	if m, ok := o.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return o, nil
+}
+
+func configMapMeta(o any) (any, error) {
+	if cm, ok := o.(*corev1.ConfigMap); ok {
+		cm.Data, cm.BinaryData, cm.ManagedFields = nil, nil, nil
+	}
+	return o, nil
+}
+
+func secretMeta(o any) (any, error) {
+	if s, ok := o.(*corev1.Secret); ok {
+		s.ManagedFields = nil
+		if s.Name != podcontract.InternalTLSSecret && s.Name != podcontract.ManagerCASecret {
+			s.Data, s.StringData = nil, nil
+		}
+	}
+	return o, nil
 }
