@@ -49,8 +49,15 @@ func (c *converter) assets(cfg *Config) error {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	a.RunWorkerFirst = rwf
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(cfg.Dir, dir)
+	rel, err := underProject(c.root, cfg.Dir, dir, path+".directory")
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	dir = filepath.Join(c.root, filepath.FromSlash(rel))
+	if real, err := filepath.EvalSymlinks(dir); err == nil && !within(real, c.root) {
+		if rr, err := filepath.EvalSymlinks(c.root); err != nil || !within(real, rr) {
+			return fmt.Errorf("%s: %s.directory %s is a symbolic link to %s, outside the project %s: import publishes only the project's own files", cfg.File, path, dir, real, c.root)
+		}
 	}
 	c.res.assetsDir = dir
 	if _, err := os.Stat(dir); err != nil {

@@ -1,6 +1,7 @@
 package wrangler
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -67,8 +68,9 @@ type converter struct {
 	bundled    bool
 	// assetsPath is the path of the `assets` key, mapped once the others are (assets.go).
 	assetsPath string
-	// dir is the project directory (D1 migrations are read from it).
-	dir string
+	// dir is the configuration's directory (D1 migrations are read relative to it);
+	// root the project's, under which every file read must be (paths.go).
+	dir, root string
 	// generated: the configuration is a build tool's (generatedKeys are ignored).
 	generated bool
 }
@@ -77,7 +79,7 @@ type converter struct {
 // bundled says whether the modules come from a wrangler bundle (then bundler keys
 // are already applied). Objects get namespace ns when it is not "".
 func Convert(cfg *Config, eff *Effective, ns string, bundled bool) (*Result, error) {
-	c := &converter{eff: eff, res: &Result{}, sqlClasses: map[string]bool{}, bundled: bundled, dir: cfg.Dir, generated: cfg.Generated}
+	c := &converter{eff: eff, res: &Result{}, sqlClasses: map[string]bool{}, bundled: bundled, dir: cfg.Dir, root: cmp.Or(cfg.UserDir, cfg.Dir), generated: cfg.Generated}
 	c.name = dnsName(stringOr(eff.Values["name"], filepath.Base(cfg.UserDir)))
 	date, ok := eff.Values["compatibility_date"].(string)
 	if !ok || date == "" {

@@ -3,8 +3,6 @@ package wrangler
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -64,28 +62,21 @@ func (c *converter) d1Databases(path string, v any) {
 	}
 }
 
-// migrationsConfigMap holds the .sql files of dir (relative to the project), nil when
-// the directory does not exist.
+// migrationsConfigMap holds the .sql files of dir (relative to the configuration), nil
+// when the directory does not exist. dir and its files must be the project's own.
 func (c *converter) migrationsConfigMap(db, dir string) (*corev1.ConfigMap, error) {
-	full := filepath.Join(c.dir, dir)
-	entries, err := os.ReadDir(full)
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
+	rel, err := underProject(c.root, c.dir, dir, "migrations_dir")
 	if err != nil {
+		return nil, err
+	}
+	files, err := readDirUnder(c.root, rel, func(name string) bool { return strings.HasSuffix(name, ".sql") })
+	if err != nil || files == nil {
 		return nil, err
 	}
 	cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: dnsName(db + "-migrations")}, Data: map[string]string{}}
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(full, e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		cm.Data[e.Name()] = string(b)
+	for name, b := range files {
+		cm.Data[name] = string(b)
 	}
 	return cm, nil
 }

@@ -241,10 +241,6 @@ func checkBundleBesideAssets(bundle, assetsDir string) error {
 	if err != nil {
 		return err
 	}
-	within := func(dir, parent string) bool {
-		rel, err := filepath.Rel(parent, dir)
-		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-	}
 	if within(b, assetsDir) || within(assetsDir, b) {
 		return fmt.Errorf("--bundle %s and the assets directory %s (assets.directory) overlap: write the bundle elsewhere, "+
 			"e.g. wrangler deploy --dry-run --outdir .wrangler/bundle and --bundle .wrangler/bundle (docs/deploy.md#code)", bundle, assetsDir)

@@ -57,9 +57,9 @@ func BundleModules(dir, main string) ([]v1alpha1.Module, error) {
 		if !moduleName.MatchString(rel) || strings.Contains(rel, "..") {
 			return fmt.Errorf("--bundle %s: %s is not a valid module name (api Module.name)", dir, rel)
 		}
-		data, err := os.ReadFile(p)
+		data, err := readUnder(dir, rel)
 		if err != nil {
-			return err
+			return fmt.Errorf("--bundle %s: %w", dir, err)
 		}
 		mods = append(mods, module(rel, data))
 		return nil
