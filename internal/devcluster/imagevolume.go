@@ -306,6 +306,11 @@ func applyEntry(root string, h *tar.Header, rel string, r io.Reader) error {
 		return nil
 	}
 	if name, ok := strings.CutPrefix(base, ".wh."); ok {
+		// As containerd: the whited-out name is one entry of this directory, never
+		// "", "." or ".." (which would remove the directory, the root or above it).
+		if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+			return fmt.Errorf("whiteout %q names no entry of its directory", base)
+		}
 		return os.RemoveAll(filepath.Join(filepath.Dir(dst), name))
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
@@ -326,14 +331,28 @@ func applyEntry(root string, h *tar.Header, rel string, r io.Reader) error {
 		_ = os.RemoveAll(dst)
 		return os.Symlink(h.Linkname, dst)
 	case tar.TypeLink:
-		target := filepath.Clean(strings.TrimPrefix(h.Linkname, "/"))
-		if target == ".." || strings.HasPrefix(target, "../") {
-			return fmt.Errorf("hard link to %q leaves the root", h.Linkname)
-		}
-		_ = os.RemoveAll(dst)
-		return os.Link(filepath.Join(root, target), dst)
+		return hardLink(root, h.Linkname, dst)
 	}
 	return nil // devices, fifos: nothing a Worker bundle needs
+}
+
+// hardLink links dst to the earlier entry linkname names: a regular file of this
+// image, reached through no symbolic link (a link through one could name any file of
+// the host's file system, which the image check would then pass as the image's).
+func hardLink(root, linkname, dst string) error {
+	target := filepath.Clean(strings.TrimPrefix(linkname, "/"))
+	if target == "." || target == ".." || strings.HasPrefix(target, "../") {
+		return fmt.Errorf("hard link to %q leaves the root", linkname)
+	}
+	if err := noLinkParents(root, target); err != nil {
+		return fmt.Errorf("hard link to %q: %w", linkname, err)
+	}
+	st, err := os.Lstat(filepath.Join(root, target))
+	if err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("hard link to %q: not a regular file of the image (%v)", linkname, err)
+	}
+	_ = os.RemoveAll(dst)
+	return os.Link(filepath.Join(root, target), dst)
 }
 
 func noLinkParents(root, rel string) error {
