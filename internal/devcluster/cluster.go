@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +69,7 @@ type Cluster struct {
 	rest       *rest.Config
 	client     kubernetes.Interface
 	apiURL     string
+	etcdURL    string // etcd's client URL (mutual TLS)
 
 	mu     sync.Mutex
 	procs  []*exec.Cmd
@@ -336,6 +336,7 @@ func (c *Cluster) logTail(name string) string {
 // kube-scheduler, waiting for each store and server to answer before the next.
 func (c *Cluster) startControlPlane(ctx context.Context, bins string) error {
 	etcdURL, err := c.startEtcd(ctx, bins)
+	c.etcdURL = etcdURL
 	if err != nil {
 		return err
 	}
@@ -359,20 +360,28 @@ func (c *Cluster) startEtcd(ctx context.Context, bins string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	// Mutual TLS on both URLs, as a real control plane's etcd: every pod shares this
+	// machine's loopback, and plain etcd would give any of them the whole cluster.
+	etcdURL := fmt.Sprintf("https://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("https://127.0.0.1:%d", peerPort)
+	p := c.pki
 	fmt.Fprintln(c.cfg.Log, "devcluster: starting etcd on", etcdURL)
 	etcd, err := c.spawn("etcd", filepath.Join(bins, "etcd"),
 		"--data-dir="+filepath.Join(c.dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
-		fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", peerPort),
-		fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", peerPort),
-		fmt.Sprintf("--initial-cluster=default=http://127.0.0.1:%d", peerPort),
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL, "--initial-cluster=default="+peerURL,
+		"--cert-file="+p.EtcdCert, "--key-file="+p.EtcdKey, "--client-cert-auth", "--trusted-ca-file="+p.CAFile,
+		"--peer-cert-file="+p.EtcdCert, "--peer-key-file="+p.EtcdKey, "--peer-client-cert-auth", "--peer-trusted-ca-file="+p.CAFile,
 		"--unsafe-no-fsync=true", "--log-level=warn")
 	if err != nil {
 		return "", err
 	}
+	hc, err := p.etcdHTTPClient()
+	if err != nil {
+		return "", err
+	}
 	if err := waitFor(ctx, 2*time.Minute, etcd, func() bool {
-		r, err := http.Get(etcdURL + "/health")
+		r, err := hc.Get(etcdURL + "/health")
 		if err != nil {
 			return false
 		}
@@ -396,6 +405,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, bins, etcdURL string) erro
 	p := c.pki
 	api, err := c.spawn("kube-apiserver", filepath.Join(bins, "kube-apiserver"),
 		"--etcd-servers="+etcdURL,
+		"--etcd-cafile="+p.CAFile, "--etcd-certfile="+p.EtcdClient, "--etcd-keyfile="+p.EtcdClientKey,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", apiPort),
 		"--cert-dir="+filepath.Join(c.dir, "pki"),

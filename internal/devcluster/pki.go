@@ -6,12 +6,14 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -37,6 +39,10 @@ type pki struct {
 	NodeKey  string
 	Admin    string // admin client cert (O=system:masters)
 	AdminKey string
+	// EtcdCert serves etcd's client and peer URLs (127.0.0.1) and is its peer client
+	// certificate; EtcdClient is kube-apiserver's client certificate for etcd.
+	EtcdCert, EtcdKey         string
+	EtcdClient, EtcdClientKey string
 }
 
 func newPKI(dir string) (*pki, error) {
@@ -60,6 +66,12 @@ func newPKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	if p.Admin, p.AdminKey, err = p.issue("admin", "devcluster-admin", []string{"system:masters"}, nil, nil, x509.ExtKeyUsageClientAuth); err != nil {
+		return nil, err
+	}
+	if p.EtcdCert, p.EtcdKey, err = p.issue("etcd", "etcd", nil, loop, []string{"localhost"}, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth); err != nil {
+		return nil, err
+	}
+	if p.EtcdClient, p.EtcdClientKey, err = p.issue("apiserver-etcd-client", "kube-apiserver-etcd-client", nil, nil, nil, x509.ExtKeyUsageClientAuth); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -113,7 +125,7 @@ func (p *pki) makeServiceAccountKey() error {
 }
 
 // issue signs a leaf certificate with the CA and writes <name>.crt and <name>.key.
-func (p *pki) issue(name, cn string, orgs []string, ips []net.IP, dns []string, usage x509.ExtKeyUsage) (string, string, error) {
+func (p *pki) issue(name, cn string, orgs []string, ips []net.IP, dns []string, usage ...x509.ExtKeyUsage) (string, string, error) {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return "", "", err
@@ -125,7 +137,7 @@ func (p *pki) issue(name, cn string, orgs []string, ips []net.IP, dns []string, 
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		ExtKeyUsage:  usage,
 		IPAddresses:  ips,
 		DNSNames:     dns,
 	}
@@ -146,4 +158,16 @@ func writeCertKey(certFile, keyFile string, der []byte, key *ecdsa.PrivateKey) e
 		return fmt.Errorf("devcluster: write %s: %w", certFile, err)
 	}
 	return os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+}
+
+// etcdHTTPClient presents kube-apiserver's etcd client certificate and trusts the CA.
+func (p *pki) etcdHTTPClient() (*http.Client, error) {
+	cert, err := tls.LoadX509KeyPair(p.EtcdClient, p.EtcdClientKey)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(p.caCert)
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}}}, nil
 }
