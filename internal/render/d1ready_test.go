@@ -1,12 +1,10 @@
 package render_test
 
 import (
-	"bytes"
 	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,24 +12,6 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
-
-// syncBuffer collects workerd's output from its reader goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestD1ReadinessSaysNotReadyOnly: a D1 host whose migration fails answers its
 // unauthenticated /readyz (reachable from any namespace) with "not ready" and no detail
@@ -42,7 +22,7 @@ func TestD1ReadinessSaysNotReadyOnly(t *testing.T) {
 	sidecar := healthySidecar(t)
 	const file, secretSQL = "7_add_salaries.sql", "INSERT INTO salaries_of_the_board VALUES (1);"
 	h := render.DataHost{Kind: render.DataD1, Namespace: "default", Name: "db", Migrations: []render.Migration{{Name: file, SQL: secretSQL}}}
-	var log syncBuffer
+	var log syncBuf
 	l := startHostLogged(t, bin, t.TempDir(), render.Input{Worker: render.DataHostWorker(h), DataHost: &h},
 		map[string]string{podcontract.SidecarService: sidecar}, &log)
 	var status int
