@@ -24,7 +24,9 @@ type Network struct {
 	Want map[string]any
 }
 
-func names(en string) mmdbtype.Map { return mmdbtype.Map{"names": mmdbtype.Map{"en": mmdbtype.String(en)}} }
+func names(en string) mmdbtype.Map {
+	return mmdbtype.Map{"names": mmdbtype.Map{"en": mmdbtype.String(en)}}
+}
 
 // Networks are the test databases' networks: documentation ranges (RFC 5737) and a
 // loopback address (the local cluster's pods and clients are loopback addresses).
