@@ -3,17 +3,25 @@ package render_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/localrun"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/requestcf"
 	"github.com/workerd-operator/workerd-operator/internal/requestcf/geoiptest"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/sidecartest"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
 // CFWorker answers its request.cf and the client-address headers it got.
@@ -112,4 +120,81 @@ func deref(s *string) string {
 		return "<absent>"
 	}
 	return *s
+}
+
+// BenchmarkRequestCF: requests to a Worker answering its request.cf through the rendered
+// ingress shim and a real sidecar with the test GeoIP databases, one new connection per
+// request. "known-client": every request from one source address, whose answer the
+// ingress shim keeps after the first; "new-client": every request from a source address
+// not seen before, so each one asks the sidecar. The difference is a sidecar call.
+func BenchmarkRequestCF(b *testing.B) {
+	dir := b.TempDir()
+	if err := geoiptest.Write(dir); err != nil {
+		b.Fatal(err)
+	}
+	dbs, err := requestcf.OpenGeoIPDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc := sidecartest.StartSidecar(b, sidecartest.Sidecar{RequestCF: &requestcf.Config{Colo: "TST", GeoIP: dbs}})
+	w := sidecartest.InlineWorker("cf", CFWorker)
+	out, err := render.Render(render.Input{Worker: w})
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := sidecartest.StartWorker(b, sc, w, out)
+	next := 0
+	for _, bc := range []struct {
+		name string
+		src  func() string
+	}{
+		{"known-client", func() string { return "127.0.0.5" }},
+		{"new-client", func() string { next++; return fmt.Sprintf("127.9.%d.%d", next/250, 1+next%250) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(bc.src())}}
+				hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+				resp, err := hc.Get(base + "/")
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
+// TestRequestCFThroughAssets: with spec.assets, the ingress shim hands the request to
+// the assets service, which hands a path that is no file to the Worker with its cf.
+func TestRequestCFThroughAssets(t *testing.T) {
+	sc := sidecartest.StartSidecar(t, sidecartest.Sidecar{RequestCF: &requestcf.Config{Colo: "TST"}})
+	w := sidecartest.InlineWorker("site", CFWorker)
+	w.Spec.Assets = &v1alpha1.WorkerAssets{Image: "registry.example.com/site:1"}
+	out, err := render.Render(render.Input{Worker: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := localrun.WriteFiles(dir, out.Files); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, podcontract.AssetsSubdir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, podcontract.AssetsSubdir, "index.html"), []byte("<p>hi</p>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := localrun.StartLocal(context.Background(), localrun.LocalOptions{Binary: testenv.WorkerdBinary(t), Dir: dir,
+		Externals: map[string]string{podcontract.SidecarService: sc}, SidecarAliases: render.SidecarAliases(w)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Stop)
+	a := getCF(t, "http://"+l.Addrs[podcontract.HTTPSocket]+"/api", "127.0.0.5", nil)
+	want := map[string]any{"colo": "TST", "httpProtocol": "HTTP/1.1", "tlsVersion": "", "tlsCipher": "", "requestPriority": ""}
+	if !reflect.DeepEqual(a.CF, want) || a.ConnectingIP != "127.0.0.5" {
+		t.Errorf("got cf %v CF-Connecting-IP %q, want %v and 127.0.0.5\n%s", a.CF, a.ConnectingIP, want, l.Output())
+	}
 }
