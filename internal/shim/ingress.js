@@ -87,8 +87,13 @@ export default {
     const headers = new Headers(request.headers);
     headers.set(header, String(left - 1));
     const forwarded = request.headers.get(forwardedFor);
-    headers.set(connectingIP, res.clientIp);
-    headers.set(forwardedFor, forwarded ? `${forwarded}, ${peer}` : res.clientIp);
+    if (res.clientIp) {
+      headers.set(connectingIP, res.clientIp);
+      headers.set(forwardedFor, forwarded ? `${forwarded}, ${peer}` : res.clientIp);
+    } else {
+      // No peer address (not a socket connection): no client address to vouch for.
+      headers.delete(connectingIP);
+    }
     return env.TARGET.fetch(new Request(request, { headers, cf: res.cf }));
   },
 };
