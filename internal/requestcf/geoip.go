@@ -55,7 +55,7 @@ func OpenGeoIPDir(dir string) ([]*maxminddb.Reader, error) {
 	}
 	if len(files) == 0 {
 		if _, err := os.Stat(dir); err != nil {
-			return nil, fmt.Errorf("--request-cf-geoip-dir: %w", err)
+			return nil, fmt.Errorf("--request-cf-geoip-dir (docs/request-cf.md): %w", err)
 		}
 		return nil, fmt.Errorf("--request-cf-geoip-dir %s: no *.mmdb file (MaxMind DB format, docs/request-cf.md)", dir)
 	}
@@ -67,7 +67,7 @@ func OpenGeoIPDir(dir string) ([]*maxminddb.Reader, error) {
 			for _, o := range out {
 				_ = o.Close()
 			}
-			return nil, fmt.Errorf("--request-cf-geoip-dir: %s: %w", f, err)
+			return nil, fmt.Errorf("--request-cf-geoip-dir: %s is not a MaxMind DB file (docs/request-cf.md): %w", f, err)
 		}
 		out = append(out, r)
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -146,5 +148,16 @@ func TestHandler(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("bad peer: %d, want 400", resp.StatusCode)
+	}
+}
+
+func TestOpenGeoIPDirNotMaxMind(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "GeoLite2-City.mmdb"), []byte("not a database"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := requestcf.OpenGeoIPDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "GeoLite2-City.mmdb is not a MaxMind DB file") || !strings.Contains(err.Error(), "docs/request-cf.md") {
+		t.Errorf("got %v, want an error naming the file and docs/request-cf.md", err)
 	}
 }
