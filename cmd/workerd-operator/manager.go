@@ -66,6 +66,7 @@ type managerFlags struct {
 	watch             []string
 	policy            policyFlags
 	isolation         isolationFlags
+	requestCF         requestCFFlags
 }
 
 // isolationFlags are the cluster admin's isolation settings for every workerd pod
@@ -208,6 +209,8 @@ func newManagerCommand() *cobra.Command {
 	fl.Int64Var(&f.opts.DrainSeconds, "drain-seconds", f.opts.DrainSeconds, "time workerd may drain in-flight requests after SIGTERM, in seconds")
 	f.policy.register(fl)
 	f.isolation.register(fl)
+	f.requestCF.register(fl)
+	fl.StringVar(&f.opts.RequestCF.GeoIPImage, "request-cf-geoip-image", "", "OCI image holding GeoIP databases (*.mmdb, MaxMind's format) at its root, mounted into every Worker pod's sidecar (an image volume) for request.cf's geographic fields; empty: none (docs/request-cf.md)")
 	fl.StringSliceVar(&f.watch, "watch-namespaces", nil, "watch only these namespaces (and the manager's own), so that Roles there suffice (docs/security-policy.md); default: every namespace")
 	fl.StringSliceVar(&f.opts.Outbound.Allow, "outbound-default-allow", f.opts.Outbound.Allow, "CIDRs and tokens (public, private, local) Workers without spec.outbound.allow may connect to: set your cluster's Service and Pod CIDRs (docs/outbound.md)")
 	fl.Int64Var(&f.opts.ShardDrainSeconds, "shard-drain-seconds", f.opts.ShardDrainSeconds, "time a Durable Object shard or Workflow engine pod may finish in-flight calls once deleted (its successor starts after it is gone), in seconds")
@@ -269,6 +272,10 @@ func runManager(f *managerFlags) error {
 	}
 	f.opts.ManagerNamespace = os.Getenv("POD_NAMESPACE")
 	f.opts.NoInvocationMetrics = !f.invocationMetrics
+	if _, err := f.requestCF.config(); err != nil {
+		return err
+	}
+	f.opts.RequestCF.Colo, f.opts.RequestCF.TrustedProxies = f.requestCF.colo, f.requestCF.trustedProxies
 	// The outbound default renders into every Worker; its bound is the webhook's.
 	if f.opts.Outbound, f.policy.outboundAllowed, err = f.policy.outbound(f.opts.Outbound.Allow); err != nil {
 		return err

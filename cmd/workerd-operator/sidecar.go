@@ -17,6 +17,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/requestcf"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/cache"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
@@ -37,6 +38,7 @@ type sidecarOptions struct {
 	lease, grace    time.Duration
 	lim             channels.Limits // the --channel-max-* values; only changed ones apply
 	cache           cache.Options   // the --cache-* values
+	requestCF       requestCFFlags
 }
 
 // newSidecarCommand: `workerd-operator sidecar --listen 127.0.0.1:9092 --listen-tls
@@ -69,6 +71,8 @@ func newSidecarCommand() *cobra.Command {
 	f.Int64Var(&o.cache.MemoryBytes, "cache-memory-bytes", cache.DefaultMemoryBytes, "Cache API: bytes of cached bodies kept in memory (entries up to 1/16 of it)")
 	f.Int64Var(&o.cache.DiskBytes, "cache-disk-bytes", cache.DefaultDiskBytes, "Cache API: bytes of cached bodies kept under <data-dir>/cache")
 	f.Int64Var(&o.cache.MaxEntryBytes, "cache-max-entry-bytes", cache.DefaultMaxEntryBytes, "Cache API: the largest response put() stores (Cloudflare: 512 MB)")
+	o.requestCF.register(f)
+	f.StringVar(&o.requestCF.geoipDir, "request-cf-geoip-dir", "", "directory of the GeoIP databases (*.mmdb, MaxMind's format) request.cf's geographic fields come from ("+podcontract.GeoIPDir+" in a pod; docs/request-cf.md)")
 	f.IntVar(&o.lim.MaxChannels, "channel-max-channels", o.lim.MaxChannels, "channels per Durable Object instance (lower than the profile's channels_per_object, 64)")
 	f.IntVar(&o.lim.MaxSubscribers, "channel-max-subscribers", o.lim.MaxSubscribers, "subscribers per channel (lower than the profile's subscribers_per_channel, 256)")
 	f.IntVar(&o.lim.MaxMessageBytes, "channel-max-message-bytes", o.lim.MaxMessageBytes, "bytes per message (lower than the profile's channel_message_bytes, 65536)")
@@ -111,6 +115,9 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 		return fmt.Errorf("sidecar: cache: %w", err)
 	}
 	srv.HandleMarked(podcontract.CacheHeader, c)
+	if err := attachRequestCF(srv, o.requestCF, cmd.ErrOrStderr()); err != nil {
+		return err
+	}
 	if err := srv.Listen(); err != nil {
 		return err
 	}
@@ -234,4 +241,20 @@ func serveSidecar(ctx context.Context, srv *sidecar.Server, grace time.Duration,
 		return fmt.Errorf("sidecar: shutdown: %w", err)
 	}
 	return <-errc
+}
+
+// attachRequestCF serves request.cf to the ingress shim (podcontract.RequestCFPath).
+func attachRequestCF(srv *sidecar.Server, f requestCFFlags, stderr io.Writer) error {
+	c, err := f.config()
+	if err != nil {
+		return err
+	}
+	if c.GeoIP, err = requestcf.OpenGeoIPDir(f.geoipDir); err != nil {
+		return err
+	}
+	srv.Handle(podcontract.RequestCFPath, requestcf.Handler(c, func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }))
+	if len(c.GeoIP) > 0 {
+		fmt.Fprintf(stderr, "sidecar: request.cf: %d GeoIP database(s) in %s\n", len(c.GeoIP), f.geoipDir)
+	}
+	return nil
 }

@@ -268,6 +268,14 @@ var optionSets = []struct {
 		},
 	},
 	{
+		name:   "request.cf",
+		values: `requestCF: {colo: fra1, trustedProxies: [10.0.0.0/8, 192.0.2.1/32], geoipImage: "registry.example/geoip:2026-12"}`,
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			wantArgs(t, objs, "--request-cf-colo=fra1", "--request-cf-trusted-proxies=10.0.0.0/8,192.0.2.1/32",
+				"--request-cf-geoip-image=registry.example/geoip:2026-12")
+		},
+	},
+	{
 		name:   "metrics disabled",
 		values: `metrics: {enabled: false}`,
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {

@@ -144,6 +144,13 @@ const (
 	// within the admin's policy, the rules of its network service and NetworkPolicy
 	// egress. Set with R2ConfigEnv: the R2 gateway connects only where they allow.
 	SidecarOutboundEnv = "WORKERD_OPERATOR_OUTBOUND"
+	// RequestCFPath is the sidecar's pod-internal endpoint the ingress shim asks for a
+	// request's cf object (internal/requestcf, docs/request-cf.md):
+	// GET <path>?peer=&connecting=&forwarded=.
+	RequestCFPath = "/request-cf/v1/"
+	// GeoIPDir is where the sidecar of a Worker pod mounts the operator's GeoIP image
+	// (manager --request-cf-geoip-image): every *.mmdb file in it is read.
+	GeoIPDir = "/etc/workerd-operator/geoip"
 	// PodIPEnv is the container env var holding the pod IP (downward API).
 	PodIPEnv = "POD_IP"
 	// MemoryLimitEnv is the sidecar's env var holding its container's memory limit in

@@ -109,7 +109,8 @@ func writeShimServices(c *capnp, svcName string, healthBindings []string) {
 const LoopLimitStatus = 508
 
 // writeIngressService writes the ingress shim worker (ingress.js) the http socket
-// serves: it keeps the loop limit, then hands the request to httpSvc.
+// serves: it keeps the loop limit and sets request.cf (from the sidecar), then hands
+// the request to httpSvc.
 func writeIngressService(c *capnp, httpSvc string) {
 	c.openWorker(podcontract.IngressService)
 	c.field("modules", list(shimModule(shim.IngressModule)))
@@ -118,6 +119,8 @@ func writeIngressService(c *capnp, httpSvc string) {
 		tuple(named("TARGET"), kv("service", Quote(httpSvc))),
 		tuple(named("LOOP_LIMIT"), kv("json", Quote(fmt.Sprint(limits.Get(limits.DefaultProfile, limits.LoopInvocations))))),
 		tuple(named("LOOP_STATUS"), kv("json", Quote(fmt.Sprint(LoopLimitStatus)))),
+		tuple(named("SIDECAR"), kv("service", Quote(podcontract.SidecarService))),
+		tuple(named("REQUEST_CF_PATH"), kv("text", Quote(podcontract.RequestCFPath))),
 	))
 	c.closeWorker()
 }

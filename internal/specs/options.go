@@ -2,6 +2,7 @@ package specs
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -69,10 +70,51 @@ type Options struct {
 	// EmptyDirSizeLimit, when set, bounds each emptyDir of every workerd pod (/tmp and the
 	// sidecar's store of Worker pods): the kubelet evicts a pod that writes more.
 	EmptyDirSizeLimit *resource.Quantity
+	// RequestCF is what every Worker pod's sidecar computes request.cf from
+	// (docs/request-cf.md).
+	RequestCF RequestCF
 	// Outbound is the operator's outbound default: Allow for Workers without
 	// spec.outbound.allow, Deny for every Worker (render.Options.Outbound,
 	// docs/outbound.md). Default: outbound.DefaultAllow, no deny.
 	Outbound outbound.Rules
+}
+
+// RequestCF are the manager's --request-cf-* flags, passed on to the sidecars.
+type RequestCF struct {
+	// Colo is request.cf.colo (sidecar --request-cf-colo); empty: absent.
+	Colo string
+	// TrustedProxies are CIDRs whose CF-Connecting-IP and X-Forwarded-For are believed
+	// (sidecar --request-cf-trusted-proxies).
+	TrustedProxies []string
+	// GeoIPImage, when set, is an image of *.mmdb files mounted at
+	// podcontract.GeoIPDir in the sidecar (sidecar --request-cf-geoip-dir).
+	GeoIPImage string
+}
+
+// args are the sidecar's --request-cf-* flags.
+func (r RequestCF) args() []string {
+	var out []string
+	if r.Colo != "" {
+		out = append(out, "--request-cf-colo="+r.Colo)
+	}
+	if len(r.TrustedProxies) > 0 {
+		out = append(out, "--request-cf-trusted-proxies="+strings.Join(r.TrustedProxies, ","))
+	}
+	if r.GeoIPImage != "" {
+		out = append(out, "--request-cf-geoip-dir="+podcontract.GeoIPDir)
+	}
+	return out
+}
+
+// geoIPVolume is the pod volume of GeoIPImage and the sidecar's mount of it.
+func (r RequestCF) geoIPVolume() (corev1.Volume, corev1.VolumeMount, bool) {
+	if r.GeoIPImage == "" {
+		return corev1.Volume{}, corev1.VolumeMount{}, false
+	}
+	const name = "request-cf-geoip"
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
+			Reference: r.GeoIPImage, PullPolicy: corev1.PullIfNotPresent}}},
+		corev1.VolumeMount{Name: name, MountPath: podcontract.GeoIPDir, ReadOnly: true}, true
 }
 
 // DefaultOptions are the defaults of the manager's flags.

@@ -1,6 +1,8 @@
 package specs
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
@@ -63,4 +65,57 @@ func sidecarEnv(c WorkerChildren, name string) string {
 		}
 	}
 	return ""
+}
+
+// The manager's --request-cf-* settings reach every Worker pod's sidecar as its flags;
+// a GeoIP image is an image volume mounted read-only at podcontract.GeoIPDir in the
+// sidecar only. Unset, the sidecar gets none of them and the pod no volume.
+func TestSidecarRequestCF(t *testing.T) {
+	cases := []struct {
+		name  string
+		rcf   RequestCF
+		flags []string
+		image string
+	}{
+		{"unset", RequestCF{}, nil, ""},
+		{"all", RequestCF{Colo: "fra1", TrustedProxies: []string{"10.0.0.0/8", "192.0.2.1"}, GeoIPImage: "registry.example/geoip:2026-12"},
+			[]string{"--request-cf-colo=fra1", "--request-cf-trusted-proxies=10.0.0.0/8,192.0.2.1", "--request-cf-geoip-dir=" + podcontract.GeoIPDir},
+			"registry.example/geoip:2026-12"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := DefaultOptions()
+			opts.RequestCF = tc.rcf
+			w := fixtureWorker()
+			out, err := render.Render(render.Input{Worker: w})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod := BuildWorkerChildren(w, out, "i", opts).Deployment.Spec.Template.Spec
+			var flags []string
+			var mounted bool
+			for _, c := range pod.InitContainers {
+				if c.Name != podcontract.SidecarContainer {
+					continue
+				}
+				for _, a := range c.Args {
+					if strings.HasPrefix(a, "--request-cf-") {
+						flags = append(flags, a)
+					}
+				}
+				for _, m := range c.VolumeMounts {
+					mounted = mounted || (m.MountPath == podcontract.GeoIPDir && m.ReadOnly)
+				}
+			}
+			var image string
+			for _, v := range pod.Volumes {
+				if v.Image != nil && v.Image.Reference == tc.image {
+					image = v.Image.Reference
+				}
+			}
+			if !reflect.DeepEqual(flags, tc.flags) || image != tc.image || mounted != (tc.image != "") {
+				t.Errorf("sidecar flags %q, image volume %q, mounted %v; want %q, %q, %v", flags, image, mounted, tc.flags, tc.image, tc.image != "")
+			}
+		})
+	}
 }

@@ -231,6 +231,7 @@ func sidecarContainerSpec(opts Options) corev1.Container {
 	if opts.OTLPEndpoint != "" {
 		args = append(args, "--otlp-endpoint="+opts.OTLPEndpoint)
 	}
+	args = append(args, opts.RequestCF.args()...)
 	return corev1.Container{
 		Name:          podcontract.SidecarContainer,
 		Image:         opts.OperatorImage,
@@ -302,6 +303,10 @@ func workerPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash s
 
 	volumes, mounts := workerVolumes(w, out)
 	sidecar := sidecarContainerSpec(opts)
+	if v, m, ok := opts.RequestCF.geoIPVolume(); ok {
+		volumes = append(volumes, v)
+		sidecar.VolumeMounts = append(sidecar.VolumeMounts, m)
+	}
 	sidecar.Env = append(sidecar.Env, out.SidecarEnv...) // the R2 gateway's buckets and credentials
 	if len(render.R2Services(w)) > 0 {
 		sidecar.Env = append(sidecar.Env, sidecarOutboundEnv(w, opts))

@@ -132,6 +132,9 @@ func bundleObjects() ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := requestCFArgs(objs); err != nil {
+		return nil, err
+	}
 	return objs, cluster.LocalizeInstall(objs)
 }
 

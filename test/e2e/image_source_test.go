@@ -48,7 +48,11 @@ export default { async fetch(req) { return new Response(greeting + new URL(req.u
 	if err != nil {
 		return nil, err
 	}
-	m.Volumes = append(m.Volumes, assets, links)
+	geoip, err := geoipImageVolume(dir)
+	if err != nil {
+		return nil, err
+	}
+	m.Volumes = append(m.Volumes, assets, links, geoip)
 	return m, nil
 }
 

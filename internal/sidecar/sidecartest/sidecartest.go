@@ -14,6 +14,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
+	"github.com/workerd-operator/workerd-operator/internal/requestcf"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/cache"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/r2"
@@ -34,6 +35,9 @@ type Sidecar struct {
 	Outbound *outbound.Rules
 	// Logf receives the R2 gateway's log; nil: t.Logf.
 	Logf func(format string, args ...any)
+	// RequestCF configures the request.cf endpoint; nil: no colo, no trusted proxy, no
+	// GeoIP database, as a sidecar without --request-cf-* flags.
+	RequestCF *requestcf.Config
 }
 
 // StartSidecar serves a sidecar as s says until the test ends and answers its address.
@@ -67,6 +71,10 @@ func StartSidecar(t testing.TB, s Sidecar) string {
 	}
 	srv.HandleRoot(h)
 	srv.HandleMarked(podcontract.CacheHeader, s.Cache)
+	if s.RequestCF == nil {
+		s.RequestCF = &requestcf.Config{}
+	}
+	srv.Handle(podcontract.RequestCFPath, requestcf.Handler(s.RequestCF, logf))
 	if err := srv.Listen(); err != nil {
 		t.Fatal(err)
 	}
