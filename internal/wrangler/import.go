@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"sigs.k8s.io/yaml"
 
@@ -143,6 +144,25 @@ func (r *Result) Objects() []any {
 		out = append(out, b)
 	}
 	return out
+}
+
+// Unstructured returns Objects as unstructured objects, in apply order.
+func (r *Result) Unstructured() ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	for _, obj := range r.Objects() {
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{}
+		if err := json.Unmarshal(b, &u.Object); err != nil {
+			return nil, err
+		}
+		delete(u.Object, "status")
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+		objs = append(objs, u)
+	}
+	return objs, nil
 }
 
 // addR2Buckets writes an R2Bucket per bucket the bindings name, on endpoint, with the
