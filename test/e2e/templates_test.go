@@ -14,18 +14,9 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
-// buildTemplate copies the template name of the cloudflare/templates snapshot
-// (../shared/testdata/cloudflare-templates, never edited) into a scratch directory and
-// builds it as its README says a user does: `npm ci`, the project's own build (if it
-// has one), then `wrangler deploy --dry-run --outdir`. npm and wrangler run on the
-// pinned Node 22 (hack/install-node.sh; wrangler 4 needs Node >= 22). It returns the
-// project and bundle directories.
-func buildTemplate(t *testing.T, name string) (string, string) {
-	t.Helper()
-	return buildProject(t, testenv.SharedFile(t, "testdata", "cloudflare-templates", name))
-}
-
-// buildProject is buildTemplate for the project in directory src (testenv.BuildProject).
+// buildProject copies the project in src into a scratch directory and builds it as a
+// user does (testenv.BuildProject), for `import`; it returns the project and bundle
+// directories.
 func buildProject(t *testing.T, src string) (string, string) {
 	t.Helper()
 	dir, bundle, err := testenv.BuildProject(src, t.TempDir())
@@ -55,12 +46,11 @@ func getOK(t *testing.T, url string, header map[string]string) response {
 // TestTemplateHelloWorldDO: hello-world-do-template answers with the greeting its
 // Durable Object reads from its SQLite storage ("SELECT 'Hello, World!'", src/index.ts).
 func TestTemplateHelloWorldDO(t *testing.T) {
-	project, bundle := buildTemplate(t, "hello-world-do-template")
-	res := importAndApply(t, project, bundle)
-	if len(res.DurableObjectNamespaces) != 1 {
-		t.Fatalf("%d DurableObjectNamespaces imported, want 1 (MyDurableObject)", len(res.DurableObjectNamespaces))
+	d := deployShared(t, "hello-world-do-template")
+	if n := len(d.res.Import.DurableObjectNamespaces); n != 1 {
+		t.Fatalf("%d DurableObjectNamespaces deployed, want 1 (MyDurableObject)", n)
 	}
-	r := getOK(t, serviceURL(t, res.Worker.Name)+"/greet", nil)
+	r := getOK(t, d.url+"/greet", nil)
 	if got := string(r.body); got != "Hello, World!" {
 		t.Errorf("GET /greet = %q, want %q", got, "Hello, World!")
 	}
@@ -75,9 +65,8 @@ var scriptSrc = regexp.MustCompile(`<script type="module" crossorigin src="(/ass
 // (Hono, src/worker/index.ts).
 // https://developers.cloudflare.com/workers/static-assets/routing/single-page-application/
 func TestTemplateViteReact(t *testing.T) {
-	project, bundle := buildTemplate(t, "vite-react-template")
-	res := importAndApply(t, project, bundle)
-	url := serviceURL(t, res.Worker.Name)
+	d := deployShared(t, "vite-react-template")
+	project, url := d.dir, d.url
 	index, err := os.ReadFile(filepath.Join(project, "dist", "client", "index.html"))
 	if err != nil {
 		t.Fatal(err)
@@ -120,9 +109,7 @@ func TestTemplateViteReact(t *testing.T) {
 // and a path that is no page with Astro's 404 page (status 404) from its Worker.
 // https://developers.cloudflare.com/workers/static-assets/#caching-behavior
 func TestTemplateAstroBlog(t *testing.T) {
-	project, bundle := buildTemplate(t, "astro-blog-starter-template")
-	res := importAndApply(t, project, bundle)
-	url := serviceURL(t, res.Worker.Name)
+	url := deployTemplate(t, "astro-blog-starter-template")
 	post := getOK(t, url+"/blog/first-post/", nil)
 	if !strings.Contains(string(post.body), "<title>First post") {
 		t.Errorf("GET /blog/first-post/: %.300q, want the post page", post.body)
@@ -157,8 +144,8 @@ var todoID = regexp.MustCompile(`name="id" value="([0-9a-f-]{36})"`)
 // list as JSON under the key <nanoid>, app/to-do-manager.ts); another list is empty.
 // https://developers.cloudflare.com/kv/api/write-key-value-pairs/
 func TestTemplateToDoListKV(t *testing.T) {
-	project, bundle := buildTemplate(t, "to-do-list-kv-template")
-	res := importAndApply(t, project, bundle)
+	d := deployShared(t, "to-do-list-kv-template")
+	res := d.res.Import
 	bound := false
 	for _, b := range res.Worker.Spec.Bindings {
 		bound = bound || (b.Name == "TO_DO_LIST" && b.KVNamespace != nil && len(res.KVNamespaces) == 1 &&
@@ -167,7 +154,7 @@ func TestTemplateToDoListKV(t *testing.T) {
 	if !bound {
 		t.Fatalf("imported %d KVNamespaces, bindings %+v; want one, bound as TO_DO_LIST", len(res.KVNamespaces), res.Worker.Spec.Bindings)
 	}
-	url := serviceURL(t, res.Worker.Name)
+	url := d.url
 	var list string
 	eventually(t, 2*time.Minute, "GET / redirects to a list", func() error {
 		r, err := fetch(url+"/", nil)
