@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/workerd-operator/workerd-operator/internal/deploy"
+	"github.com/workerd-operator/workerd-operator/internal/devcluster"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -204,5 +210,90 @@ func postForm(t *testing.T, url, form string) {
 	res.Body.Close()
 	if res.StatusCode != 200 {
 		t.Fatalf("POST %s %s: status %d %.300q", url, form, res.StatusCode, b)
+	}
+}
+
+// TestTemplateR2Explorer: r2-explorer-template, deployed with --r2-endpoint on an
+// S3-compatible store in the cluster (config/dev/r2's versitygw), serves its dashboard
+// (node_modules/r2-explorer/dashboard, not_found_handling single-page-application) on /,
+// reports its binding "bucket" at /api/server/config, lists the empty bucket, and, being
+// readonly (src/index.ts), refuses an upload
+// (https://r2explorer.com/getting-started/security/).
+func TestTemplateR2Explorer(t *testing.T) {
+	startS3(t, "r2-explorer-bucket")
+	src := testenv.SharedFile(t, "testdata", "cloudflare-templates", "r2-explorer-template")
+	dir, err := testenv.CopyProject(src, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lockfile pins r2-explorer 1.1.10, which this machine's npm registry does not
+	// serve: install the nearest patch release first (deploy then installs nothing).
+	if err := testenv.Install(dir, testenv.InsteadOfMissing("r2-explorer-1.1.10.tgz", "r2-explorer@1.1.13")); err != nil {
+		if errors.Is(err, testenv.ErrNoNode) {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	d := deployDir(t, dir, func(o *deploy.Options) { o.R2Endpoint = "http://s3." + sampleNS + ".svc.cluster.local:7070" })
+	index, err := os.ReadFile(filepath.Join(dir, "node_modules", "r2-explorer", "dashboard", "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := getOK(t, d.url+"/", map[string]string{"Sec-Fetch-Mode": "navigate"}); string(r.body) != string(index) {
+		t.Errorf("GET /: %.300q, want the dashboard's index.html", r.body)
+	}
+	cfg := getOK(t, d.url+"/api/server/config", nil)
+	if !strings.Contains(string(cfg.body), `"buckets":[{"name":"bucket"`) {
+		t.Errorf("/api/server/config: %.300s, want the binding \"bucket\"", cfg.body)
+	}
+	list := getOK(t, d.url+"/api/buckets/bucket?delimiter=/", nil)
+	if !strings.Contains(string(list.body), `"objects":[]`) {
+		t.Errorf("list of the new bucket: %.300s, want no objects", list.body)
+	}
+	up, err := httpClient.Post(d.url+"/api/buckets/bucket/upload?key=bmV3LnR4dA==", "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.Body.Close()
+	if up.StatusCode != http.StatusUnauthorized && up.StatusCode != http.StatusForbidden {
+		t.Errorf("upload to the readonly explorer: %d, want 401 or 403", up.StatusCode)
+	}
+}
+
+// startS3 runs config/dev/r2's S3-compatible store (its Secret, Deployment and
+// Service) with a bucket of this name, and the credentials Secret "<bucket>-s3" that
+// import's R2Bucket names.
+func startS3(t *testing.T, bucket string) {
+	t.Helper()
+	ctx := context.Background()
+	all, err := devcluster.ReadManifests(filepath.Join(repoRoot, "config", "dev", "r2", "r2.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, o := range all {
+		switch o.GetKind() {
+		case "Secret":
+			creds := o.DeepCopy()
+			creds.SetName(bucket + "-s3")
+			objs = append(objs, o, creds)
+		case "Deployment":
+			inits, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "initContainers")
+			c := inits[0].(map[string]any)
+			c["args"] = append(c["args"].([]any), "/data/objects/"+bucket)
+			_ = unstructured.SetNestedSlice(o.Object, inits, "spec", "template", "spec", "initContainers")
+			objs = append(objs, o)
+		case "Service":
+			objs = append(objs, o)
+		}
+	}
+	for _, o := range objs {
+		o.SetNamespace(sampleNS)
+	}
+	if err := cluster.Apply(ctx, objs, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.WaitReady(ctx, objs, 3*time.Minute); err != nil {
+		t.Fatal(err)
 	}
 }
