@@ -117,7 +117,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := applyAndWait(ctx, o, objs); err != nil {
 		return out, err
 	}
-	ns := kubeapply.NamespaceOf(objs[len(objs)-len(res.Objects())])
+	ns := o.Namespace
+	if ns == "" {
+		ns = "default"
+	}
 	if out.URL, out.InClusterURL, err = serviceURL(ctx, o.Rest, ns, res.Worker.Name); err != nil {
 		return out, err
 	}
