@@ -96,11 +96,11 @@ func clusterOf(o *deploy.Options, f deployFlags) (bool, error) {
 	rules.ExplicitPath = f.kubeconfig
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context})
 	raw, err := cc.RawConfig()
-	if err != nil {
-		return false, fmt.Errorf("kubeconfig: %w", err)
+	if err == nil {
+		o.Rest, err = cc.ClientConfig()
 	}
-	if o.Rest, err = cc.ClientConfig(); err != nil {
-		return false, fmt.Errorf("kubeconfig: %w", err)
+	if err != nil {
+		return false, fmt.Errorf("no cluster to deploy to: set KUBECONFIG or --kubeconfig (make dev prints its own), or pass --dry-run: %w", err)
 	}
 	if o.Namespace == "" {
 		if ns, _, err := cc.Namespace(); err == nil {
