@@ -204,14 +204,18 @@ func applyAndWait(ctx context.Context, o Options, objs []*unstructured.Unstructu
 	if err := kubeapply.Apply(ctx, o.Rest, objs, timeout); err != nil {
 		return err
 	}
-	start := time.Now()
+	start, seen := time.Now(), map[string]bool{}
 	return kubeapply.WaitReady(ctx, o.Rest, objs, timeout, func(pending []string) {
 		if len(pending) == 0 {
 			fmt.Fprintf(o.Log, "deploy: all Ready after %s\n", time.Since(start).Round(time.Second))
 		}
+		now := map[string]bool{}
 		for _, p := range pending {
-			fmt.Fprintf(o.Log, "deploy: waiting: %s\n", p)
+			if now[p] = true; !seen[p] { // only what changed
+				fmt.Fprintf(o.Log, "deploy: waiting: %s\n", p)
+			}
 		}
+		seen = now
 	})
 }
 
