@@ -223,7 +223,14 @@ func readRecord(file string) (*Captured, error) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rec); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	return &Captured{Dir: rec.Cwd, Config: flagValue(rec.Args, "--config", "-c"), Env: flagValue(rec.Args, "--env", "-e")}, nil
+	dir := rec.Cwd
+	if cwd := flagValue(rec.Args, "--cwd"); cwd != "" { // wrangler runs as if started there
+		dir = filepath.Join(rec.Cwd, cwd)
+		if filepath.IsAbs(cwd) {
+			dir = cwd
+		}
+	}
+	return &Captured{Dir: dir, Config: flagValue(rec.Args, "--config", "-c"), Env: flagValue(rec.Args, "--env", "-e")}, nil
 }
 
 // flagValue is the value of the last of the flags in args (yargs' --f v and --f=v).

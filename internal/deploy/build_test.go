@@ -89,7 +89,7 @@ func TestHookCapturesDeploy(t *testing.T) {
 	fakeWrangler(t, dir)
 	pkg := `{"name":"p","scripts":{
   "predeploy":"node node_modules/wrangler/bin/wrangler.js d1 migrations apply DB --remote && node -e \"console.log('OTHER ' + process.argv.length)\"",
-  "deploy":"node node_modules/wrangler/bin/wrangler.js deploy --outdir=dist -c wrangler.prod.jsonc"}}`
+  "deploy":"node node_modules/wrangler/bin/wrangler.js -c wrangler.prod.jsonc deploy --outdir=dist"}}`
 	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(pkg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestHookCapturesDeploy(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	bundle := filepath.Join(scratch, "bundle")
-	wantArgs := `ARGS ["deploy","-c","wrangler.prod.jsonc","--dry-run","--outdir","` + bundle + `","--env","staging"]`
+	wantArgs := `ARGS ["-c","wrangler.prod.jsonc","deploy","--dry-run","--outdir","` + bundle + `","--env","staging"]`
 	for _, want := range []string{wantArgs, "OTHER 1", "skipped `wrangler d1 migrations apply DB --remote`"} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, log.String())
@@ -140,5 +140,22 @@ func TestBuildErrors(t *testing.T) {
 		if strings.Contains(tc.deploy, "broke") && !strings.Contains(err.Error(), "the build broke: missing vite.config") {
 			t.Errorf("error lacks the script's output: %v", err)
 		}
+	}
+}
+
+// TestReadRecord: the last recorded `wrangler deploy` wins; its --cwd (wrangler's global
+// flag: run as if started there) moves the directory, relative to where it ran.
+func TestReadRecord(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "calls.jsonl")
+	rec := `{"cwd":"/p","args":["deploy"]}` + "\n" + `{"cwd":"/p","args":["deploy","--cwd","apps/web","--env=staging"]}` + "\n"
+	if err := os.WriteFile(file, []byte(rec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := readRecord(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Captured{Dir: "/p/apps/web", Env: "staging"}); *c != want {
+		t.Errorf("readRecord = %+v, want %+v", *c, want)
 	}
 }

@@ -14,8 +14,19 @@ const script = process.argv[1] || '';
 const wrangler = /[\\/]\.bin[\\/]wrangler$/.test(script) ||
   /[\\/]wrangler[\\/](bin[\\/]wrangler\.js|wrangler-dist[\\/]cli\.js)$/.test(script);
 
+// wrangler's global flags that take a value (https://developers.cloudflare.com/workers/wrangler/commands/#global-flags).
+const valueFlags = new Set(['--config', '-c', '--env', '-e', '--cwd', '--env-file']);
+
 function positional(args) {
-  return args.filter((a) => !a.startsWith('-'));
+  const out = [];
+  for (let i = 0; i < args.length; i++) {
+    if (!args[i].startsWith('-')) {
+      out.push(args[i]);
+    } else if (valueFlags.has(args[i])) {
+      i++;
+    }
+  }
+  return out;
 }
 
 function withoutFlag(args, names) {
