@@ -8,6 +8,7 @@
 //	workerd-operator dev        run the local one-machine cluster (built with -tags dev: make dev)
 //	workerd-operator render     print what the pods of a Worker will run
 //	workerd-operator import     write the objects for a wrangler project
+//	workerd-operator deploy     build a wrangler project and run it on the cluster
 //	workerd-operator cron       check Cloudflare-dialect cron expressions
 //	workerd-operator workflows  list and operate workflow instances
 package main
@@ -32,6 +33,7 @@ func newRootCommand() *cobra.Command {
 		newImageCheckCommand(),
 		newRenderCommand(),
 		newImportCommand(),
+		newDeployCommand(),
 		newCronCommand(),
 		newWorkflowsCommand(),
 	)

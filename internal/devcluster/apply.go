@@ -15,26 +15,21 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 
+	"github.com/workerd-operator/workerd-operator/internal/kubeapply"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
 // FleetGroup is the API group whose kinds Apply's callers wait on (condition Ready=True).
-const FleetGroup = "fleet.workerd-operator.io"
+const FleetGroup = kubeapply.FleetGroup
 
-// FieldManager is the server-side apply field manager of `workerd-operator dev`.
-const FieldManager = "workerd-operator-dev"
+// FieldManager is the server-side apply field manager of `workerd-operator dev` (and
+// of `deploy`: one owner of the fields, whichever applied them).
+const FieldManager = kubeapply.FieldManager
 
 // ReadManifests reads YAML/JSON objects from files and directories (recursively, files
 // ending in .yaml, .yml or .json, in name order). Empty documents and kustomization
@@ -102,133 +97,15 @@ func ReadManifests(paths ...string) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-// Apply server-side applies objects in order (field manager FieldManager, forced),
-// retrying while a kind is not yet served (CRDs applied earlier in the same list) and
-// while webhooks are not yet reachable, for up to timeout. Namespaced objects without a
-// namespace go to "default".
+// Apply server-side applies objects in order (kubeapply.Apply, field manager
+// FieldManager).
 func (c *Cluster) Apply(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(c.rest)
-	if err != nil {
-		return err
-	}
-	cached := memory.NewMemCacheClient(dc)
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(cached)
-	dyn, err := dynamic.NewForConfig(c.rest)
-	if err != nil {
-		return err
-	}
-	deadline := time.Now().Add(timeout)
-	for _, o := range objs {
-		for {
-			err := c.applyOne(ctx, dyn, mapper, o)
-			if err == nil {
-				break
-			}
-			// An invalid object stays invalid: fail now instead of retrying.
-			if apierrors.IsInvalid(err) || time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("apply %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
-			}
-			mapper.Reset()
-			time.Sleep(time.Second)
-		}
-	}
-	return nil
+	return kubeapply.Apply(ctx, c.rest, objs, timeout)
 }
 
-func (c *Cluster) applyOne(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, o *unstructured.Unstructured) error {
-	gvk := o.GroupVersionKind()
-	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return err
-	}
-	data, err := o.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		ns := o.GetNamespace()
-		if ns == "" {
-			ns = "default"
-		}
-		ri = dyn.Resource(m.Resource).Namespace(ns)
-	}
-	force := true
-	_, err = ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
-	return err
-}
-
-// WaitReady waits until every object of a fleet.workerd-operator.io kind has condition
-// Ready=True and every Deployment/StatefulSet has all replicas ready, or timeout passes;
-// the error lists what is not ready and why (the condition's reason and message).
+// WaitReady waits until objs are ready (kubeapply.WaitReady).
 func (c *Cluster) WaitReady(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) error {
-	dyn, err := dynamic.NewForConfig(c.rest)
-	if err != nil {
-		return err
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(c.rest)
-	if err != nil {
-		return err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	deadline := time.Now().Add(timeout)
-	for {
-		var pending []string
-		for _, o := range objs {
-			gvk := o.GroupVersionKind()
-			if gvk.Group != FleetGroup && !(gvk.Group == "apps" && (gvk.Kind == "Deployment" || gvk.Kind == "StatefulSet")) {
-				continue
-			}
-			if why := c.notReady(ctx, dyn, mapper, o); why != "" {
-				pending = append(pending, fmt.Sprintf("%s %s/%s: %s", gvk.Kind, nsOf(o), o.GetName(), why))
-			}
-		}
-		if len(pending) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("not ready after %s:\n  %s", timeout, strings.Join(pending, "\n  "))
-		}
-		time.Sleep(time.Second)
-	}
-}
-
-func nsOf(o *unstructured.Unstructured) string {
-	if o.GetNamespace() == "" {
-		return "default"
-	}
-	return o.GetNamespace()
-}
-
-func (c *Cluster) notReady(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, o *unstructured.Unstructured) string {
-	gvk := o.GroupVersionKind()
-	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return err.Error()
-	}
-	cur, err := dyn.Resource(m.Resource).Namespace(nsOf(o)).Get(ctx, o.GetName(), metav1.GetOptions{})
-	if err != nil {
-		return err.Error()
-	}
-	if gvk.Group == "apps" {
-		want, _, _ := unstructured.NestedInt64(cur.Object, "spec", "replicas")
-		ready, _, _ := unstructured.NestedInt64(cur.Object, "status", "readyReplicas")
-		if ready < want {
-			return fmt.Sprintf("%d/%d replicas ready", ready, want)
-		}
-		return ""
-	}
-	conds, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
-	for _, ci := range conds {
-		cm, _ := ci.(map[string]any)
-		if cm["type"] == "Ready" {
-			if cm["status"] == "True" {
-				return ""
-			}
-			return fmt.Sprintf("Ready=%v (%v: %v)", cm["status"], cm["reason"], cm["message"])
-		}
-	}
-	return "no Ready condition yet"
+	return kubeapply.WaitReady(ctx, c.rest, objs, timeout, nil)
 }
 
 // URL is how to reach a Service from the host.

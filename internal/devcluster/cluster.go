@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/workerd-operator/workerd-operator/internal/ociregistry"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -528,10 +529,10 @@ func waitFor(ctx context.Context, timeout time.Duration, proc *exec.Cmd, ok func
 
 func writeKubeconfig(path, server, ca, cert, key string) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["devcluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: ca}
+	cfg.Clusters[podcontract.DevContext] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: ca}
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificate: cert, ClientKey: key}
-	cfg.Contexts["devcluster"] = &clientcmdapi.Context{Cluster: "devcluster", AuthInfo: "admin"}
-	cfg.CurrentContext = "devcluster"
+	cfg.Contexts[podcontract.DevContext] = &clientcmdapi.Context{Cluster: podcontract.DevContext, AuthInfo: "admin"}
+	cfg.CurrentContext = podcontract.DevContext
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}

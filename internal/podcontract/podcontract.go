@@ -59,6 +59,10 @@ var ReservedPorts = []int32{HealthPort, TriggerPort, SidecarPort, GatewayPort, R
 // kubelet pulls image volumes from it. Not part of a pod.
 const DevRegistryPort = 5001
 
+// DevContext is the kubeconfig context (and cluster) name of the local cluster's
+// kubeconfig: `deploy` pushes to the DevRegistryPort registry when it is current.
+const DevContext = "devcluster"
+
 // Socket names of the rendered config (workerd --socket-addr=<name>=...).
 const (
 	HTTPSocket     = "http"

@@ -1,8 +1,6 @@
 package testenv
 
 import (
-	"encoding/json"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/workerd-operator/workerd-operator/internal/bundleimage"
@@ -22,17 +20,6 @@ func ImportImage(o wrangler.Options) (*wrangler.Result, *bundleimage.Manifest, [
 		return nil, nil, nil, err
 	}
 	res.SetImage(pinned)
-	var objs []*unstructured.Unstructured
-	for _, obj := range res.Objects() {
-		b, err := json.Marshal(obj)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		u := &unstructured.Unstructured{}
-		if err := json.Unmarshal(b, &u.Object); err != nil {
-			return nil, nil, nil, err
-		}
-		objs = append(objs, u)
-	}
-	return res, m, objs, nil
+	objs, err := res.Unstructured()
+	return res, m, objs, err
 }

@@ -23,23 +23,59 @@ var ErrNoNode = errors.New("Node 22 and npm are needed to build a wrangler proje
 // returns the project and bundle directories. It needs the network (npm), so the real
 // node suite calls it before entering its namespaces.
 func BuildProject(src, scratch string, opts ...BuildOption) (string, string, error) {
-	name := filepath.Base(src)
-	nodeBin, err := toolchain.NodeBin()
+	dir, err := CopyProject(src, scratch)
 	if err != nil {
-		return "", "", fmt.Errorf("%w: %v", ErrNoNode, err)
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		return "", "", fmt.Errorf("%w: npm is not installed", ErrNoNode)
-	}
-	dir := filepath.Join(scratch, name)
-	if err := copyTree(src, dir); err != nil {
 		return "", "", err
+	}
+	run, err := runner(dir)
+	if err != nil {
+		return "", "", err
+	}
+	if err := Install(dir, opts...); err != nil {
+		return "", "", err
+	}
+	if pkg, _ := os.ReadFile(filepath.Join(dir, "package.json")); strings.Contains(string(pkg), `"build":`) {
+		if err := run("npm", "run", "build"); err != nil {
+			return "", "", err
+		}
+	}
+	bundle := filepath.Join(scratch, filepath.Base(src)+"-bundle")
+	return dir, bundle, run("npx", "wrangler", "deploy", "--dry-run", "--outdir", bundle)
+}
+
+// CopyProject copies the project in src (never edited) into scratch/<name>, writable,
+// and returns that directory.
+func CopyProject(src, scratch string) (string, error) {
+	dir := filepath.Join(scratch, filepath.Base(src))
+	return dir, copyTree(src, dir)
+}
+
+// Install installs the dependencies of the project in dir as its lockfile pins them
+// (`npm ci`, with the opts' replacements) on the pinned Node 22.
+func Install(dir string, opts ...BuildOption) error {
+	run, err := runner(dir)
+	if err != nil {
+		return err
 	}
 	var o buildOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	run := func(step ...string) error {
+	return o.install(run)
+}
+
+// runner runs commands in dir on the pinned Node 22 (hack/install-node.sh; wrangler 4
+// needs Node >= 22), failing with their output.
+func runner(dir string) (func(...string) error, error) {
+	nodeBin, err := toolchain.NodeBin()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoNode, err)
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		return nil, fmt.Errorf("%w: npm is not installed", ErrNoNode)
+	}
+	name := filepath.Base(dir)
+	return func(step ...string) error {
 		cmd := exec.Command("nice", step...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "PATH="+nodeBin+string(os.PathListSeparator)+os.Getenv("PATH"),
@@ -48,17 +84,7 @@ func BuildProject(src, scratch string, opts ...BuildOption) (string, string, err
 			return fmt.Errorf("%s: %s: %v\n%s", name, strings.Join(step, " "), err, out)
 		}
 		return nil
-	}
-	if err := o.install(run); err != nil {
-		return "", "", err
-	}
-	if pkg, _ := os.ReadFile(filepath.Join(dir, "package.json")); strings.Contains(string(pkg), `"build":`) {
-		if err := run("npm", "run", "build"); err != nil {
-			return "", "", err
-		}
-	}
-	bundle := filepath.Join(scratch, name+"-bundle")
-	return dir, bundle, run("npx", "wrangler", "deploy", "--dry-run", "--outdir", bundle)
+	}, nil
 }
 
 // BuildOption changes how BuildProject builds.

@@ -69,3 +69,38 @@ func TestQueueConsumerIntegerRange(t *testing.T) {
 		}
 	}
 }
+
+// TestObjectsApplyOrder: what the Worker's bindings name comes before the Worker (its
+// bindings resolve at once), what names the Worker (workerRef) after it.
+func TestObjectsApplyOrder(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"wrangler.jsonc": `{
+  "name": "shop", "main": "index.js", "compatibility_date": "2025-01-01",
+  "kv_namespaces": [{"binding": "CACHE", "id": "abc"}],
+  "d1_databases": [{"binding": "DB", "database_name": "shop-db"}],
+  "durable_objects": {"bindings": [{"name": "ROOMS", "class_name": "Room"}]},
+  "triggers": {"crons": ["0 * * * *"]}
+}`,
+		"index.js":              "export default {}; export class Room {}",
+		"migrations/0001_a.sql": "CREATE TABLE a (id INTEGER);",
+	})
+	res, err := Import(Options{Path: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := res.Unstructured()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind())
+		if _, ok := o.Object["status"]; ok {
+			t.Errorf("%s %s carries a status", o.GetKind(), o.GetName())
+		}
+	}
+	want := "ConfigMap KVNamespace D1Database Worker DurableObjectNamespace CronSchedule"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Errorf("apply order %s, want %s", got, want)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"sigs.k8s.io/yaml"
 
@@ -115,22 +116,16 @@ func Import(o Options) (*Result, error) {
 	return res, nil
 }
 
-// Objects returns the Worker and its companions, in apply order.
+// Objects returns the Worker and its companions, in apply order: first what the
+// Worker's bindings name and nothing refers back from (ConfigMaps, KVNamespaces,
+// D1Databases, Queues, R2Buckets), so its bindings resolve at once; then the Worker;
+// then what names the Worker (DurableObjectNamespaces, Workflows, CronSchedules).
 func (r *Result) Objects() []any {
-	out := []any{r.Worker}
-	for _, d := range r.DurableObjectNamespaces {
-		out = append(out, d)
-	}
-	for _, w := range r.Workflows {
-		out = append(out, w)
-	}
-	for _, c := range r.CronSchedules {
-		out = append(out, c)
-	}
-	for _, o := range r.KVNamespaces {
+	var out []any
+	for _, o := range r.ConfigMaps {
 		out = append(out, o)
 	}
-	for _, o := range r.ConfigMaps {
+	for _, o := range r.KVNamespaces {
 		out = append(out, o)
 	}
 	for _, o := range r.D1Databases {
@@ -142,7 +137,36 @@ func (r *Result) Objects() []any {
 	for _, b := range r.R2Buckets {
 		out = append(out, b)
 	}
+	out = append(out, r.Worker)
+	for _, d := range r.DurableObjectNamespaces {
+		out = append(out, d)
+	}
+	for _, w := range r.Workflows {
+		out = append(out, w)
+	}
+	for _, c := range r.CronSchedules {
+		out = append(out, c)
+	}
 	return out
+}
+
+// Unstructured returns Objects as unstructured objects, in apply order.
+func (r *Result) Unstructured() ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	for _, obj := range r.Objects() {
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{}
+		if err := json.Unmarshal(b, &u.Object); err != nil {
+			return nil, err
+		}
+		delete(u.Object, "status")
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+		objs = append(objs, u)
+	}
+	return objs, nil
 }
 
 // addR2Buckets writes an R2Bucket per bucket the bindings name, on endpoint, with the

@@ -6,9 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -24,8 +21,6 @@ import (
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
-	"github.com/workerd-operator/workerd-operator/internal/testenv"
-	"github.com/workerd-operator/workerd-operator/internal/wrangler"
 )
 
 // stashModule writes to a KVNamespace, a D1Database and a Queue it also consumes (its
@@ -324,52 +319,20 @@ func missingFrom(want, have []string) []string {
 	return out
 }
 
-// esbuild is the esbuild binary: $ESBUILD, or one installed under the tools cache
-// (~/.cache/workerd-operator/npm/*/node_modules/.bin/esbuild).
-func esbuild(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("ESBUILD"); p != "" {
-		return p
-	}
-	found, _ := filepath.Glob(filepath.Join(testenv.CacheDir(), "npm", "*", "node_modules", ".bin", "esbuild"))
-	if len(found) == 0 {
-		t.Fatal("no esbuild: set ESBUILD or install it under ~/.cache/workerd-operator/npm (npm install esbuild)")
-	}
-	return found[0]
-}
-
-// TestD1Template: ../shared/testdata/cloudflare-templates/d1-template, unchanged,
-// bundled with esbuild (wrangler needs Node 22) and imported: its D1Database applies
-// migrations/0001_create_comments_table.sql and the page shows the seeded comments.
+// TestD1Template: ../shared/testdata/cloudflare-templates/d1-template, unchanged, by
+// `workerd-operator deploy` (its predeploy `wrangler d1 migrations apply DB --remote` is
+// skipped): its D1Database applies migrations/0001_create_comments_table.sql and the
+// page shows the seeded comments.
 func TestD1Template(t *testing.T) {
-	dir := testenv.SharedFile(t, "testdata", "cloudflare-templates", "d1-template")
-	bundle := t.TempDir()
-	out, err := exec.Command(esbuild(t), filepath.Join(dir, "src", "index.ts"), "--bundle", "--format=esm",
-		"--outfile="+filepath.Join(bundle, "index.js")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("esbuild: %v: %s", err, out)
-	}
-	res, err := wrangler.Import(wrangler.Options{Path: dir, Bundle: bundle, Namespace: sampleNS})
-	if err != nil {
+	d := deployShared(t, "d1-template")
+	db := d.res.Import.D1Databases[0]
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(db), db); err != nil {
 		t.Fatal(err)
 	}
-	var objs []client.Object
-	for _, o := range res.Objects() {
-		objs = append(objs, o.(client.Object))
-	}
-	for _, o := range objs {
-		if err := k8sClient.Create(context.Background(), o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), o) })
-	}
-	db := res.D1Databases[0]
-	waitReady(t, db, 5*time.Minute)
 	if db.Status.LastMigration != "0001_create_comments_table.sql" {
 		t.Errorf("status.lastMigration = %q", db.Status.LastMigration)
 	}
-	waitWorkerReady(t, res.Worker.Name)
-	url := serviceURL(t, res.Worker.Name)
+	url := d.url
 	eventually(t, time.Minute, "the page lists the seeded comments", func() error {
 		body, err := get(url)
 		if err != nil {

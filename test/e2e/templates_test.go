@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,21 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/workerd-operator/workerd-operator/internal/deploy"
+	"github.com/workerd-operator/workerd-operator/internal/devcluster"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
-// buildTemplate copies the template name of the cloudflare/templates snapshot
-// (../shared/testdata/cloudflare-templates, never edited) into a scratch directory and
-// builds it as its README says a user does: `npm ci`, the project's own build (if it
-// has one), then `wrangler deploy --dry-run --outdir`. npm and wrangler run on the
-// pinned Node 22 (hack/install-node.sh; wrangler 4 needs Node >= 22). It returns the
-// project and bundle directories.
-func buildTemplate(t *testing.T, name string) (string, string) {
-	t.Helper()
-	return buildProject(t, testenv.SharedFile(t, "testdata", "cloudflare-templates", name))
-}
-
-// buildProject is buildTemplate for the project in directory src (testenv.BuildProject).
+// buildProject copies the project in src into a scratch directory and builds it as a
+// user does (testenv.BuildProject), for `import`; it returns the project and bundle
+// directories.
 func buildProject(t *testing.T, src string) (string, string) {
 	t.Helper()
 	dir, bundle, err := testenv.BuildProject(src, t.TempDir())
@@ -55,12 +52,11 @@ func getOK(t *testing.T, url string, header map[string]string) response {
 // TestTemplateHelloWorldDO: hello-world-do-template answers with the greeting its
 // Durable Object reads from its SQLite storage ("SELECT 'Hello, World!'", src/index.ts).
 func TestTemplateHelloWorldDO(t *testing.T) {
-	project, bundle := buildTemplate(t, "hello-world-do-template")
-	res := importAndApply(t, project, bundle)
-	if len(res.DurableObjectNamespaces) != 1 {
-		t.Fatalf("%d DurableObjectNamespaces imported, want 1 (MyDurableObject)", len(res.DurableObjectNamespaces))
+	d := deployShared(t, "hello-world-do-template")
+	if n := len(d.res.Import.DurableObjectNamespaces); n != 1 {
+		t.Fatalf("%d DurableObjectNamespaces deployed, want 1 (MyDurableObject)", n)
 	}
-	r := getOK(t, serviceURL(t, res.Worker.Name)+"/greet", nil)
+	r := getOK(t, d.url+"/greet", nil)
 	if got := string(r.body); got != "Hello, World!" {
 		t.Errorf("GET /greet = %q, want %q", got, "Hello, World!")
 	}
@@ -75,9 +71,8 @@ var scriptSrc = regexp.MustCompile(`<script type="module" crossorigin src="(/ass
 // (Hono, src/worker/index.ts).
 // https://developers.cloudflare.com/workers/static-assets/routing/single-page-application/
 func TestTemplateViteReact(t *testing.T) {
-	project, bundle := buildTemplate(t, "vite-react-template")
-	res := importAndApply(t, project, bundle)
-	url := serviceURL(t, res.Worker.Name)
+	d := deployShared(t, "vite-react-template")
+	project, url := d.dir, d.url
 	index, err := os.ReadFile(filepath.Join(project, "dist", "client", "index.html"))
 	if err != nil {
 		t.Fatal(err)
@@ -120,9 +115,7 @@ func TestTemplateViteReact(t *testing.T) {
 // and a path that is no page with Astro's 404 page (status 404) from its Worker.
 // https://developers.cloudflare.com/workers/static-assets/#caching-behavior
 func TestTemplateAstroBlog(t *testing.T) {
-	project, bundle := buildTemplate(t, "astro-blog-starter-template")
-	res := importAndApply(t, project, bundle)
-	url := serviceURL(t, res.Worker.Name)
+	url := deployTemplate(t, "astro-blog-starter-template")
 	post := getOK(t, url+"/blog/first-post/", nil)
 	if !strings.Contains(string(post.body), "<title>First post") {
 		t.Errorf("GET /blog/first-post/: %.300q, want the post page", post.body)
@@ -157,8 +150,8 @@ var todoID = regexp.MustCompile(`name="id" value="([0-9a-f-]{36})"`)
 // list as JSON under the key <nanoid>, app/to-do-manager.ts); another list is empty.
 // https://developers.cloudflare.com/kv/api/write-key-value-pairs/
 func TestTemplateToDoListKV(t *testing.T) {
-	project, bundle := buildTemplate(t, "to-do-list-kv-template")
-	res := importAndApply(t, project, bundle)
+	d := deployShared(t, "to-do-list-kv-template")
+	res := d.res.Import
 	bound := false
 	for _, b := range res.Worker.Spec.Bindings {
 		bound = bound || (b.Name == "TO_DO_LIST" && b.KVNamespace != nil && len(res.KVNamespaces) == 1 &&
@@ -167,7 +160,7 @@ func TestTemplateToDoListKV(t *testing.T) {
 	if !bound {
 		t.Fatalf("imported %d KVNamespaces, bindings %+v; want one, bound as TO_DO_LIST", len(res.KVNamespaces), res.Worker.Spec.Bindings)
 	}
-	url := serviceURL(t, res.Worker.Name)
+	url := d.url
 	var list string
 	eventually(t, 2*time.Minute, "GET / redirects to a list", func() error {
 		r, err := fetch(url+"/", nil)
@@ -217,5 +210,90 @@ func postForm(t *testing.T, url, form string) {
 	res.Body.Close()
 	if res.StatusCode != 200 {
 		t.Fatalf("POST %s %s: status %d %.300q", url, form, res.StatusCode, b)
+	}
+}
+
+// TestTemplateR2Explorer: r2-explorer-template, deployed with --r2-endpoint on an
+// S3-compatible store in the cluster (config/dev/r2's versitygw), serves its dashboard
+// (node_modules/r2-explorer/dashboard, not_found_handling single-page-application) on /,
+// reports its binding "bucket" at /api/server/config, lists the empty bucket, and, being
+// readonly (src/index.ts), refuses an upload
+// (https://r2explorer.com/getting-started/security/).
+func TestTemplateR2Explorer(t *testing.T) {
+	startS3(t, "r2-explorer-bucket")
+	src := testenv.SharedFile(t, "testdata", "cloudflare-templates", "r2-explorer-template")
+	dir, err := testenv.CopyProject(src, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lockfile pins r2-explorer 1.1.10, which this machine's npm registry does not
+	// serve: install the nearest patch release first (deploy then installs nothing).
+	if err := testenv.Install(dir, testenv.InsteadOfMissing("r2-explorer-1.1.10.tgz", "r2-explorer@1.1.13")); err != nil {
+		if errors.Is(err, testenv.ErrNoNode) {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	d := deployDir(t, dir, func(o *deploy.Options) { o.R2Endpoint = "http://s3." + sampleNS + ".svc.cluster.local:7070" })
+	index, err := os.ReadFile(filepath.Join(dir, "node_modules", "r2-explorer", "dashboard", "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := getOK(t, d.url+"/", map[string]string{"Sec-Fetch-Mode": "navigate"}); string(r.body) != string(index) {
+		t.Errorf("GET /: %.300q, want the dashboard's index.html", r.body)
+	}
+	cfg := getOK(t, d.url+"/api/server/config", nil)
+	if !strings.Contains(string(cfg.body), `"buckets":[{"name":"bucket"`) {
+		t.Errorf("/api/server/config: %.300s, want the binding \"bucket\"", cfg.body)
+	}
+	list := getOK(t, d.url+"/api/buckets/bucket?delimiter=/", nil)
+	if !strings.Contains(string(list.body), `"objects":[]`) {
+		t.Errorf("list of the new bucket: %.300s, want no objects", list.body)
+	}
+	up, err := httpClient.Post(d.url+"/api/buckets/bucket/upload?key=bmV3LnR4dA==", "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.Body.Close()
+	if up.StatusCode != http.StatusUnauthorized && up.StatusCode != http.StatusForbidden {
+		t.Errorf("upload to the readonly explorer: %d, want 401 or 403", up.StatusCode)
+	}
+}
+
+// startS3 runs config/dev/r2's S3-compatible store (its Secret, Deployment and
+// Service) with a bucket of this name, and the credentials Secret "<bucket>-s3" that
+// import's R2Bucket names.
+func startS3(t *testing.T, bucket string) {
+	t.Helper()
+	ctx := context.Background()
+	all, err := devcluster.ReadManifests(filepath.Join(repoRoot, "config", "dev", "r2", "r2.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, o := range all {
+		switch o.GetKind() {
+		case "Secret":
+			creds := o.DeepCopy()
+			creds.SetName(bucket + "-s3")
+			objs = append(objs, o, creds)
+		case "Deployment":
+			inits, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "initContainers")
+			c := inits[0].(map[string]any)
+			c["args"] = append(c["args"].([]any), "/data/objects/"+bucket)
+			_ = unstructured.SetNestedSlice(o.Object, inits, "spec", "template", "spec", "initContainers")
+			objs = append(objs, o)
+		case "Service":
+			objs = append(objs, o)
+		}
+	}
+	for _, o := range objs {
+		o.SetNamespace(sampleNS)
+	}
+	if err := cluster.Apply(ctx, objs, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.WaitReady(ctx, objs, 3*time.Minute); err != nil {
+		t.Fatal(err)
 	}
 }
