@@ -56,6 +56,7 @@ func TestCreateCloudflare(t *testing.T) {
 			if got := packedAssets(t, res.Image, res.Worker.Spec.Source.Image.Image); !slices.Equal(got, want) {
 				t.Errorf("asset image holds\n  %q\nwrangler uploads\n  %q", got, want)
 			}
+			t.Logf("wrangler uploads %d asset files: %q", len(want), want)
 			checkStartPage(t, serviceURL(t, res.Worker.Name), res.Image.AssetsDir, tc.spa)
 			t.Logf("passed in %s", time.Since(start).Round(time.Second))
 		})
