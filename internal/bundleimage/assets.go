@@ -28,6 +28,8 @@ func assetTree(dir string) (*tree, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	_, statErr := os.Stat(filepath.Join(dir, ".assetsignore"))
+	hasIgnoreFile := statErr == nil
 	ignore = append(ignore, alwaysIgnored...)
 	root, err := filepath.EvalSymlinks(dir)
 	if err != nil {
@@ -52,6 +54,9 @@ func assetTree(dir string) (*tree, int, error) {
 		if d.IsDir() {
 			return nil
 		}
+		if !hasIgnoreFile && strings.HasPrefix(rel, pagesWorker) {
+			return pagesWorkerError(rel)
+		}
 		if d.Type()&fs.ModeSymlink != 0 {
 			if err := linkInside(root, p, rel); err != nil {
 				return err
@@ -68,6 +73,19 @@ func assetTree(dir string) (*tree, int, error) {
 		return nil, 0, fmt.Errorf("assets directory %s: %w", dir, err)
 	}
 	return t, len(t.files), nil
+}
+
+// pagesWorker is the name of a Pages project's server code. Wrangler refuses to upload
+// it (a file, or anything under a directory of that name: it tests the path's prefix)
+// as an asset when the directory has no .assetsignore, since that would publish the
+// server's code (workers-sdk packages/wrangler/src/assets.ts,
+// errorOnLegacyPagesWorkerJSAsset); so does import.
+const pagesWorker = "_worker.js"
+
+func pagesWorkerError(rel string) error {
+	return fmt.Errorf("%s: uploading a Pages %s as an asset would publish the server's code to anyone; wrangler refuses it too. "+
+		"Remove it, or list %s in an .assetsignore file at the top of the directory (an empty .assetsignore publishes it) "+
+		"(https://developers.cloudflare.com/workers/static-assets/binding/#ignoring-assets)", rel, pagesWorker, pagesWorker)
 }
 
 // linkInside refuses the symbolic link p (rel in the asset directory, whose real path

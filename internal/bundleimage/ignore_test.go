@@ -42,3 +42,29 @@ func TestAssetsIgnoreDoubleStar(t *testing.T) {
 		t.Errorf("image holds %v, want %v", got, want)
 	}
 }
+
+// TestAssetsPagesWorker: like wrangler (errorOnLegacyPagesWorkerJSAsset in workers-sdk
+// packages/wrangler/src/assets.ts), a Pages _worker.js file or directory in the asset
+// directory is refused unless an .assetsignore exists (an empty one publishes it).
+func TestAssetsPagesWorker(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		err   bool
+	}{
+		{"file", map[string]string{"index.html": "x", "_worker.js": "export default {}"}, true},
+		{"directory", map[string]string{"_worker.js/index.js": "export default {}"}, true},
+		{"ignored", map[string]string{".assetsignore": "_worker.js\n", "_worker.js": "export default {}"}, false},
+		{"empty ignore file", map[string]string{".assetsignore": "", "_worker.js": "export default {}"}, false},
+		{"nested", map[string]string{"docs/_worker.js": "text"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, tc.files)
+			_, _, err := assetTree(dir)
+			if tc.err != (err != nil) {
+				t.Fatalf("err = %v, want error: %v", err, tc.err)
+			}
+		})
+	}
+}
