@@ -57,12 +57,12 @@ func TestTemplateSpecs(t *testing.T) {
 // templateURL builds and deploys the template name and returns its Service's URL.
 func templateURL(t *testing.T, name string) string {
 	t.Helper()
-	project, bundle := buildTemplate(t, name)
-	var opts []func(*wrangler.Options)
-	if name == "r2-explorer-template" {
-		opts = append(opts, r2Store(t, "r2-explorer-bucket"))
+	if name != "r2-explorer-template" {
+		project, bundle := buildTemplate(t, name)
+		return serviceURL(t, importAndApply(t, project, bundle).Worker.Name)
 	}
-	return serviceURL(t, importAndApply(t, project, bundle, opts...).Worker.Name)
+	project, bundle := buildTemplate(t, name, testenv.R2ExplorerBuild)
+	return serviceURL(t, importAndApply(t, project, bundle, r2Store(t, "r2-explorer-bucket")).Worker.Name)
 }
 
 // r2Store runs the S3-compatible store of `make dev` (config/dev/r2: versitygw, its

@@ -20,15 +20,15 @@ import (
 // has one), then `wrangler deploy --dry-run --outdir`. npm and wrangler run on the
 // pinned Node 22 (hack/install-node.sh; wrangler 4 needs Node >= 22). It returns the
 // project and bundle directories.
-func buildTemplate(t *testing.T, name string) (string, string) {
+func buildTemplate(t *testing.T, name string, opts ...testenv.BuildOption) (string, string) {
 	t.Helper()
-	return buildProject(t, testenv.SharedFile(t, "testdata", "cloudflare-templates", name))
+	return buildProject(t, testenv.SharedFile(t, "testdata", "cloudflare-templates", name), opts...)
 }
 
 // buildProject is buildTemplate for the project in directory src (testenv.BuildProject).
-func buildProject(t *testing.T, src string) (string, string) {
+func buildProject(t *testing.T, src string, opts ...testenv.BuildOption) (string, string) {
 	t.Helper()
-	dir, bundle, err := testenv.BuildProject(src, t.TempDir())
+	dir, bundle, err := testenv.BuildProject(src, t.TempDir(), opts...)
 	if errors.Is(err, testenv.ErrNoNode) {
 		t.Skipf("the project is not built: %v", err)
 	}
