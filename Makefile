@@ -57,13 +57,15 @@ vet: ## go vet.
 	go vet -tags dev ./cmd/...
 
 .PHONY: tools
-tools: ## Build or reuse the control-plane binaries, the OCI registry, the pinned workerd, Node 22 and the npm bundling tools, and (as root) PostgreSQL and the real node's binaries (docs/real-node.md).
+tools: ## Build or reuse the control-plane binaries, the OCI registry, the pinned workerd, Node 22, the npm bundling tools and Playwright, and (as root) PostgreSQL, Chromium and the real node's binaries (docs/real-node.md).
 	bash hack/build-control-plane.sh
 	bash hack/build-registry.sh >/dev/null
 	bash hack/install-workerd.sh >/dev/null
 	bash hack/install-node.sh >/dev/null
 	bash hack/install-npm-tools.sh >/dev/null
 	bash hack/install-postgres.sh >/dev/null
+	bash hack/install-playwright.sh >/dev/null
+	bash hack/install-chromium.sh >/dev/null
 	@if [ "$$(id -u)" = 0 ] && [ "$${WORKERD_OPERATOR_REALNODE:-}" != skip ]; then bash hack/build-node.sh; \
 	else echo "tools: not root (or WORKERD_OPERATOR_REALNODE=skip): the real-node binaries are not built and test/realnode skips" >&2; fi
 

@@ -99,6 +99,11 @@ func InsteadOfMissing(missing, instead string) BuildOption {
 	return func(o *buildOptions) { o.missing, o.instead = missing, instead }
 }
 
+// R2ExplorerBuild builds the r2-explorer template: its package-lock pins r2-explorer
+// 1.1.10, which the npm registry reachable here does not serve; the nearest patch
+// release it serves, 1.1.13, replaces it.
+var R2ExplorerBuild = InsteadOfMissing("r2-explorer-1.1.10.tgz", "r2-explorer@1.1.13")
+
 // install runs npm ci, and the replacement install when the option names its failure.
 func (o buildOptions) install(run func(...string) error) error {
 	npm := []string{"--no-audit", "--no-fund", "--loglevel=error"}

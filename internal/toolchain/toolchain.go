@@ -1,6 +1,6 @@
 // Package toolchain finds the repository, the per-machine cache and the binaries the
 // scripts in hack/ install there: the pinned workerd, the control plane, the OCI
-// registry and Node.js. The CLI
+// registry, Node.js, and for the browser tests Playwright and Chromium. The CLI
 // (render --check) and the tests use it; it must not import testing.
 package toolchain
 
@@ -165,4 +165,24 @@ func PostgresBin() (string, error) {
 		return "", err
 	}
 	return runScript(filepath.Join(root, "hack", "install-postgres.sh"))
+}
+
+// Playwright returns the directory whose node_modules hold the pinned @playwright/test
+// (hack/install-playwright.sh installs it into the cache once, without a browser).
+func Playwright() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return runScript(filepath.Join(root, "hack", "install-playwright.sh"))
+}
+
+// Chromium returns the path of Debian's chromium, installing the package first when
+// root (hack/install-chromium.sh); "" when it is not installed and cannot be.
+func Chromium() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return runScript(filepath.Join(root, "hack", "install-chromium.sh"))
 }

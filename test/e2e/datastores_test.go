@@ -348,4 +348,5 @@ func TestD1Template(t *testing.T) {
 	if set := render.DataSetName(render.DataD1, db.Name); set != "d1-template-database-d1" {
 		t.Errorf("host set %s", set)
 	}
+	runTemplateSpec(t, "d1-template", d.url)
 }

@@ -18,11 +18,16 @@ import (
 // importAndApply is `workerd-operator import PROJECT --bundle BUNDLE --image
 // <local registry>/e2e/NAME:1 --push` followed by `kubectl apply`: the image goes to the
 // cluster's registry, the kubelet pulls it, and the objects are applied and Ready.
-func importAndApply(t *testing.T, project, bundle string) *wrangler.Result {
+// Each option changes the import's options (e.g. sets R2Endpoint).
+func importAndApply(t *testing.T, project, bundle string, opts ...func(*wrangler.Options)) *wrangler.Result {
 	t.Helper()
 	ctx := context.Background()
 	ref := cluster.RegistryHost() + "/e2e/" + strings.ToLower(filepath.Base(project)) + ":1"
-	res, m, objs, err := testenv.ImportImage(wrangler.Options{Path: project, Bundle: bundle, Namespace: sampleNS, Image: ref})
+	o := wrangler.Options{Path: project, Bundle: bundle, Namespace: sampleNS, Image: ref}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	res, m, objs, err := testenv.ImportImage(o)
 	if err != nil {
 		t.Fatal(err)
 	}

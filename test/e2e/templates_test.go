@@ -23,9 +23,9 @@ import (
 // buildProject copies the project in src into a scratch directory and builds it as a
 // user does (testenv.BuildProject), for `import`; it returns the project and bundle
 // directories.
-func buildProject(t *testing.T, src string) (string, string) {
+func buildProject(t *testing.T, src string, opts ...testenv.BuildOption) (string, string) {
 	t.Helper()
-	dir, bundle, err := testenv.BuildProject(src, t.TempDir())
+	dir, bundle, err := testenv.BuildProject(src, t.TempDir(), opts...)
 	if errors.Is(err, testenv.ErrNoNode) {
 		t.Skipf("the project is not built: %v", err)
 	}
@@ -60,6 +60,7 @@ func TestTemplateHelloWorldDO(t *testing.T) {
 	if got := string(r.body); got != "Hello, World!" {
 		t.Errorf("GET /greet = %q, want %q", got, "Hello, World!")
 	}
+	runTemplateSpec(t, "hello-world-do-template", d.url)
 }
 
 // scriptSrc finds the module script of a Vite build's index.html.
@@ -108,6 +109,7 @@ func TestTemplateViteReact(t *testing.T) {
 	if got := strings.TrimSpace(string(r.body)); got != `{"name":"Cloudflare"}` {
 		t.Errorf("GET /api/ = %q, want the Worker's {\"name\":\"Cloudflare\"}", got)
 	}
+	runTemplateSpec(t, "vite-react-template", url)
 }
 
 // TestTemplateAstroBlog: astro-blog-starter-template serves a prerendered post page
@@ -138,6 +140,7 @@ func TestTemplateAstroBlog(t *testing.T) {
 	if r.status != 404 || !strings.Contains(string(r.body), "404") {
 		t.Errorf("GET /no/such/page: status %d %.300q, want 404 and the 404 page", r.status, r.body)
 	}
+	runTemplateSpec(t, "astro-blog-starter-template", url)
 }
 
 // todoID is the id TodoManager.create gives an item (crypto.randomUUID), as the page's
@@ -196,6 +199,7 @@ func TestTemplateToDoListKV(t *testing.T) {
 	if page = getOK(t, url+list, nil); strings.Contains(string(page.body), text) || todoID.Match(page.body) {
 		t.Errorf("reload after delete: %.800q, want the empty list", page.body)
 	}
+	runTemplateSpec(t, "to-do-list-kv-template", d.url)
 }
 
 // postForm submits a form as a browser without JavaScript does (a document POST,
@@ -258,6 +262,7 @@ func TestTemplateR2Explorer(t *testing.T) {
 	if up.StatusCode != http.StatusUnauthorized && up.StatusCode != http.StatusForbidden {
 		t.Errorf("upload to the readonly explorer: %d, want 401 or 403", up.StatusCode)
 	}
+	runTemplateSpec(t, "r2-explorer-template", d.url)
 }
 
 // startS3 runs config/dev/r2's S3-compatible store (its Secret, Deployment and

@@ -111,14 +111,12 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 }
 
-// buildR2Explorer builds the template as a user does (testenv.BuildProject). The
-// package-lock pins r2-explorer 1.1.10, which this machine's npm registry does not
-// serve; when npm ci fails on it, the nearest patch release served, 1.1.13, is
-// installed instead.
+// buildR2Explorer builds the template as a user does (testenv.BuildProject), with
+// r2-explorer 1.1.13 where its lockfile's 1.1.10 cannot be had (testenv.R2ExplorerBuild).
 func buildR2Explorer(t *testing.T) (dir, bundle string) {
 	t.Helper()
 	src := testenv.SharedFile(t, "testdata", "cloudflare-templates", "r2-explorer-template")
-	dir, bundle, err := testenv.BuildProject(src, t.TempDir(), testenv.InsteadOfMissing("r2-explorer-1.1.10.tgz", "r2-explorer@1.1.13"))
+	dir, bundle, err := testenv.BuildProject(src, t.TempDir(), testenv.R2ExplorerBuild)
 	if errors.Is(err, testenv.ErrNoNode) {
 		t.Skipf("the template is not built: %v", err)
 	}
