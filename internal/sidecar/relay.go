@@ -15,7 +15,7 @@ import (
 // (limits.go), so the sidecar's pod-IP ports share one set of caps.
 type RelayOptions struct {
 	MaxConns, MaxPerSource int
-	// HandshakeTimeout bounds the TLS handshake (without TLS: the client's first byte).
+	// HandshakeTimeout bounds the TLS handshake from the accept.
 	HandshakeTimeout time.Duration
 	// IdleTimeout closes a relayed connection with no byte either way for this long.
 	IdleTimeout time.Duration
@@ -39,8 +39,8 @@ type Relay struct {
 	handled sync.WaitGroup
 }
 
-// ListenRelay binds addr and relays to target; cfg nil relays plain TCP (a cluster
-// without internal TLS), still bounded by the caps, the first byte and idleness.
+// ListenRelay binds addr and relays to target, terminating TLS with cfg (its client
+// certificate requirement is enforced whatever cfg says).
 func ListenRelay(addr, target string, cfg *tls.Config, o RelayOptions) (*Relay, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -50,10 +50,8 @@ func ListenRelay(addr, target string, cfg *tls.Config, o RelayOptions) (*Relay, 
 	o.MaxPerSource = cmp.Or(o.MaxPerSource, DefaultCrossPodMaxPerSource)
 	o.HandshakeTimeout = cmp.Or(o.HandshakeTimeout, DefaultCrossPodHandshakeTimeout)
 	o.IdleTimeout = cmp.Or(o.IdleTimeout, DefaultRelayIdleTimeout)
-	if cfg != nil {
-		cfg = cfg.Clone()
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	}
+	cfg = cfg.Clone()
+	cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	return &Relay{l: newGuardListener(l, o.MaxConns, o.MaxPerSource), tls: cfg, target: target, o: o,
 		conns: map[net.Conn]struct{}{}}, nil
 }
@@ -135,18 +133,10 @@ func (r *Relay) handle(raw net.Conn) {
 	pipe(c, up, r.o.IdleTimeout)
 }
 
-// open completes the handshake (or, without TLS, waits for the first byte) within
-// the handshake timeout, and clears the deadline.
+// open completes the handshake within the handshake timeout (the first byte included:
+// a connection that never speaks is closed), then clears the deadline.
 func (r *Relay) open(raw net.Conn) (net.Conn, error) {
 	_ = raw.SetDeadline(time.Now().Add(r.o.HandshakeTimeout))
-	if r.tls == nil {
-		b := firstByteConn{Conn: raw}
-		if _, err := raw.Read(b.first[:]); err != nil {
-			return nil, err
-		}
-		_ = raw.SetDeadline(time.Time{})
-		return &b, nil
-	}
 	c := tls.Server(raw, r.tls)
 	if err := c.Handshake(); err != nil {
 		return nil, err
@@ -185,19 +175,4 @@ func (a activity) Read(p []byte) (int, error) {
 		a.t.Reset(a.idle)
 	}
 	return n, err
-}
-
-// firstByteConn replays the byte read to check the client speaks within the deadline.
-type firstByteConn struct {
-	net.Conn
-	first [1]byte
-	done  bool
-}
-
-func (c *firstByteConn) Read(p []byte) (int, error) {
-	if !c.done && len(p) > 0 {
-		c.done, p[0] = true, c.first[0]
-		return 1, nil
-	}
-	return c.Conn.Read(p)
 }
