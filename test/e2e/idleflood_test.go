@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"sync"
@@ -46,12 +45,6 @@ func TestIdleFloodOnWorkerdPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	victims := []*corev1.Pod{&chat[0], shard}
-	for _, c := range chat[0].Spec.InitContainers {
-		t.Logf("chat pod %s container %s args %v", chat[0].Status.PodIP, c.Name, c.Args)
-	}
-	if out, err := exec.Command("ss", "-ltnp").CombinedOutput(); err == nil {
-		t.Logf("listeners:\n%s", out)
-	}
 	restartsBefore := restarts(t, victims)
 	url := serviceURL(t, "chat") + "/rooms/e2e-flood/messages"
 	base := latencies(t, url, 200)
