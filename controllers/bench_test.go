@@ -37,7 +37,7 @@ func BenchmarkReconcileThousandWorkers(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cfg, err := env.Start()
+		cfg, err := testenv.StartEnv(env)
 		if err != nil {
 			b.Fatal(err)
 		}

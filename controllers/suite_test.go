@@ -46,7 +46,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cfg, err := env.Start()
+	cfg, err := testenv.StartEnv(env)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "envtest:", err)
 		return 1

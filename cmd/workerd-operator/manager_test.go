@@ -31,7 +31,7 @@ func TestManagerMetricsAuthenticated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := env.Start()
+	cfg, err := testenv.StartEnv(env)
 	if err != nil {
 		t.Fatal(err)
 	}

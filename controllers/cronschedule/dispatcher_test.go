@@ -61,7 +61,7 @@ func startFleet(t testing.TB) *fleet {
 	// a shared 2-core machine can take longer than envtest's default 20 s
 	env.ControlPlaneStartTimeout = 3 * time.Minute
 	env.ControlPlaneStopTimeout = time.Minute
-	cfg, err := env.Start()
+	cfg, err := testenv.StartEnv(env)
 	if err != nil {
 		t.Fatalf("envtest: %v", err)
 	}

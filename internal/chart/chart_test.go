@@ -528,7 +528,7 @@ func startAPIServer(t *testing.T) *rest.Config {
 	}
 	env.CRDDirectoryPaths = nil
 	env.ErrorIfCRDPathMissing = false
-	cfg, err := env.Start()
+	cfg, err := testenv.StartEnv(env)
 	if err != nil {
 		t.Fatal(err)
 	}

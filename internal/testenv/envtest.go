@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,10 +46,28 @@ func Start(t testing.TB) *rest.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := env.Start()
+	cfg, err := StartEnv(env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 	return cfg
+}
+
+// StartEnv starts env. envtest gives the API server 5 s to create the default namespace
+// once it is up; on a loaded 2-core machine that can take longer, so a start that fails
+// only for that is stopped and tried again, up to 3 times.
+func StartEnv(env *envtest.Environment) (*rest.Config, error) {
+	var err error
+	for range 3 {
+		var cfg *rest.Config
+		if cfg, err = env.Start(); err == nil {
+			return cfg, nil
+		}
+		if !strings.Contains(err.Error(), "default namespace didn't register") {
+			return nil, err
+		}
+		_ = env.Stop()
+	}
+	return nil, err
 }

@@ -132,7 +132,7 @@ func (s *suite) start() error {
 	}
 	s.env = env
 	ctrl.SetLogger(logr.Discard())
-	cfg, err := env.Start()
+	cfg, err := testenv.StartEnv(env)
 	if err != nil {
 		return err
 	}
