@@ -85,9 +85,13 @@ func RunSpec(spec, templateURL string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(spec); err != nil {
+	// Node resolves the spec's imports from its real path: the config's "./fixtures"
+	// mapping compares directories, so it gets the real one (../shared may be a link).
+	real, err := filepath.EvalSymlinks(spec)
+	if err != nil {
 		return fmt.Errorf("playwright: spec: %w", err)
 	}
+	spec = real
 	out, err := os.MkdirTemp("", "workerd-operator-playwright-")
 	if err != nil {
 		return err
