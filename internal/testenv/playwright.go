@@ -86,7 +86,8 @@ func RunSpec(spec, templateURL string) error {
 		return err
 	}
 	// Node resolves the spec's imports from its real path: the config's "./fixtures"
-	// mapping compares directories, so it gets the real one (../shared may be a link).
+	// mapping compares directories, so it gets the real one (the shared data directory
+	// may be a symbolic link).
 	real, err := filepath.EvalSymlinks(spec)
 	if err != nil {
 		return fmt.Errorf("playwright: spec: %w", err)

@@ -118,9 +118,14 @@ func intruderWorker(t *testing.T) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: intruderNS}}
-	if err := k8sClient.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
-		t.Fatal(err)
-	}
+	// An earlier test's intruder namespace may still be terminating: wait for it to go.
+	eventually(t, 3*time.Minute, "namespace "+intruderNS+" created", func() error {
+		cur := &corev1.Namespace{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Name: intruderNS}, cur); err == nil && cur.DeletionTimestamp != nil {
+			return fmt.Errorf("namespace %s is still terminating", intruderNS)
+		}
+		return client.IgnoreAlreadyExists(k8sClient.Create(ctx, ns.DeepCopy()))
+	})
 	w := &fleetv1alpha1.Worker{
 		ObjectMeta: metav1.ObjectMeta{Namespace: intruderNS, Name: "intruder"},
 		Spec: fleetv1alpha1.WorkerSpec{

@@ -97,6 +97,11 @@ func roomShard(t *testing.T, base, name string) int32 {
 // 1012 within its grace period, and clients reconnect to the room's stored state.
 func TestDurableObjectWebSockets(t *testing.T) {
 	bases := newWSRoom(t)
+	// The shards may still be rolling from their first renders: a client of a shard
+	// being replaced is refused, and that is not what this test is about.
+	eventually(t, 4*time.Minute, "the wsrooms shards settled", func() error {
+		return statefulSetRolled(context.Background(), render.ShardSetName("wsrooms"), 0)
+	})
 	t.Run("200 clients in 20 rooms", func(t *testing.T) {
 		const rooms, clients, each = 20, 10, 2
 		conns := make([][]*websocket.Conn, rooms)
