@@ -126,15 +126,10 @@ func TestDurableObjectNamespaceChildren(t *testing.T) {
 				t.Fatal("no workerd container")
 			}
 			args := strings.Join(wd.Args, " ")
-			// workerd serves the gateway on the loopback; the sidecar fronts the pod IP's
-			// port (docs/pod-contract.md).
-			for _, want := range []string{"--socket-addr=gateway=127.0.0.1:9193", "--directory-path=do-storage=/var/lib/workerd/do"} {
+			for _, want := range []string{"--socket-addr=gateway=$(POD_IP):9093", "--directory-path=do-storage=/var/lib/workerd/do"} {
 				if !strings.Contains(args, want) {
 					t.Errorf("args %q lack %q", args, want)
 				}
-			}
-			if sc := containerArgs(pod, podcontract.SidecarContainer); !strings.Contains(sc, "--front=gateway=$(POD_IP):9093=127.0.0.1:9193") {
-				t.Errorf("sidecar args %q do not front the gateway port", sc)
 			}
 			mounted := false
 			for _, m := range wd.VolumeMounts {

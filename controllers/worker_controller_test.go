@@ -98,15 +98,9 @@ func TestWorkerChildren(t *testing.T) {
 			t.Errorf("image = %q, want the pinned %q", c.Image, testOpts.WorkerdImage)
 		}
 		args := strings.Join(c.Args, " ")
-		for _, want := range []string{"serve", "--experimental", "/etc/workerd/config.capnp", "--socket-addr=http=$(POD_IP):8080", "--socket-addr=health=$(POD_IP):9090", "--socket-addr=trigger=127.0.0.1:9191"} {
+		for _, want := range []string{"serve", "--experimental", "/etc/workerd/config.capnp", "--socket-addr=http=$(POD_IP):8080", "--socket-addr=health=$(POD_IP):9090", "--socket-addr=trigger=$(POD_IP):9091"} {
 			if !strings.Contains(args, want) {
 				t.Errorf("args %q lack %q", args, want)
-			}
-		}
-		// The sidecar fronts the pod IP's trigger and rpc ports (docs/pod-contract.md).
-		for _, want := range []string{"--front=trigger=$(POD_IP):9091=127.0.0.1:9191", "--front=rpc=$(POD_IP):9095=127.0.0.1:9195"} {
-			if sc := containerArgs(pod, podcontract.SidecarContainer); !strings.Contains(sc, want) {
-				t.Errorf("sidecar args %q lack %q", sc, want)
 			}
 		}
 		if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Port.IntValue() != 9090 {
@@ -484,14 +478,4 @@ func assertControlledBy(t *testing.T, obj metav1.Object, owner *fleetv1alpha1.Wo
 	if ref == nil || ref.UID != owner.UID || ref.Kind != "Worker" || !ptr.Deref(ref.BlockOwnerDeletion, false) {
 		t.Errorf("%s: controller reference %+v, want the Worker %s with blockOwnerDeletion (garbage collection deletes it with the Worker)", obj.GetName(), ref, owner.Name)
 	}
-}
-
-// containerArgs joins the arguments of the pod template's container name.
-func containerArgs(pod corev1.PodSpec, name string) string {
-	for _, c := range append(pod.InitContainers, pod.Containers...) {
-		if c.Name == name {
-			return strings.Join(c.Args, " ")
-		}
-	}
-	return ""
 }
