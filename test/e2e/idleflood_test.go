@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,12 +25,6 @@ import (
 func floodPerPort() int {
 	if n, err := strconv.Atoi(os.Getenv("E2E_FLOOD_PER_PORT")); err == nil && n > 0 {
 		return n
-	}
-	// This process is also the local cluster's node and service proxy: leave it 4,000
-	// descriptors of its limit besides the flood.
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < 16000 {
-		return max(500, (int(lim.Cur)-4000)/3)
 	}
 	return 4000
 }
