@@ -80,17 +80,9 @@ func Fronted(name string) (FrontedSocket, bool) {
 	return FrontedSocket{}, false
 }
 
-// ReservedPorts are the pod's own ports besides the http socket, the fronted sockets'
-// inner ones included: spec.service.port may not take one of them.
-var ReservedPorts = reservedPorts()
-
-func reservedPorts() []int32 {
-	out := []int32{HealthPort, TriggerPort, SidecarPort, GatewayPort, RunnerPort, RPCPort}
-	for _, f := range FrontedSockets {
-		out = append(out, f.InnerPort)
-	}
-	return out
-}
+// ReservedPorts are the pod's own ports besides the http socket: spec.service.port may
+// not take one of them.
+var ReservedPorts = []int32{HealthPort, TriggerPort, SidecarPort, GatewayPort, RunnerPort, RPCPort}
 
 // DevRegistryPort is the port of the local cluster's OCI registry (`make dev`), on
 // 127.0.0.1: `import --image localhost:5001/NAME --push` pushes there and the local
