@@ -29,12 +29,6 @@ const (
 	// DefaultCrossPodHandshakeTimeout is Options.CrossPodHandshakeTimeout: the TLS
 	// handshake, then the request headers, each get this long.
 	DefaultCrossPodHandshakeTimeout = 5 * time.Second
-	// DefaultRelayIdleTimeout is RelayOptions.IdleTimeout: a relayed workerd connection
-	// (relay.go) with no byte either way for this long is closed. Only authenticated
-	// peers (pods of the namespace, the manager) get past the handshake, and a Durable
-	// Object or RPC call in flight sends nothing while it works, so this bounds leaked
-	// connections, not attackers: the handshake timeout does that.
-	DefaultRelayIdleTimeout = 5 * time.Minute
 	// crossPodIdleTimeout closes a cross-pod keep-alive connection nobody uses.
 	crossPodIdleTimeout = 30 * time.Second
 	// readHeaderTimeout bounds the request line and headers; idleTimeout closes a
