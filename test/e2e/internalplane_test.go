@@ -162,9 +162,16 @@ func victimPods(t *testing.T) map[string]*corev1.Pod {
 	out := map[string]*corev1.Pod{}
 	for target, name := range map[string]string{"shard": "rooms-do-0", "engine": "orders-wf-0"} {
 		p := &corev1.Pod{}
-		if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: sampleNS, Name: name}, p); err != nil {
-			t.Fatal(err)
-		}
+		// A sample's pod may be in a rollout: probe it once it serves again.
+		eventually(t, 4*time.Minute, name+" ready", func() error {
+			if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: sampleNS, Name: name}, p); err != nil {
+				return err
+			}
+			if !podReady(p) || p.DeletionTimestamp != nil {
+				return fmt.Errorf("pod %s not ready", name)
+			}
+			return nil
+		})
 		out[target] = p
 	}
 	pods := workerPods(t, "hello")
