@@ -1,11 +1,11 @@
 package main
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/workerd-operator/workerd-operator/internal/deploy"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -38,8 +38,8 @@ func TestDeployDryRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs the template's dependencies with npm")
 	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Skip("npm is not installed")
+	if _, err := deploy.NodeDir(); err != nil {
+		t.Skip(err) // the pinned Node 22 and its npm (make tools, hack/install-node.sh)
 	}
 	bin := buildCommand(t)
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))

@@ -3,7 +3,6 @@ package deploy
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -79,9 +78,6 @@ func fakeWrangler(t *testing.T, dir string) {
 // and how wrangler ran, another Node program is untouched, and `wrangler d1 migrations
 // apply --remote` does not run (it would need a Cloudflare account).
 func TestHookCapturesDeploy(t *testing.T) {
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Skip("npm is not installed")
-	}
 	if _, err := NodeDir(); err != nil {
 		t.Skip(err)
 	}
@@ -117,9 +113,6 @@ func TestHookCapturesDeploy(t *testing.T) {
 // TestBuildErrors: a deploy path without wrangler deploy, and a failing script, are
 // errors naming what ran, with the script's own output.
 func TestBuildErrors(t *testing.T) {
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Skip("npm is not installed")
-	}
 	if _, err := NodeDir(); err != nil {
 		t.Skip(err)
 	}
