@@ -155,6 +155,21 @@ const (
 	// GeoIPDir is where the sidecar of a Worker pod mounts the operator's GeoIP image
 	// (manager --request-cf-geoip-image): every *.mmdb file in it is read.
 	GeoIPDir = "/etc/workerd-operator/geoip"
+	// BackupConfigEnv holds the sidecar's continuous backup target as JSON
+	// (backup.Config) on the pods of a store with spec.backup (docs/backup.md); the
+	// restore init container reads it too, to recover a lost volume.
+	BackupConfigEnv = "WORKERD_OPERATOR_BACKUP"
+	// BackupAccessKeyIDEnv and BackupSecretAccessKeyEnv carry the backup bucket's
+	// credentials, from spec.backup.s3.credentialsSecret (secretKeyRef only).
+	BackupAccessKeyIDEnv     = "WORKERD_OPERATOR_BACKUP_ACCESS_KEY_ID"
+	BackupSecretAccessKeyEnv = "WORKERD_OPERATOR_BACKUP_SECRET_ACCESS_KEY"
+	// RestoreConfigEnv holds spec.restore as JSON (backup.Config with its point in
+	// time) for the restore init container of a store that starts from a backup.
+	RestoreConfigEnv = "WORKERD_OPERATOR_RESTORE"
+	// RestoreAccessKeyIDEnv and RestoreSecretAccessKeyEnv carry the restore source's
+	// credentials, from spec.restore.s3.credentialsSecret.
+	RestoreAccessKeyIDEnv     = "WORKERD_OPERATOR_RESTORE_ACCESS_KEY_ID"
+	RestoreSecretAccessKeyEnv = "WORKERD_OPERATOR_RESTORE_SECRET_ACCESS_KEY"
 	// PodIPEnv is the container env var holding the pod IP (downward API).
 	PodIPEnv = "POD_IP"
 	// MemoryLimitEnv is the sidecar's env var holding its container's memory limit in
@@ -177,6 +192,12 @@ const (
 	ImageCheckContainer = "image-check"
 	// ImageCheckCommand is the subcommand of the operator's binary it runs.
 	ImageCheckCommand = "check-image-volumes"
+	// RestoreContainer is the init container of a store's pod with spec.backup or
+	// spec.restore: before workerd starts, it fills an empty volume from the backup
+	// (docs/backup.md) and fails, so the pod never serves, when that is impossible.
+	RestoreContainer = "restore"
+	// RestoreCommand is the subcommand of the operator's binary it runs.
+	RestoreCommand = "restore-store"
 	// RunAsUser is distroless's "nonroot" user.
 	RunAsUser = 65532
 )
@@ -202,6 +223,9 @@ const (
 	AssetsDir = ConfigDir + "/" + AssetsSubdir
 	// SidecarDataDir is the sidecar's state directory (a PVC on shard and engine pods).
 	SidecarDataDir = "/var/lib/workerd-operator"
+	// BackupStateDir keeps the backup's local state (litestream's positions and LTX
+	// files not yet compacted) and the volume's restore marker, on the store's PVC.
+	BackupStateDir = SidecarDataDir + "/backup"
 )
 
 // Labels and annotations on every child object and pod.
