@@ -31,6 +31,7 @@ func newRootCommand() *cobra.Command {
 		newManagerCommand(),
 		newSidecarCommand(),
 		newImageCheckCommand(),
+		newRestoreStoreCommand(),
 		newRenderCommand(),
 		newImportCommand(),
 		newDeployCommand(),

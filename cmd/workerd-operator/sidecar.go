@@ -118,6 +118,9 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 	if err := attachRequestCF(srv, o.requestCF, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
+	if err := attachBackup(cmd.Context(), srv, cmd.ErrOrStderr()); err != nil {
+		return err
+	}
 	if err := srv.Listen(); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ package backup
 
 import (
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -132,3 +133,8 @@ func (o *Options) defaults() {
 		o.ScanInterval = defaultScanInterval
 	}
 }
+
+// detachAWSEnvironment drops AWS_CA_BUNDLE from the process: the AWS SDK under
+// litestream refuses it together with litestream's own HTTP client, and a backup's
+// trust comes from its Target, never from the environment a process happens to have.
+func detachAWSEnvironment() { _ = os.Unsetenv("AWS_CA_BUNDLE") }

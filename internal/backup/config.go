@@ -48,8 +48,8 @@ func ConfigFromEnv(name, keyEnv, secretEnv string) (c Config, t Target, ok bool,
 	return c, t, true, nil
 }
 
-// durations parses Retention and SnapshotInterval ("" is the default).
-func (c Config) durations() (retention, snapshots time.Duration, err error) {
+// Durations parses Retention and SnapshotInterval ("" is the default).
+func (c Config) Durations() (retention, snapshots time.Duration, err error) {
 	for _, d := range []struct {
 		s   string
 		dst *time.Duration
@@ -64,8 +64,8 @@ func (c Config) durations() (retention, snapshots time.Duration, err error) {
 	return retention, snapshots, nil
 }
 
-// pointInTime parses PointInTime ("" is the zero time: the newest position).
-func (c Config) pointInTime() (time.Time, error) {
+// PointInTimeValue parses PointInTime ("" is the zero time: the newest position).
+func (c Config) PointInTimeValue() (time.Time, error) {
 	if c.PointInTime == "" {
 		return time.Time{}, nil
 	}

@@ -26,8 +26,9 @@ type Replicator struct {
 	mu  sync.Mutex
 	dbs map[string]*litestream.DB // by path relative to opts.Dir
 
-	stop chan struct{}
-	done chan struct{}
+	started time.Time
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // Start opens the replicator and begins shipping the files already in o.Dir; it
@@ -36,6 +37,7 @@ func Start(ctx context.Context, o Options, log logr.Logger) (*Replicator, error)
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	detachAWSEnvironment()
 	if o.Dir == "" || o.StateDir == "" {
 		return nil, errors.New("backup: the store's directory and the state directory are required")
 	}
@@ -46,7 +48,7 @@ func Start(ctx context.Context, o Options, log logr.Logger) (*Replicator, error)
 	if err := store.Open(ctx); err != nil {
 		return nil, fmt.Errorf("backup: open: %w", err)
 	}
-	r := &Replicator{opts: o, log: log, store: store, dbs: map[string]*litestream.DB{},
+	r := &Replicator{opts: o, log: log, store: store, dbs: map[string]*litestream.DB{}, started: time.Now(),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if err := r.Scan(ctx); err != nil {
 		_ = store.Close(ctx)
@@ -157,9 +159,11 @@ func databaseFiles(dir string) (map[string]struct{}, error) {
 type Position struct {
 	// File is the database's path relative to the store's directory.
 	File string
-	// TXID is the last transaction shipped; LastSync when it was confirmed.
+	// TXID is the last transaction shipped; LastSync when a sync last succeeded.
 	TXID     uint64
 	LastSync time.Time
+	// Pending is true while the file holds a committed transaction not yet shipped.
+	Pending bool
 }
 
 // Positions reports every shipped database's position, by file.
@@ -171,6 +175,9 @@ func (r *Replicator) Positions() []Position {
 		p := Position{File: rel, LastSync: db.LastSuccessfulSyncAt()}
 		if db.Replica != nil {
 			p.TXID = uint64(db.Replica.Pos().TXID)
+		}
+		if local, err := db.Pos(); err == nil && uint64(local.TXID) > p.TXID {
+			p.Pending = true
 		}
 		out = append(out, p)
 	}

@@ -38,6 +38,7 @@ func List(ctx context.Context, t Target, ordinal int32, owns func(id string) boo
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
+	detachAWSEnvironment()
 	mc, err := t.minio()
 	if err != nil {
 		return nil, err

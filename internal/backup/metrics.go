@@ -1,0 +1,41 @@
+package backup
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collectors are the replicator's series for the sidecar's /metrics (docs/backup.md):
+// how many databases it ships and how far the backup lags behind the newest commit.
+func (r *Replicator) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "workerd_operator_backup_databases",
+			Help: "Database files of the store this pod ships to its backup.",
+		}, func() float64 { return float64(len(r.Positions())) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "workerd_operator_backup_lag_seconds",
+			Help: "Age of the oldest shipping position among files holding a commit not yet shipped (0 when all are shipped).",
+		}, func() float64 { return r.Lag(time.Now()).Seconds() }),
+	}
+}
+
+// Lag is how long the oldest unshipped commit may have waited, at now: the time since
+// the last successful sync of the most behind file with a pending commit.
+func (r *Replicator) Lag(now time.Time) time.Duration {
+	var lag time.Duration
+	for _, p := range r.Positions() {
+		if !p.Pending {
+			continue
+		}
+		since := now.Sub(p.LastSync)
+		if p.LastSync.IsZero() {
+			since = now.Sub(r.started)
+		}
+		if since > lag {
+			lag = since
+		}
+	}
+	return lag
+}
