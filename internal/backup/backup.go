@@ -1,28 +1,31 @@
 // Package backup ships a store's SQLite files continuously to an S3-compatible bucket
-// and restores them, to the newest position or to a point in time (docs/backup.md).
+// and restores them, to the newest state or to a point in time (docs/backup.md).
 //
 // A store is workerd's localDisk directory of a shard or data-host pod:
 // <dir>/<uniqueKey>/<object id>.sqlite, one file per Durable Object, and
-// <dir>/<uniqueKey>/metadata.sqlite, the shard's alarms. Each file is one litestream
-// database: litestream copies its WAL frames into LTX files, uploads them within a
-// second of the commit, compacts them and takes snapshots, all without blocking the
-// writer (it reads the WAL that workerd's SQLite writes, in another process).
+// <dir>/<uniqueKey>/metadata.sqlite, the shard's alarms. Every second each file that
+// changed is read in one read transaction (sqlite_dbpage) and the pages that differ
+// from the last shipped state are uploaded as a delta; a full copy starts each chain.
+// Nothing here writes to or locks the databases: workerd's SQLite has no busy
+// handler, so a writer in another process (litestream checkpoints, for one) fails the
+// Worker's own writes with SQLITE_BUSY.
 //
-// Keys in the bucket: an object's file lives under <prefix>/objects/<uniqueKey>/<id>.sqlite,
-// whichever shard wrote it, so a shard restores the objects it owns under any shard
-// count (render.ShardFor); a shard's metadata lives under
-// <prefix>/shards/<ordinal>/<uniqueKey>/metadata.sqlite.
+// Keys in the bucket: an object's files live under <prefix>/objects/<uniqueKey>/<id>.sqlite/,
+// whichever shard wrote them, so a shard restores the objects it owns under any shard
+// count (render.ShardFor); a shard's metadata under
+// <prefix>/shards/<ordinal>/<uniqueKey>/metadata.sqlite/. Each file is
+// <label>.<full|delta|deleted>, label the Unix time in nanoseconds after its pages
+// were read: a restore to time T applies the newest full at or before T and the
+// deltas after it up to T.
 package backup
 
 import (
 	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/benbjohnson/litestream/s3"
 )
 
 // Target is a bucket and the key prefix of one store's backup in it.
@@ -61,20 +64,6 @@ func (t Target) Validate() error {
 	return nil
 }
 
-// client is litestream's S3 replica client for the database whose keys start at key.
-func (t Target) client(key string) *s3.ReplicaClient {
-	c := s3.NewReplicaClient()
-	c.Endpoint, c.Bucket, c.Path = t.Endpoint, t.Bucket, key
-	c.Region = t.Region
-	if c.Region == "" {
-		c.Region = DefaultRegion
-	}
-	c.AccessKeyID, c.SecretAccessKey = t.AccessKeyID, t.SecretAccessKey
-	// Self-hosted S3 servers (versitygw, MinIO, Ceph) address buckets by path.
-	c.ForcePathStyle = true
-	return c
-}
-
 // keyOf is the key prefix of the database at rel (a path relative to the store's
 // directory: "<uniqueKey>/<file>.sqlite") written by shard ordinal; ok is false for
 // a file that is not a database of workerd's layout.
@@ -106,8 +95,9 @@ type Options struct {
 	Ordinal int32
 	// Retention is how far back a restore can go (default DefaultRetention).
 	Retention time.Duration
-	// SnapshotInterval is how often each database is snapshotted (default
-	// DefaultSnapshotInterval).
+	// SnapshotInterval is how often each database gets a full copy at most; deltas
+	// in between (default DefaultSnapshotInterval). A full is also written once the
+	// deltas since the last add up to half the database.
 	SnapshotInterval time.Duration
 	// ScanInterval is how often Dir is listed for new and removed files (default 1 s).
 	ScanInterval time.Duration
@@ -118,7 +108,7 @@ const (
 	// DefaultRetention is D1 Time Travel's window
 	// (https://developers.cloudflare.com/d1/reference/time-travel/).
 	DefaultRetention        = 30 * 24 * time.Hour
-	DefaultSnapshotInterval = 24 * time.Hour
+	DefaultSnapshotInterval = time.Hour
 	defaultScanInterval     = time.Second
 )
 
@@ -133,8 +123,3 @@ func (o *Options) defaults() {
 		o.ScanInterval = defaultScanInterval
 	}
 }
-
-// detachAWSEnvironment drops AWS_CA_BUNDLE from the process: the AWS SDK under
-// litestream refuses it together with litestream's own HTTP client, and a backup's
-// trust comes from its Target, never from the environment a process happens to have.
-func detachAWSEnvironment() { _ = os.Unsetenv("AWS_CA_BUNDLE") }

@@ -14,6 +14,21 @@ func (r *Replicator) Collectors() []prometheus.Collector {
 			Name: "workerd_operator_backup_databases",
 			Help: "Database files of the store this pod ships to its backup.",
 		}, func() float64 { return float64(len(r.Positions())) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "workerd_operator_backup_shipped_bytes_total",
+			Help: "Bytes of backup files uploaded (compressed pages).",
+		}, func() float64 { return float64(r.shippedBytes.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "workerd_operator_backup_volume_lost",
+			Help: "1 when the store's directory was wiped under the running pod: shipping stopped; restart the pod to restore it.",
+		}, func() float64 {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.lost {
+				return 1
+			}
+			return 0
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "workerd_operator_backup_lag_seconds",
 			Help: "Age of the oldest shipping position among files holding a commit not yet shipped (0 when all are shipped).",
@@ -29,8 +44,8 @@ func (r *Replicator) Lag(now time.Time) time.Duration {
 		if !p.Pending {
 			continue
 		}
-		since := now.Sub(p.LastSync)
-		if p.LastSync.IsZero() {
+		since := now.Sub(p.Shipped)
+		if p.Shipped.IsZero() {
 			since = now.Sub(r.started)
 		}
 		if since > lag {

@@ -5,54 +5,64 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/benbjohnson/litestream"
 	"github.com/go-logr/logr"
+	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/errgroup"
 )
 
 // Replicator ships every database file of a store's directory to its Target, from the
-// moment the file appears until it is removed (Start, Close).
+// moment the file appears (Start, Close). It only ever reads the files, in read
+// transactions: workerd's SQLite has no busy handler, so a lock taken by another
+// process would fail the Worker's writes.
 type Replicator struct {
-	opts  Options
-	log   logr.Logger
-	store *litestream.Store
+	opts Options
+	log  logr.Logger
+	mc   *minio.Client
 
 	mu  sync.Mutex
-	dbs map[string]*litestream.DB // by path relative to opts.Dir
+	dbs map[string]*shipper // by path relative to opts.Dir
+	// guarded: opts.Dir held VolumeMarker at Start; lost: it no longer does (the
+	// directory was wiped under the pod), so nothing is recorded as deleted.
+	guarded, lost bool
 
-	started time.Time
-	stop    chan struct{}
-	done    chan struct{}
+	// passMu makes passes one at a time: a shipper is shipped by one pass.
+	passMu       sync.Mutex
+	shippedBytes atomic.Int64
+	started      time.Time
+	stop, done   chan struct{}
 }
 
-// Start opens the replicator and begins shipping the files already in o.Dir; it
-// lists o.Dir every o.ScanInterval for new and removed files until Close.
+// shipConcurrency bounds the files read and uploaded at once.
+const shipConcurrency = 4
+
+// Start begins shipping o.Dir: every o.ScanInterval it lists the directory and ships
+// what changed, until Close.
 func Start(ctx context.Context, o Options, log logr.Logger) (*Replicator, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	detachAWSEnvironment()
 	if o.Dir == "" || o.StateDir == "" {
 		return nil, errors.New("backup: the store's directory and the state directory are required")
 	}
 	o.defaults()
-	store := litestream.NewStore(nil, litestream.DefaultCompactionLevels)
-	store.SnapshotInterval, store.SnapshotRetention = o.SnapshotInterval, o.Retention
-	store.Logger = slog.New(logr.ToSlogHandler(log.WithName("litestream")))
-	if err := store.Open(ctx); err != nil {
-		return nil, fmt.Errorf("backup: open: %w", err)
-	}
-	r := &Replicator{opts: o, log: log, store: store, dbs: map[string]*litestream.DB{}, started: time.Now(),
-		stop: make(chan struct{}), done: make(chan struct{})}
-	if err := r.Scan(ctx); err != nil {
-		_ = store.Close(ctx)
+	mc, err := o.minio()
+	if err != nil {
 		return nil, err
+	}
+	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
+		return nil, err
+	}
+	r := &Replicator{opts: o, log: log, mc: mc, dbs: map[string]*shipper{}, started: time.Now(),
+		guarded: exists(filepath.Join(o.Dir, VolumeMarker)), stop: make(chan struct{}), done: make(chan struct{})}
+	if err := r.pass(ctx, false); err != nil {
+		log.Error(err, "backup: first pass failed; retrying", "dir", o.Dir)
 	}
 	go r.loop()
 	return r, nil
@@ -67,64 +77,97 @@ func (r *Replicator) loop() {
 		case <-r.stop:
 			return
 		case <-t.C:
-			if err := r.Scan(context.Background()); err != nil {
-				r.log.Error(err, "backup: scan failed; retrying", "dir", r.opts.Dir)
+			if err := r.pass(context.Background(), false); err != nil {
+				r.log.Error(err, "backup: pass failed; retrying", "dir", r.opts.Dir)
 			}
 		}
 	}
 }
 
-// Scan registers the database files of the directory not yet shipped and stops
-// shipping those that are gone.
-func (r *Replicator) Scan(ctx context.Context) error {
+// pass lists the directory and ships every file that changed (all, with force).
+func (r *Replicator) pass(ctx context.Context, force bool) error {
+	r.passMu.Lock()
+	defer r.passMu.Unlock()
+	ships, gone, err := r.scan()
+	if err != nil {
+		return err
+	}
+	for _, s := range gone {
+		r.forget(ctx, s)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(shipConcurrency)
+	var mu sync.Mutex
+	var errs []error
+	for _, s := range ships {
+		g.Go(func() error {
+			err := s.ship(gctx, r, force)
+			if errors.Is(err, errGone) {
+				r.forget(ctx, s)
+				err = nil
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("backup: %s: %w", s.rel, err))
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return errors.Join(errs...)
+}
+
+// scan registers the directory's new database files and returns every registered one
+// and those that are gone.
+func (r *Replicator) scan() (ships, gone []*shipper, err error) {
 	found, err := databaseFiles(r.opts.Dir)
 	if err != nil {
-		return fmt.Errorf("backup: list %s: %w", r.opts.Dir, err)
+		return nil, nil, fmt.Errorf("backup: list %s: %w", r.opts.Dir, err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for rel := range r.dbs {
+	if r.guarded && !r.lost && !exists(filepath.Join(r.opts.Dir, VolumeMarker)) {
+		r.lost = true
+		r.log.Error(errors.New("volume marker gone"), "backup: the store's directory was wiped under the pod; shipping stops and nothing is recorded as deleted; the pod must be restarted to restore it (docs/backup.md)", "dir", r.opts.Dir)
+	}
+	if r.lost {
+		return nil, nil, nil
+	}
+	for rel, s := range r.dbs {
 		if _, ok := found[rel]; !ok {
-			r.log.Info("backup: database removed; its backup stays", "file", rel)
-			if err := r.store.UnregisterDB(ctx, r.dbs[rel].Path()); err != nil {
-				r.log.Error(err, "backup: stop shipping", "file", rel)
-			}
-			delete(r.dbs, rel)
+			gone = append(gone, s)
 		}
 	}
-	var errs []error
 	for rel := range found {
 		if _, ok := r.dbs[rel]; ok {
 			continue
 		}
-		if err := r.register(ctx, rel); err != nil {
-			errs = append(errs, err)
+		if key, ok := r.opts.keyOf(rel, r.opts.Ordinal); ok {
+			r.dbs[rel] = &shipper{rel: rel, path: filepath.Join(r.opts.Dir, rel), key: key}
 		}
 	}
-	return errors.Join(errs...)
+	for _, s := range r.dbs {
+		ships = append(ships, s)
+	}
+	return ships, gone, nil
 }
 
-func (r *Replicator) register(ctx context.Context, rel string) error {
-	key, ok := r.opts.keyOf(rel, r.opts.Ordinal)
-	if !ok {
-		return nil
+// forget stops shipping a removed file and records its removal, so a restore to a
+// later time does not bring it back.
+func (r *Replicator) forget(ctx context.Context, s *shipper) {
+	r.mu.Lock()
+	if r.dbs[s.rel] != s || r.lost {
+		r.mu.Unlock()
+		return
 	}
-	db := litestream.NewDB(filepath.Join(r.opts.Dir, rel))
-	db.SetMetaPath(filepath.Join(r.opts.StateDir, rel+litestream.MetaDirSuffix))
-	client := r.opts.client(key)
-	if err := client.Init(ctx); err != nil {
-		return fmt.Errorf("backup: %s: %w", rel, err)
+	delete(r.dbs, s.rel)
+	r.mu.Unlock()
+	if err := s.upload(ctx, r, kindDeleted, func(*os.File) error { return nil }); err != nil {
+		r.log.Error(err, "backup: record a removed database", "file", s.rel)
+		return
 	}
-	db.Replica = litestream.NewReplicaWithClient(db, client)
-	if err := os.MkdirAll(filepath.Dir(db.MetaPath()), 0o700); err != nil {
-		return fmt.Errorf("backup: %s: %w", rel, err)
-	}
-	if err := r.store.RegisterDB(db); err != nil {
-		return fmt.Errorf("backup: %s: %w", rel, err)
-	}
-	r.dbs[rel] = db
-	r.log.Info("backup: shipping", "file", rel, "key", key)
-	return nil
+	r.log.Info("backup: database removed; recorded", "file", s.rel)
 }
 
 // databaseFiles lists dir's database files in workerd's layout, as paths relative to
@@ -159,25 +202,21 @@ func databaseFiles(dir string) (map[string]struct{}, error) {
 type Position struct {
 	// File is the database's path relative to the store's directory.
 	File string
-	// TXID is the last transaction shipped; LastSync when a sync last succeeded.
-	TXID     uint64
-	LastSync time.Time
-	// Pending is true while the file holds a committed transaction not yet shipped.
+	// Shipped is when its last change was shipped (or found unchanged).
+	Shipped time.Time
+	// Pending is true while the file holds a change not yet shipped.
 	Pending bool
 }
 
-// Positions reports every shipped database's position, by file.
+// Positions reports every database's position, by file.
 func (r *Replicator) Positions() []Position {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]Position, 0, len(r.dbs))
-	for rel, db := range r.dbs {
-		p := Position{File: rel, LastSync: db.LastSuccessfulSyncAt()}
-		if db.Replica != nil {
-			p.TXID = uint64(db.Replica.Pos().TXID)
-		}
-		if local, err := db.Pos(); err == nil && uint64(local.TXID) > p.TXID {
-			p.Pending = true
+	for rel, s := range r.dbs {
+		p := Position{File: rel, Pending: s.pending.Load() || s.shipped.Load() == 0}
+		if n := s.shipped.Load(); n > 0 {
+			p.Shipped = time.Unix(0, n)
 		}
 		out = append(out, p)
 	}
@@ -185,26 +224,12 @@ func (r *Replicator) Positions() []Position {
 	return out
 }
 
-// Sync ships every database's committed transactions now and waits for the upload.
-func (r *Replicator) Sync(ctx context.Context) error {
-	r.mu.Lock()
-	dbs := make([]*litestream.DB, 0, len(r.dbs))
-	for _, db := range r.dbs {
-		dbs = append(dbs, db)
-	}
-	r.mu.Unlock()
-	var errs []error
-	for _, db := range dbs {
-		if err := db.SyncAndWait(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("backup: sync %s: %w", db.Path(), err))
-		}
-	}
-	return errors.Join(errs...)
-}
+// Sync ships every change committed before it was called and returns once uploaded.
+func (r *Replicator) Sync(ctx context.Context) error { return r.pass(ctx, true) }
 
-// Close ships what is committed and stops.
+// Close stops the loop and ships what is committed.
 func (r *Replicator) Close(ctx context.Context) error {
 	close(r.stop)
 	<-r.done
-	return r.store.Close(ctx)
+	return r.pass(ctx, true)
 }

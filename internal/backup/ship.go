@@ -1,0 +1,202 @@
+package backup
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/minio/minio-go/v7"
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+)
+
+// Kinds of backup file (the key's extension).
+const (
+	kindFull    = "full"
+	kindDelta   = "delta"
+	kindDeleted = "deleted"
+)
+
+// fileStat is what tells a database file changed without reading it: every commit
+// appends to the WAL, every checkpoint writes the main file.
+type fileStat struct {
+	dbSize, walSize int64
+	dbMod, walMod   time.Time
+}
+
+func statOf(path string) (fileStat, error) {
+	db, err := os.Stat(path)
+	if err != nil {
+		return fileStat{}, err
+	}
+	s := fileStat{dbSize: db.Size(), dbMod: db.ModTime()}
+	if wal, err := os.Stat(path + "-wal"); err == nil {
+		s.walSize, s.walMod = wal.Size(), wal.ModTime()
+	}
+	return s, nil
+}
+
+// shipper ships one database file: a full file first, then a delta of the pages that
+// changed each time the file changes, a full again once the deltas since the last
+// add up to half the database or fullEvery passed.
+type shipper struct {
+	rel, path, key string
+
+	hashes    []uint64 // of the pages last shipped; nil before the first full
+	stat      fileStat // when last shipped
+	label     int64    // of the last file shipped: labels of one database only grow
+	labelInit bool     // label was read from the bucket
+	fullAt    time.Time
+	deltaSum  int64 // bytes of pages in deltas since the last full
+	// shipped (unix nanoseconds) and pending are read by Positions during a ship.
+	shipped atomic.Int64
+	pending atomic.Bool
+}
+
+// readPages reads every page of the database at path in one read transaction (a
+// reader of a WAL database never blocks its writer) and returns the page size and
+// the pages for which keep(pgno, hash) is true, with every page's hash.
+func readPages(ctx context.Context, path string, keep func(no uint32, h uint64) bool) (header, []page, []uint64, error) {
+	u := url.URL{Scheme: "file", Path: path, RawQuery: "mode=ro&_pragma=busy_timeout(5000)"}
+	db, err := sql.Open("sqlite", u.String())
+	if err != nil {
+		return header{}, nil, nil, err
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return header{}, nil, nil, err
+	}
+	defer tx.Rollback()
+	var h header
+	if err := tx.QueryRowContext(ctx, "PRAGMA page_size").Scan(&h.PageSize); err != nil {
+		return h, nil, nil, err
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT pgno, data FROM sqlite_dbpage ORDER BY pgno")
+	if err != nil {
+		return h, nil, nil, err
+	}
+	defer rows.Close()
+	var pages []page
+	var hashes []uint64
+	for rows.Next() {
+		var p page
+		if err := rows.Scan(&p.No, &p.Data); err != nil {
+			return h, nil, nil, err
+		}
+		sum := xxhash.Sum64(p.Data)
+		hashes = append(hashes, sum)
+		if keep(p.No, sum) {
+			pages = append(pages, p)
+		}
+	}
+	h.PageCount = uint32(len(hashes))
+	return h, pages, hashes, rows.Err()
+}
+
+// errGone: the database file is no longer there.
+var errGone = errors.New("database file removed")
+
+// ship uploads what changed in the file since the last ship. force reads the pages
+// even when the file's size and times did not change.
+func (s *shipper) ship(ctx context.Context, r *Replicator, force bool) error {
+	st, err := statOf(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return errGone
+	}
+	if err != nil {
+		return err
+	}
+	if st == s.stat && s.hashes != nil && !force {
+		s.pending.Store(false)
+		return nil
+	}
+	s.pending.Store(true)
+	full := s.hashes == nil || time.Since(s.fullAt) >= r.opts.SnapshotInterval
+	old := s.hashes
+	h, pages, hashes, err := readPages(ctx, s.path, func(no uint32, sum uint64) bool {
+		return full || int(no) > len(old) || old[no-1] != sum
+	})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", s.rel, err)
+	}
+	if !full && len(pages) == 0 && int(h.PageCount) == len(old) {
+		s.stat = st
+		s.shipped.Store(time.Now().UnixNano())
+		s.pending.Store(false)
+		return nil
+	}
+	if !full && s.deltaSum+int64(len(pages))*int64(h.PageSize) > int64(h.PageCount)*int64(h.PageSize)/2 {
+		full = true
+		if h, pages, hashes, err = readPages(ctx, s.path, func(uint32, uint64) bool { return true }); err != nil {
+			return fmt.Errorf("read %s: %w", s.rel, err)
+		}
+	}
+	kind := kindDelta
+	if full {
+		kind = kindFull
+	}
+	if err := s.upload(ctx, r, kind, func(f *os.File) error { return encodeFile(f, h, pages) }); err != nil {
+		return err
+	}
+	s.hashes, s.stat = hashes, st
+	s.pending.Store(false)
+	if full {
+		s.fullAt, s.deltaSum = time.Now(), 0
+		r.thin(ctx, s)
+	} else {
+		s.deltaSum += int64(len(pages)) * int64(h.PageSize)
+	}
+	return nil
+}
+
+// upload writes a file of kind, labelled after everything in it was read, under the
+// database's key.
+func (s *shipper) upload(ctx context.Context, r *Replicator, kind string, write func(*os.File) error) error {
+	if !s.labelInit {
+		files, err := r.filesOf(ctx, s.key)
+		if err != nil {
+			return err
+		}
+		if n := len(files); n > 0 {
+			s.label = files[n-1].label
+		}
+		s.labelInit = true
+	}
+	tmp, err := os.CreateTemp(r.opts.StateDir, "upload-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if err := write(tmp); err != nil {
+		return err
+	}
+	size, err := tmp.Seek(0, 1)
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Seek(0, 0); err != nil {
+		return err
+	}
+	label := max(time.Now().UnixNano(), s.label+1)
+	key := fileKey(s.key, label, kind)
+	if _, err := r.mc.PutObject(ctx, r.opts.Bucket, key, tmp, size, minio.PutObjectOptions{ContentType: "application/zstd"}); err != nil {
+		return fmt.Errorf("upload %s: %w", key, err)
+	}
+	s.label = label
+	s.shipped.Store(time.Now().UnixNano())
+	r.shippedBytes.Add(size)
+	return nil
+}
+
+// fileKey is the key of a backup file of the database at dbKey.
+func fileKey(dbKey string, label int64, kind string) string {
+	return fmt.Sprintf("%s/%020d.%s", dbKey, label, kind)
+}
