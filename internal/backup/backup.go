@@ -25,7 +25,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
 )
 
 // Target is a bucket and the key prefix of one store's backup in it.
