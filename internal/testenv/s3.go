@@ -23,6 +23,42 @@ type S3 struct {
 	AccessKeyID, SecretAccessKey string
 	// Client is an S3 client of the server with those credentials.
 	Client *minio.Client
+	proc   *s3Proc
+}
+
+// s3Proc is the running server process and how to start it again.
+type s3Proc struct {
+	args []string
+	cmd  *exec.Cmd
+	logs *bytes.Buffer
+}
+
+func (p *s3Proc) start(t testing.TB, bin string) {
+	t.Helper()
+	p.cmd = exec.Command(bin, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Kill kills the server with SIGKILL; Restart starts it again on the same address
+// and directories (its objects survive, as a real store's would).
+func (s S3) Kill() {
+	_ = s.proc.cmd.Process.Kill()
+	_ = s.proc.cmd.Wait()
+}
+
+// Restart starts the server killed by Kill again and waits until it listens.
+func (s S3) Restart(t testing.TB) {
+	t.Helper()
+	bin, err := toolchain.S3Server()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.proc.start(t, bin)
+	u, _ := url.Parse(s.Endpoint)
+	waitListening(t, u.Host)
 }
 
 // StartS3 starts an S3-compatible server for the test with buckets created, and stops
@@ -35,20 +71,15 @@ func StartS3(t testing.TB, buckets ...string) S3 {
 	}
 	addr := FreeLoopbackAddr(t)
 	s := S3{Endpoint: "http://" + addr, AccessKeyID: "r2-test-access", SecretAccessKey: "r2-test-secret-0123456789"}
-	var logs bytes.Buffer
 	// --sidecar keeps the object metadata in files: xattrs of the test's filesystem
 	// may be missing or too small.
-	cmd := exec.Command(bin, "--port", addr, "--access", s.AccessKeyID, "--secret", s.SecretAccessKey, "--quiet",
-		"posix", "--sidecar", t.TempDir(), t.TempDir())
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	s.proc = &s3Proc{logs: &bytes.Buffer{}, args: []string{"--port", addr, "--access", s.AccessKeyID, "--secret", s.SecretAccessKey, "--quiet",
+		"posix", "--sidecar", t.TempDir(), t.TempDir()}}
+	s.proc.start(t, bin)
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		s.Kill()
 		if t.Failed() {
-			t.Logf("versitygw output:\n%s", logs.String())
+			t.Logf("versitygw output:\n%s", s.proc.logs.String())
 		}
 	})
 	waitListening(t, addr)
@@ -59,7 +90,7 @@ func StartS3(t testing.TB, buckets ...string) S3 {
 	}
 	for _, b := range buckets {
 		if err := s.Client.MakeBucket(context.Background(), b, minio.MakeBucketOptions{}); err != nil {
-			t.Fatalf("versitygw: create bucket %q: %v\n%s", b, err, logs.String())
+			t.Fatalf("versitygw: create bucket %q: %v\n%s", b, err, s.proc.logs.String())
 		}
 	}
 	return s
