@@ -65,6 +65,9 @@ func runRestoreStore(ctx context.Context, dir string, stderr io.Writer) error {
 			return fmt.Errorf("%s: $%s: pointInTime: %w", podcontract.RestoreCommand, src.name, err)
 		}
 		*src.dst, shards = &backup.Source{Target: t, PointInTime: at}, c.Shards
+		if c.Blobs {
+			o.BlobsDir = render.DataBlobsDir
+		}
 	}
 	if o.Backup == nil && o.Restore == nil {
 		fmt.Fprintf(stderr, "%s: neither $%s nor $%s is set; nothing to do\n", podcontract.RestoreCommand, podcontract.BackupConfigEnv, podcontract.RestoreConfigEnv)
@@ -109,7 +112,10 @@ func attachBackup(ctx context.Context, srv *sidecar.Server, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("sidecar: backup: $%s: %w", render.PodNameEnv, err)
 	}
-	o := backup.Options{Target: t, Dir: render.DOStorageDir, StateDir: filepath.Join(podcontract.BackupStateDir, "litestream"), Ordinal: ordinal}
+	o := backup.Options{Target: t, Dir: render.DOStorageDir, StateDir: filepath.Join(podcontract.BackupStateDir, "ship"), Ordinal: ordinal}
+	if c.Blobs {
+		o.BlobsDir = render.DataBlobsDir
+	}
 	if o.Retention, o.SnapshotInterval, err = c.Durations(); err != nil {
 		return fmt.Errorf("sidecar: $%s: %w", podcontract.BackupConfigEnv, err)
 	}

@@ -92,6 +92,9 @@ type Options struct {
 	StateDir string
 	// Ordinal is the shard's ordinal (0 for a data host).
 	Ordinal int32
+	// BlobsDir, when set, is a directory of immutable blob files to ship too (a KV
+	// host's values over 64 KiB).
+	BlobsDir string
 	// Retention is how far back a restore can go (default DefaultRetention).
 	Retention time.Duration
 	// SnapshotInterval is how often each database gets a full copy at most; deltas

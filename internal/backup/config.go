@@ -25,6 +25,9 @@ type Config struct {
 	SnapshotInterval string `json:"snapshotInterval,omitempty"`
 	// PointInTime (RFC 3339) applies to a restore source; empty is the newest position.
 	PointInTime string `json:"pointInTime,omitempty"`
+	// Blobs is true on a KV host: its blob directory (render.DataBlobsDir) is shipped
+	// and restored with the databases.
+	Blobs bool `json:"blobs,omitempty"`
 }
 
 // ConfigFromEnv reads the Config in the variable name and the credentials in

@@ -35,6 +35,8 @@ type RecoverOptions struct {
 	// Ordinal is the pod's shard; Owns tells whether it owns an object id (nil: all).
 	Ordinal int32
 	Owns    func(id string) bool
+	// BlobsDir receives the store's blobs (RestoreOptions.BlobsDir), when set.
+	BlobsDir string
 	// Backup is the store's own backup (spec.backup), Restore the backup it starts
 	// from (spec.restore); either may be nil.
 	Backup, Restore *Source
@@ -72,7 +74,7 @@ func Recover(ctx context.Context, o RecoverOptions, log logr.Logger) (string, er
 	if err := touch(filepath.Join(o.Dir, RestoringMarker)); err != nil {
 		return "", err
 	}
-	n, err := Restore(ctx, src.Target, o.Dir, RestoreOptions{Ordinal: o.Ordinal, Owns: o.Owns, PointInTime: src.PointInTime}, log)
+	n, err := Restore(ctx, src.Target, o.Dir, RestoreOptions{Ordinal: o.Ordinal, Owns: o.Owns, PointInTime: src.PointInTime, BlobsDir: o.BlobsDir}, log)
 	if err != nil {
 		return "", fmt.Errorf("restore from %s (s3 %s/%s/%s): %w", what, src.Endpoint, src.Bucket, src.Prefix, err)
 	}

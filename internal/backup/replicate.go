@@ -26,6 +26,8 @@ type Replicator struct {
 	log  logr.Logger
 	mc   *minio.Client
 
+	blobs *blobShipper // nil without opts.BlobsDir
+
 	mu  sync.Mutex
 	dbs map[string]*shipper // by path relative to opts.Dir
 	// guarded: opts.Dir held VolumeMarker at Start; lost: it no longer does (the
@@ -61,6 +63,9 @@ func Start(ctx context.Context, o Options, log logr.Logger) (*Replicator, error)
 	}
 	r := &Replicator{opts: o, log: log, mc: mc, dbs: map[string]*shipper{}, started: time.Now(),
 		guarded: exists(filepath.Join(o.Dir, VolumeMarker)), stop: make(chan struct{}), done: make(chan struct{})}
+	if o.BlobsDir != "" {
+		r.blobs = &blobShipper{dir: o.BlobsDir, prefix: o.blobsPrefix()}
+	}
 	if err := r.pass(ctx, false); err != nil {
 		log.Error(err, "backup: first pass failed; retrying", "dir", o.Dir)
 	}
@@ -95,6 +100,9 @@ func (r *Replicator) pass(ctx context.Context, force bool) error {
 	for _, s := range gone {
 		r.forget(ctx, s)
 	}
+	if err := r.shipBlobs(ctx); err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(shipConcurrency)
 	var mu sync.Mutex
@@ -116,6 +124,18 @@ func (r *Replicator) pass(ctx context.Context, force bool) error {
 	}
 	_ = g.Wait()
 	return errors.Join(errs...)
+}
+
+// shipBlobs uploads the blobs not yet shipped; a database's pages are uploaded only
+// after the blobs that existed when they were read.
+func (r *Replicator) shipBlobs(ctx context.Context) error {
+	if r.blobs == nil {
+		return nil
+	}
+	if err := r.blobs.ship(ctx, r); err != nil {
+		return fmt.Errorf("backup: blobs: %w", err)
+	}
+	return nil
 }
 
 // scan registers the directory's new database files and returns every registered one

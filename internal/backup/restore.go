@@ -137,6 +137,8 @@ type RestoreOptions struct {
 	// PointInTime restores each database as it was then; zero restores the newest
 	// shipped state.
 	PointInTime time.Time
+	// BlobsDir, when set, receives the store's blobs (Options.BlobsDir).
+	BlobsDir string
 }
 
 // Restore writes the databases of t that o selects into dir, in workerd's layout, and
@@ -163,6 +165,11 @@ func Restore(ctx context.Context, t Target, dir string, o RestoreOptions, log lo
 			return n, fmt.Errorf("backup: restore %s: %w", d.File, err)
 		}
 		n++
+	}
+	if o.BlobsDir != "" {
+		if _, err := restoreBlobs(ctx, mc, t, o.BlobsDir); err != nil {
+			return n, fmt.Errorf("backup: restore blobs: %w", err)
+		}
 	}
 	return n, nil
 }

@@ -138,6 +138,9 @@ func (s *shipper) ship(ctx context.Context, r *Replicator, force bool) error {
 			return fmt.Errorf("read %s: %w", s.rel, err)
 		}
 	}
+	if err := r.shipBlobs(ctx); err != nil {
+		return err
+	}
 	kind := kindDelta
 	if full {
 		kind = kindFull
