@@ -12,11 +12,14 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/spf13/cobra"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/workerd-operator/workerd-operator/internal/backup"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
+	"github.com/workerd-operator/workerd-operator/internal/workflows"
+	"github.com/workerd-operator/workerd-operator/internal/workflows/store"
 )
 
 // newRestoreStoreCommand: `workerd-operator restore-store`, the restore init container
@@ -68,6 +71,9 @@ func runRestoreStore(ctx context.Context, dir string, stderr io.Writer) error {
 		if c.Blobs {
 			o.BlobsDir = render.DataBlobsDir
 		}
+		if c.Engine {
+			o.Dir, o.Files = podcontract.SidecarDataDir, []string{store.FileName}
+		}
 	}
 	if o.Backup == nil && o.Restore == nil {
 		fmt.Fprintf(stderr, "%s: neither $%s nor $%s is set; nothing to do\n", podcontract.RestoreCommand, podcontract.BackupConfigEnv, podcontract.RestoreConfigEnv)
@@ -103,7 +109,7 @@ func shardOwnership(shards int32) (int32, func(id string) bool, error) {
 
 // attachBackup ships the store's directory to $WORKERD_OPERATOR_BACKUP, set on the
 // pods of a store with spec.backup, until the sidecar shuts down.
-func attachBackup(ctx context.Context, srv *sidecar.Server, stderr io.Writer) error {
+func attachBackup(ctx context.Context, srv *sidecar.Server, engine *workflows.Engine, stderr io.Writer) error {
 	c, t, ok, err := backup.ConfigFromEnv(podcontract.BackupConfigEnv, podcontract.BackupAccessKeyIDEnv, podcontract.BackupSecretAccessKeyEnv)
 	if err != nil || !ok {
 		return err
@@ -115,6 +121,12 @@ func attachBackup(ctx context.Context, srv *sidecar.Server, stderr io.Writer) er
 	o := backup.Options{Target: t, Dir: render.DOStorageDir, StateDir: filepath.Join(podcontract.BackupStateDir, "ship"), Ordinal: ordinal}
 	if c.Blobs {
 		o.BlobsDir = render.DataBlobsDir
+	}
+	if c.Engine {
+		if engine == nil {
+			return fmt.Errorf("sidecar: $%s names a Workflow engine's store, but no engine runs here (--workflows-config)", podcontract.BackupConfigEnv)
+		}
+		o.Dir, o.Bolt = srv.DataDir(), map[string]*bolt.DB{store.FileName: engine.Store()}
 	}
 	if o.Retention, o.SnapshotInterval, err = c.Durations(); err != nil {
 		return fmt.Errorf("sidecar: $%s: %w", podcontract.BackupConfigEnv, err)

@@ -101,8 +101,9 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 	if err != nil {
 		return err
 	}
+	var engine *workflows.Engine
 	if o.workflowsConfig != "" {
-		if err := attachWorkflows(srv, o, cmd.ErrOrStderr()); err != nil {
+		if engine, err = attachWorkflows(srv, o, cmd.ErrOrStderr()); err != nil {
 			return err
 		}
 	}
@@ -118,7 +119,7 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 	if err := attachRequestCF(srv, o.requestCF, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
-	if err := attachBackup(cmd.Context(), srv, cmd.ErrOrStderr()); err != nil {
+	if err := attachBackup(cmd.Context(), srv, engine, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
 	if err := srv.Listen(); err != nil {
@@ -173,14 +174,13 @@ func sidecarChannelLimits(o *sidecarOptions, changed func(flag string) bool) (ch
 
 // attachWorkflows makes this a workflow engine pod: the engine's state lives under
 // the data dir.
-func attachWorkflows(srv *sidecar.Server, o *sidecarOptions, stderr io.Writer) error {
+func attachWorkflows(srv *sidecar.Server, o *sidecarOptions, stderr io.Writer) (*workflows.Engine, error) {
 	wo, err := workflows.LoadOptionsFile(o.workflowsConfig, o.runnerURL)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	wo.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, "workflows: "+format+"\n", a...) }
-	_, err = workflows.Attach(srv, wo)
-	return err
+	return workflows.Attach(srv, wo)
 }
 
 // attachR2 serves the R2 gateway for the buckets in $WORKERD_OPERATOR_R2_BUCKETS, set

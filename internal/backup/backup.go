@@ -25,6 +25,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // Target is a bucket and the key prefix of one store's backup in it.
@@ -74,9 +76,15 @@ func (t Target) keyOf(rel string, ordinal int32) (key string, ok bool) {
 		return "", false
 	}
 	if file == MetadataFile {
-		return fmt.Sprintf("%s/shards/%d/%s/%s", t.Prefix, ordinal, dir, file), true
+		return t.shardKey(dir+"/"+file, ordinal), true
 	}
 	return fmt.Sprintf("%s/objects/%s/%s", t.Prefix, dir, file), true
+}
+
+// shardKey is the key prefix of a file of shard ordinal only (rel: its path relative
+// to the store's directory).
+func (t Target) shardKey(rel string, ordinal int32) string {
+	return fmt.Sprintf("%s/shards/%d/%s", t.Prefix, ordinal, rel)
 }
 
 // ObjectID is the Durable Object id of an object's database file name ("<id>.sqlite").
@@ -92,6 +100,9 @@ type Options struct {
 	StateDir string
 	// Ordinal is the shard's ordinal (0 for a data host).
 	Ordinal int32
+	// Bolt are bbolt stores of this shard to ship too, by file name relative to Dir
+	// (a Workflow engine's workflows.db); they restore to that name.
+	Bolt map[string]*bolt.DB
 	// BlobsDir, when set, is a directory of immutable blob files to ship too (a KV
 	// host's values over 64 KiB).
 	BlobsDir string

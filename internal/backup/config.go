@@ -28,6 +28,9 @@ type Config struct {
 	// Blobs is true on a KV host: its blob directory (render.DataBlobsDir) is shipped
 	// and restored with the databases.
 	Blobs bool `json:"blobs,omitempty"`
+	// Engine is true on a Workflow engine pod: its store is the sidecar's
+	// workflows.db (internal/workflows/store), not workerd's Durable Object directory.
+	Engine bool `json:"engine,omitempty"`
 }
 
 // ConfigFromEnv reads the Config in the variable name and the credentials in

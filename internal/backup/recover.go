@@ -35,6 +35,9 @@ type RecoverOptions struct {
 	// Ordinal is the pod's shard; Owns tells whether it owns an object id (nil: all).
 	Ordinal int32
 	Owns    func(id string) bool
+	// Files are files of the shard directly in Dir (Options.Bolt: a Workflow engine's
+	// workflows.db); one that exists makes the volume initialised.
+	Files []string
 	// BlobsDir receives the store's blobs (RestoreOptions.BlobsDir), when set.
 	BlobsDir string
 	// Backup is the store's own backup (spec.backup), Restore the backup it starts
@@ -61,8 +64,8 @@ func Recover(ctx context.Context, o RecoverOptions, log logr.Logger) (string, er
 		}
 	} else if found, err := databaseFiles(o.Dir); err != nil {
 		return "", err
-	} else if len(found) > 0 {
-		return fmt.Sprintf("the volume holds %d database(s) from before its backup was set up; kept", len(found)), markVolume(o.Dir)
+	} else if n := len(found) + o.present(); n > 0 {
+		return fmt.Sprintf("the volume holds %d database(s) from before its backup was set up; kept", n), markVolume(o.Dir)
 	}
 	src, what, err := o.source(ctx)
 	if err != nil || src == nil {
@@ -100,6 +103,17 @@ func (o RecoverOptions) source(ctx context.Context) (*Source, string, error) {
 		return o.Restore, "spec.restore", nil
 	}
 	return nil, "", nil
+}
+
+// present counts o.Files that exist in o.Dir.
+func (o RecoverOptions) present() int {
+	n := 0
+	for _, f := range o.Files {
+		if exists(filepath.Join(o.Dir, f)) {
+			n++
+		}
+	}
+	return n
 }
 
 func exists(p string) bool {

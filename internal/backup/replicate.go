@@ -154,6 +154,12 @@ func (r *Replicator) scan() (ships, gone []*shipper, err error) {
 	if r.lost {
 		return nil, nil, nil
 	}
+	for name, db := range r.opts.Bolt {
+		if _, ok := r.dbs[name]; !ok {
+			r.dbs[name] = boltShipper(name, r.opts.shardKey(name, r.opts.Ordinal), db)
+		}
+		found[name] = struct{}{}
+	}
 	for rel, s := range r.dbs {
 		if _, ok := found[rel]; !ok {
 			gone = append(gone, s)
@@ -164,7 +170,7 @@ func (r *Replicator) scan() (ships, gone []*shipper, err error) {
 			continue
 		}
 		if key, ok := r.opts.keyOf(rel, r.opts.Ordinal); ok {
-			r.dbs[rel] = &shipper{rel: rel, path: filepath.Join(r.opts.Dir, rel), key: key}
+			r.dbs[rel] = sqliteShipper(rel, filepath.Join(r.opts.Dir, rel), key)
 		}
 	}
 	for _, s := range r.dbs {

@@ -47,6 +47,10 @@ func statOf(path string) (fileStat, error) {
 // add up to half the database or fullEvery passed.
 type shipper struct {
 	rel, path, key string
+	// read and stat read the pages and tell a change: of the SQLite file at path
+	// (readPages, statOf) or of a bbolt store (boltSource).
+	read func(ctx context.Context, keep func(no uint32, h uint64) bool) (header, []page, []uint64, error)
+	statf func() (fileStat, error)
 
 	hashes    []uint64 // of the pages last shipped; nil before the first full
 	stat      fileStat // when last shipped
@@ -57,6 +61,16 @@ type shipper struct {
 	// shipped (unix nanoseconds) and pending are read by Positions during a ship.
 	shipped atomic.Int64
 	pending atomic.Bool
+}
+
+// sqliteShipper ships the SQLite file at path (rel under the store's directory).
+func sqliteShipper(rel, path, key string) *shipper {
+	return &shipper{rel: rel, path: path, key: key,
+		read: func(ctx context.Context, keep func(uint32, uint64) bool) (header, []page, []uint64, error) {
+			return readPages(ctx, path, keep)
+		},
+		statf: func() (fileStat, error) { return statOf(path) },
+	}
 }
 
 // readPages reads every page of the database at path in one read transaction (a
@@ -106,7 +120,7 @@ var errGone = errors.New("database file removed")
 // ship uploads what changed in the file since the last ship. force reads the pages
 // even when the file's size and times did not change.
 func (s *shipper) ship(ctx context.Context, r *Replicator, force bool) error {
-	st, err := statOf(s.path)
+	st, err := s.statf()
 	if errors.Is(err, fs.ErrNotExist) {
 		return errGone
 	}
@@ -120,7 +134,7 @@ func (s *shipper) ship(ctx context.Context, r *Replicator, force bool) error {
 	s.pending.Store(true)
 	full := s.hashes == nil || time.Since(s.fullAt) >= r.opts.SnapshotInterval
 	old := s.hashes
-	h, pages, hashes, err := readPages(ctx, s.path, func(no uint32, sum uint64) bool {
+	h, pages, hashes, err := s.read(ctx, func(no uint32, sum uint64) bool {
 		return full || int(no) > len(old) || old[no-1] != sum
 	})
 	if err != nil {
@@ -134,7 +148,7 @@ func (s *shipper) ship(ctx context.Context, r *Replicator, force bool) error {
 	}
 	if !full && s.deltaSum+int64(len(pages))*int64(h.PageSize) > int64(h.PageCount)*int64(h.PageSize)/2 {
 		full = true
-		if h, pages, hashes, err = readPages(ctx, s.path, func(uint32, uint64) bool { return true }); err != nil {
+		if h, pages, hashes, err = s.read(ctx, func(uint32, uint64) bool { return true }); err != nil {
 			return fmt.Errorf("read %s: %w", s.rel, err)
 		}
 	}

@@ -277,6 +277,9 @@ func (e *Engine) SweepRetention() (int, error) {
 
 // Shutdown stops the engine gracefully: Quiesce, then Close. Runs cut short replay
 // when the engine comes back; their committed steps are not run again.
+// Store is the engine's bbolt store, for the backup to read (internal/backup).
+func (e *Engine) Store() *bolt.DB { return e.db }
+
 func (e *Engine) Shutdown(ctx context.Context) error {
 	_ = e.Quiesce(ctx)
 	return e.Close()

@@ -37,11 +37,14 @@ var (
 	bMeta      = []byte("meta")
 )
 
+// FileName is the store's file in the engine's data directory.
+const FileName = "workflows.db"
+
 // Open opens (creating) <dir>/workflows.db with its buckets. A file bbolt cannot read
 // (garbage, truncated, a page overwritten) fails with ErrDamaged and is left as it is:
 // the engine does not start, rather than start empty over the instances it held.
 func Open(dir string) (db *bolt.DB, err error) {
-	p := filepath.Join(dir, "workflows.db")
+	p := filepath.Join(dir, FileName)
 	defer func() {
 		// bbolt panics on some damaged pages while it opens the file
 		if r := recover(); r != nil {
