@@ -49,7 +49,7 @@ type shipper struct {
 	rel, path, key string
 	// read and stat read the pages and tell a change: of the SQLite file at path
 	// (readPages, statOf) or of a bbolt store (boltSource).
-	read func(ctx context.Context, keep func(no uint32, h uint64) bool) (header, []page, []uint64, error)
+	read  func(ctx context.Context, keep func(no uint32, h uint64) bool) (header, []page, []uint64, error)
 	statf func() (fileStat, error)
 
 	hashes    []uint64 // of the pages last shipped; nil before the first full
