@@ -138,6 +138,7 @@ func attachBackup(ctx context.Context, srv *sidecar.Server, engine *workflows.En
 	for _, col := range r.Collectors() {
 		srv.Registry().MustRegister(col)
 	}
+	srv.Handle(backup.StatusPrefix, r)
 	srv.OnShutdown(r.Close)
 	fmt.Fprintf(stderr, "sidecar: backing up %s to s3 %s/%s/%s\n", o.Dir, t.Endpoint, t.Bucket, t.Prefix)
 	return nil

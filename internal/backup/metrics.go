@@ -1,6 +1,8 @@
 package backup
 
 import (
+	"encoding/json"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,4 +55,54 @@ func (r *Replicator) Lag(now time.Time) time.Duration {
 		}
 	}
 	return lag
+}
+
+// StatusPath is the sidecar's endpoint of the backup's Status (JSON), on both
+// listeners; across pods it needs a client certificate of the namespace or the manager.
+const StatusPath = StatusPrefix + "status"
+
+// StatusPrefix is the sidecar's path prefix of the backup's endpoints.
+const StatusPrefix = "/backup/v1/"
+
+// Status is where a pod's backup stands (GET StatusPath).
+type Status struct {
+	// Databases is how many database files the pod ships.
+	Databases int `json:"databases"`
+	// LastShipped is the newest upload or check that found nothing to ship; LastFull
+	// the newest full copy of any file.
+	LastShipped *time.Time `json:"lastShipped,omitempty"`
+	LastFull    *time.Time `json:"lastFull,omitempty"`
+	// LagSeconds is Lag at the time of the answer.
+	LagSeconds float64 `json:"lagSeconds"`
+	// VolumeLost: the store's directory was wiped under the pod; shipping stopped.
+	VolumeLost bool `json:"volumeLost,omitempty"`
+}
+
+// Status reports the replicator's Status now.
+func (r *Replicator) Status() Status {
+	now := time.Now()
+	st := Status{LagSeconds: r.Lag(now).Seconds()}
+	for _, p := range r.Positions() {
+		st.Databases++
+		if t := p.Shipped; !t.IsZero() && (st.LastShipped == nil || t.After(*st.LastShipped)) {
+			st.LastShipped = &t
+		}
+		if t := p.Full; !t.IsZero() && (st.LastFull == nil || t.After(*st.LastFull)) {
+			st.LastFull = &t
+		}
+	}
+	r.mu.Lock()
+	st.VolumeLost = r.lost
+	r.mu.Unlock()
+	return st
+}
+
+// ServeHTTP answers GET StatusPath with Status.
+func (r *Replicator) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path != StatusPath || req.Method != http.MethodGet {
+		http.NotFound(w, req)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(r.Status())
 }

@@ -232,6 +232,8 @@ type Position struct {
 	Shipped time.Time
 	// Pending is true while the file holds a change not yet shipped.
 	Pending bool
+	// Full is when its last full copy was shipped by this process.
+	Full time.Time
 }
 
 // Positions reports every database's position, by file.
@@ -243,6 +245,9 @@ func (r *Replicator) Positions() []Position {
 		p := Position{File: rel, Pending: s.pending.Load() || s.shipped.Load() == 0}
 		if n := s.shipped.Load(); n > 0 {
 			p.Shipped = time.Unix(0, n)
+		}
+		if n := s.full.Load(); n > 0 {
+			p.Full = time.Unix(0, n)
 		}
 		out = append(out, p)
 	}

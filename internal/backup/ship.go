@@ -60,6 +60,7 @@ type shipper struct {
 	deltaSum  int64 // bytes of pages in deltas since the last full
 	// shipped (unix nanoseconds) and pending are read by Positions during a ship.
 	shipped atomic.Int64
+	full    atomic.Int64 // unix nanoseconds of the last full
 	pending atomic.Bool
 }
 
@@ -166,6 +167,7 @@ func (s *shipper) ship(ctx context.Context, r *Replicator, force bool) error {
 	s.pending.Store(false)
 	if full {
 		s.fullAt, s.deltaSum = time.Now(), 0
+		s.full.Store(s.fullAt.UnixNano())
 		r.thin(ctx, s)
 	} else {
 		s.deltaSum += int64(len(pages)) * int64(h.PageSize)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/workerd-operator/workerd-operator/internal/backup"
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
 )
 
@@ -28,7 +29,7 @@ const (
 
 // ListenTLS binds addr (the pod IP and 9092 in a pod) for the cross-pod listener:
 // mutual TLS with cfg (internalca.ServerConfig). Over it, GET /healthz needs no client
-// certificate (the kubelet's probes present none); GET /metrics and the Workflows engine
+// certificate (the kubelet's probes present none); GET /metrics, GET backup.StatusPath (for the manager) and the Workflows engine
 // API need one verified against the namespace's or the manager's CA (a scraper presents
 // the namespace's, docs/security-internal-plane.md); the runner-only paths and the
 // durable channels (pod-internal) are refused. Everything else is served only on the
@@ -110,7 +111,7 @@ func crossPod(next http.Handler) http.Handler {
 		case strings.HasPrefix(p, runPrefix):
 			http.Error(w, "forbidden: the runner paths are served to the pod itself only", http.StatusForbidden)
 			return
-		case !strings.HasPrefix(p, workflowsPrefix) && !(r.Method == http.MethodGet && p == "/metrics"):
+		case !strings.HasPrefix(p, workflowsPrefix) && !(r.Method == http.MethodGet && (p == "/metrics" || p == backup.StatusPath)):
 			http.Error(w, "forbidden: served to the pod itself only", http.StatusForbidden)
 			return
 		case !internalca.Verified(r.TLS):

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workerd-operator/workerd-operator/internal/backup"
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
@@ -234,17 +235,24 @@ func TestCrossPodMetricsNeedCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, _ := tlsSidecar(t, plane)
-	url := "https://" + srv.TLSAddr() + "/metrics"
-	if code, err := do(client(t, plane, nil, nil), "GET", url, ""); err != nil || code != http.StatusUnauthorized {
-		t.Errorf("GET /metrics without a certificate: %d %v, want 401", code, err)
-	}
-	ns := plane.Namespaces["orders"]
-	for _, c := range [][2][]byte{{ns[podcontract.InternalTLSCert], ns[podcontract.InternalTLSKey]}, {plane.ManagerCert, plane.ManagerKey}} {
-		if code, err := do(client(t, plane, c[0], c[1]), "GET", url, ""); err != nil || code != 200 {
-			t.Errorf("GET /metrics with a trusted certificate: %d %v, want 200", code, err)
+	srv.Handle(backup.StatusPrefix, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "{}") }))
+	for _, path := range []string{"/metrics", backup.StatusPath} {
+		url := "https://" + srv.TLSAddr() + path
+		if code, err := do(client(t, plane, nil, nil), "GET", url, ""); err != nil || code != http.StatusUnauthorized {
+			t.Errorf("GET %s without a certificate: %d %v, want 401", path, code, err)
+		}
+		ns := plane.Namespaces["orders"]
+		for _, c := range [][2][]byte{{ns[podcontract.InternalTLSCert], ns[podcontract.InternalTLSKey]}, {plane.ManagerCert, plane.ManagerKey}} {
+			if code, err := do(client(t, plane, c[0], c[1]), "GET", url, ""); err != nil || code != 200 {
+				t.Errorf("GET %s with a trusted certificate: %d %v, want 200", path, code, err)
+			}
+		}
+		if code, err := do(http.DefaultClient, "GET", "http://"+srv.Addr()+path, ""); err != nil || code != 200 {
+			t.Errorf("GET %s over the loopback listener: %d %v, want 200", path, code, err)
 		}
 	}
-	if code, err := do(http.DefaultClient, "GET", "http://"+srv.Addr()+"/metrics", ""); err != nil || code != 200 {
-		t.Errorf("GET /metrics over the loopback listener: %d %v, want 200", code, err)
+	other := "https://" + srv.TLSAddr() + backup.StatusPrefix + "other"
+	if code, err := do(client(t, plane, plane.ManagerCert, plane.ManagerKey), "GET", other, ""); err != nil || code != http.StatusForbidden {
+		t.Errorf("GET %s across pods: %d %v, want 403", other, code, err)
 	}
 }
