@@ -118,7 +118,8 @@ func attachBackup(ctx context.Context, srv *sidecar.Server, engine *workflows.En
 	if err != nil {
 		return fmt.Errorf("sidecar: backup: $%s: %w", render.PodNameEnv, err)
 	}
-	o := backup.Options{Target: t, Dir: render.DOStorageDir, StateDir: filepath.Join(podcontract.BackupStateDir, "ship"), Ordinal: ordinal}
+	o := backup.Options{Target: t, Dir: render.DOStorageDir, StateDir: filepath.Join(podcontract.BackupStateDir, "ship"), Ordinal: ordinal,
+		RequireMarker: true}
 	if c.Blobs {
 		o.BlobsDir = render.DataBlobsDir
 	}

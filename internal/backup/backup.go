@@ -100,6 +100,10 @@ type Options struct {
 	StateDir string
 	// Ordinal is the shard's ordinal (0 for a data host).
 	Ordinal int32
+	// RequireMarker: Dir must hold VolumeMarker (written by Recover, the pod's init
+	// container) for anything to be shipped; without it the directory is taken as
+	// wiped and nothing is shipped, lest an emptied store become the newest backup.
+	RequireMarker bool
 	// Bolt are bbolt stores of this shard to ship too, by file name relative to Dir
 	// (a Workflow engine's workflows.db); they restore to that name.
 	Bolt map[string]*bolt.DB

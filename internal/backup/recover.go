@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -65,7 +66,7 @@ func Recover(ctx context.Context, o RecoverOptions, log logr.Logger) (string, er
 	} else if found, err := databaseFiles(o.Dir); err != nil {
 		return "", err
 	} else if n := len(found) + o.present(); n > 0 {
-		return fmt.Sprintf("the volume holds %d database(s) from before its backup was set up; kept", n), markVolume(o.Dir)
+		return o.unmarked(ctx, n, log)
 	}
 	src, what, err := o.source(ctx)
 	if err != nil || src == nil {
@@ -85,6 +86,51 @@ func Recover(ctx context.Context, o RecoverOptions, log logr.Logger) (string, er
 		return "", err
 	}
 	return fmt.Sprintf("restored %d database(s) from %s (s3 %s/%s/%s)", n, what, src.Endpoint, src.Bucket, src.Prefix), os.Remove(filepath.Join(o.Dir, RestoringMarker))
+}
+
+// unmarked decides for a volume holding n databases but no marker. With a backup that
+// holds nothing for this pod, the databases predate the backup: they are kept. With one
+// that holds data, the directory was wiped under a running workerd, which wrote anew:
+// those files are moved aside (kept for inspection) and the backup is restored.
+func (o RecoverOptions) unmarked(ctx context.Context, n int, log logr.Logger) (string, error) {
+	src, _, err := o.source(ctx)
+	if err != nil {
+		return "", err
+	}
+	if src != o.Backup || src == nil {
+		return fmt.Sprintf("the volume holds %d database(s) from before its backup was set up; kept", n), markVolume(o.Dir)
+	}
+	aside := filepath.Join(o.Dir, fmt.Sprintf("%s%d", LostPrefix, time.Now().Unix()))
+	if err := moveAside(o.Dir, aside); err != nil {
+		return "", err
+	}
+	log.Info("backup: the volume lost its marker while its backup holds data (its directory was wiped under a running pod): its files moved aside, restoring", "aside", aside)
+	return Recover(ctx, o, log)
+}
+
+// LostPrefix names the directory, in a store's directory, where Recover moves files
+// written after the directory was wiped (workerd never opens it: no .sqlite inside a
+// uniqueKey directory of that name is routed to).
+const LostPrefix = ".workerd-operator-lost-"
+
+// moveAside moves every entry of dir except earlier LostPrefix directories into aside.
+func moveAside(dir, aside string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(aside, 0o700); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), LostPrefix) {
+			continue
+		}
+		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(aside, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // source picks the backup an empty volume is filled from: the store's own when it

@@ -201,3 +201,44 @@ func TestBlobsFollowTheDatabases(t *testing.T) {
 		}
 	}
 }
+
+// TestWipedUnderARunningPod: the store's directory is wiped while workerd runs and
+// workerd writes anew. The replicator stops shipping (the emptied store never becomes
+// the newest backup); at the pod's next start the new files are moved aside and the
+// backup is restored.
+func TestWipedUnderARunningPod(t *testing.T) {
+	s3 := testenv.StartS3(t, "backups")
+	tg := target(s3, "ns/dons/wiped")
+	ctx := context.Background()
+	dir := t.TempDir()
+	_, err := recoverInto(t, backup.RecoverOptions{Dir: dir, Backup: &backup.Source{Target: tg}})
+	must(t, err)
+	w := startWorkerd(t, dir)
+	w.call(t, "/put?obj=a&k=k&v=precious")
+	r, err := backup.Start(ctx, backup.Options{Target: tg, Dir: dir, StateDir: t.TempDir(), RequireMarker: true}, testr.New(t))
+	must(t, err)
+	waitShipped(t, r, 3)
+	w.stop()
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		must(t, os.RemoveAll(filepath.Join(dir, e.Name())))
+	}
+	w = startWorkerd(t, dir) // workerd writes into the wiped directory
+	w.call(t, "/put?obj=b&k=k&v=after-the-wipe")
+	must(t, r.Sync(ctx))
+	if st := r.Status(); !st.VolumeLost {
+		t.Errorf("status after the wipe: %+v, want volumeLost", st)
+	}
+	must(t, r.Close(ctx))
+	w.stop()
+	what, err := recoverInto(t, backup.RecoverOptions{Dir: dir, Backup: &backup.Source{Target: tg}})
+	must(t, err)
+	w = startWorkerd(t, dir)
+	if got := w.call(t, "/get?obj=a&k=k"); got != "precious" {
+		t.Errorf("object a after the pod's restart: %q, want precious (%s)", got, what)
+	}
+	aside, _ := filepath.Glob(filepath.Join(dir, backup.LostPrefix+"*", "*", "*.sqlite"))
+	if len(aside) == 0 {
+		t.Errorf("the files written after the wipe were not kept aside")
+	}
+}

@@ -62,7 +62,7 @@ func Start(ctx context.Context, o Options, log logr.Logger) (*Replicator, error)
 		return nil, err
 	}
 	r := &Replicator{opts: o, log: log, mc: mc, dbs: map[string]*shipper{}, started: time.Now(),
-		guarded: exists(filepath.Join(o.Dir, VolumeMarker)), stop: make(chan struct{}), done: make(chan struct{})}
+		guarded: o.RequireMarker || exists(filepath.Join(o.Dir, VolumeMarker)), stop: make(chan struct{}), done: make(chan struct{})}
 	if o.BlobsDir != "" {
 		r.blobs = &blobShipper{dir: o.BlobsDir, prefix: o.blobsPrefix()}
 	}
