@@ -74,10 +74,55 @@ func sqliteShipper(rel, path, key string) *shipper {
 	}
 }
 
-// readPages reads every page of the database at path in one read transaction (a
-// reader of a WAL database never blocks its writer) and returns the page size and
-// the pages for which keep(pgno, hash) is true, with every page's hash.
+// readPages reads every page of the database at path in one consistent state and
+// returns the page size and the pages for which keep(pgno, hash) is true, with every
+// page's hash. A file without a WAL (workerd closed it: the WAL was checkpointed and
+// removed) is read as it lies; otherwise in one read transaction of a read-only
+// connection: a WAL reader never blocks the writer, and a file opened read-only can
+// never be locked for writing.
 func readPages(ctx context.Context, path string, keep func(no uint32, h uint64) bool) (header, []page, []uint64, error) {
+	if h, pages, hashes, ok, err := readClosed(path, keep); ok || err != nil {
+		return h, pages, hashes, err
+	}
+	return readOpen(ctx, path, keep)
+}
+
+// readClosed reads a database file that has no WAL, page by page, and reports ok
+// when nothing changed meanwhile (same size and time, still no WAL).
+func readClosed(path string, keep func(no uint32, h uint64) bool) (h header, pages []page, hashes []uint64, ok bool, err error) {
+	before, err := statOf(path)
+	if err != nil || before.walSize > 0 || exists(path+"-wal") {
+		return h, nil, nil, false, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 100 {
+		return h, nil, nil, false, nil
+	}
+	h.PageSize = uint32(b[16])<<8 | uint32(b[17])
+	if h.PageSize == 1 {
+		h.PageSize = 65536
+	}
+	if h.PageSize < 512 || len(b)%int(h.PageSize) != 0 {
+		return h, nil, nil, false, nil
+	}
+	for off := 0; off < len(b); off += int(h.PageSize) {
+		p := page{No: uint32(off/int(h.PageSize)) + 1, Data: b[off : off+int(h.PageSize)]}
+		sum := xxhash.Sum64(p.Data)
+		hashes = append(hashes, sum)
+		if keep(p.No, sum) {
+			pages = append(pages, p)
+		}
+	}
+	h.PageCount = uint32(len(hashes))
+	after, err := statOf(path)
+	if err != nil || after != before || exists(path+"-wal") {
+		return h, nil, nil, false, nil
+	}
+	return h, pages, hashes, true, nil
+}
+
+// readOpen reads the database in one read transaction of a read-only connection.
+func readOpen(ctx context.Context, path string, keep func(no uint32, h uint64) bool) (header, []page, []uint64, error) {
 	u := url.URL{Scheme: "file", Path: path, RawQuery: "mode=ro&_pragma=busy_timeout(5000)"}
 	db, err := sql.Open("sqlite", u.String())
 	if err != nil {
