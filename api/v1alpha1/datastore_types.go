@@ -25,6 +25,9 @@ type DataStoreStatus struct {
 	// lastFailure is the last failure of the host pod (failure.ClassifyPods).
 	// +optional
 	LastFailure *FailureStatus `json:"lastFailure,omitempty"`
+	// backup is where the store's backup stands (spec.backup).
+	// +optional
+	Backup *BackupStatus `json:"backup,omitempty"`
 }
 
 // KVNamespaceSpec is a Workers KV namespace.
@@ -32,6 +35,13 @@ type KVNamespaceSpec struct {
 	// storage of the host pod's PVC (entries and large values).
 	// +optional
 	Storage *StorageSpec `json:"storage,omitempty"`
+	// backup ships the data continuously to an S3-compatible bucket (docs/backup.md).
+	// +optional
+	Backup *BackupSpec `json:"backup,omitempty"`
+	// restore starts the store from a backup when its volume is empty (docs/backup.md).
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="restore is immutable: it applies to the store's first start (docs/backup.md)"
+	// +optional
+	Restore *RestoreSpec `json:"restore,omitempty"`
 }
 
 // KVNamespace is a Workers KV namespace (https://developers.cloudflare.com/kv/api/),
@@ -66,6 +76,13 @@ type D1DatabaseSpec struct {
 	// storage of the host pod's PVC (the SQLite database).
 	// +optional
 	Storage *StorageSpec `json:"storage,omitempty"`
+	// backup ships the data continuously to an S3-compatible bucket (docs/backup.md).
+	// +optional
+	Backup *BackupSpec `json:"backup,omitempty"`
+	// restore starts the store from a backup when its volume is empty (docs/backup.md).
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="restore is immutable: it applies to the store's first start (docs/backup.md)"
+	// +optional
+	Restore *RestoreSpec `json:"restore,omitempty"`
 	// migrations applies `wrangler d1 migrations` files from a ConfigMap.
 	// +optional
 	Migrations *D1Migrations `json:"migrations,omitempty"`
@@ -130,6 +147,13 @@ type QueueSpec struct {
 	// storage of the host pod's PVC (the messages).
 	// +optional
 	Storage *StorageSpec `json:"storage,omitempty"`
+	// backup ships the data continuously to an S3-compatible bucket (docs/backup.md).
+	// +optional
+	Backup *BackupSpec `json:"backup,omitempty"`
+	// restore starts the store from a backup when its volume is empty (docs/backup.md).
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="restore is immutable: it applies to the store's first start (docs/backup.md)"
+	// +optional
+	Restore *RestoreSpec `json:"restore,omitempty"`
 	// consumers receive the queue's batches in their queue() handler. Cloudflare allows
 	// one active consumer per queue
 	// (https://developers.cloudflare.com/queues/platform/limits/).

@@ -35,6 +35,13 @@ type DurableObjectNamespaceSpec struct {
 	// storage is the persistent volume of each shard (workerd localDisk).
 	// +optional
 	Storage *StorageSpec `json:"storage,omitempty"`
+	// backup ships the data continuously to an S3-compatible bucket (docs/backup.md).
+	// +optional
+	Backup *BackupSpec `json:"backup,omitempty"`
+	// restore starts the store from a backup when its volume is empty (docs/backup.md).
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="restore is immutable: it applies to the store's first start (docs/backup.md)"
+	// +optional
+	Restore *RestoreSpec `json:"restore,omitempty"`
 
 	// preventEviction keeps objects in memory (workerd evicts idle objects after 10 s).
 	// +optional
@@ -114,6 +121,9 @@ type DurableObjectNamespaceStatus struct {
 	// lastFailure is the last classified failure of a shard container.
 	// +optional
 	LastFailure *FailureStatus `json:"lastFailure,omitempty"`
+	// backup is where the store's backup stands (spec.backup).
+	// +optional
+	Backup *BackupStatus `json:"backup,omitempty"`
 }
 
 // DurableObjectNamespace is one Durable Object class of a Worker, sharded over pods.

@@ -139,6 +139,13 @@ type WorkflowEngineSpec struct {
 	// storage of each engine shard (the sidecar's store).
 	// +optional
 	Storage *StorageSpec `json:"storage,omitempty"`
+	// backup ships the engine's store (instances, steps, events) continuously to an S3-compatible bucket (docs/backup.md).
+	// +optional
+	Backup *BackupSpec `json:"backup,omitempty"`
+	// restore starts the engine from a backup when its volume is empty (docs/backup.md).
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="restore is immutable: it applies to the store's first start (docs/backup.md)"
+	// +optional
+	Restore *RestoreSpec `json:"restore,omitempty"`
 }
 
 // WorkflowInstanceCounts counts instances by status.
@@ -169,6 +176,9 @@ type WorkflowStatus struct {
 	// readyShards is the number of ready engine shards.
 	// +optional
 	ReadyShards int32 `json:"readyShards,omitempty"`
+	// backup is where the engine's backup stands (spec.engine.backup).
+	// +optional
+	Backup *BackupStatus `json:"backup,omitempty"`
 }
 
 // Workflow is a Cloudflare Workflow: a WorkflowEntrypoint class run durably.

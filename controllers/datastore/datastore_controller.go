@@ -70,12 +70,15 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, s *store) (*appsv1.S
 	if err := s.host(ctx, r.Client, r.Refs.Live, &h); err != nil {
 		return nil, err
 	}
+	if err := common.CheckBackup(ctx, r.Refs.Meta, h.Namespace, "spec", s.backup); err != nil {
+		return nil, err
+	}
 	w, out, hash, err := r.render(ctx, s, h)
 	if err != nil {
 		return nil, err
 	}
 	log.FromContext(ctx).V(1).Info("rendered the host", "kind", r.Kind, "version", out.Version, "migrations", len(h.Migrations), "worker", w.Name)
-	set := specs.BuildDataStoreChildren(s.obj, h, w, s.storage, out, hash, r.Options)
+	set := specs.BuildDataStoreChildren(s.obj, h, w, s.storage, s.backup, out, hash, r.Options)
 	return common.ApplyShardSet(ctx, r.Client, r.Events, s.obj, specs.DataStoreSelector(r.Kind, h.Name), set, r.Options.NetworkPolicies)
 }
 

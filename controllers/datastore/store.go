@@ -13,6 +13,7 @@ import (
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/controllers/common"
 	"github.com/workerd-operator/workerd-operator/internal/render"
+	"github.com/workerd-operator/workerd-operator/internal/specs"
 )
 
 // store is one KVNamespace, D1Database or Queue seen through what the reconciler needs:
@@ -21,7 +22,9 @@ type store struct {
 	obj     client.Object
 	status  *fleetv1alpha1.DataStoreStatus
 	storage *fleetv1alpha1.StorageSpec
-	d1      *fleetv1alpha1.D1Database
+	// backup is spec.backup and spec.restore as the pods need them.
+	backup specs.StoreBackup
+	d1     *fleetv1alpha1.D1Database
 	// lastMigration is the last migration file the host applies ("" without any).
 	lastMigration string
 	// consumer is a Queue's consumer Worker ("" without one).
@@ -47,8 +50,10 @@ func (s *store) host(ctx context.Context, c client.Client, live client.Reader, h
 	switch o := s.obj.(type) {
 	case *fleetv1alpha1.KVNamespace:
 		s.storage = o.Spec.Storage
+		s.backup = specs.StoreBackup{Backup: o.Spec.Backup, Restore: o.Spec.Restore, Path: o.BackupPath()}
 	case *fleetv1alpha1.Queue:
 		s.storage = o.Spec.Storage
+		s.backup = specs.StoreBackup{Backup: o.Spec.Backup, Restore: o.Spec.Restore, Path: o.BackupPath()}
 		if len(o.Spec.Consumers) > 0 {
 			s.consumer = o.Spec.Consumers[0].Worker
 			h.Consumer = render.QueueConsumerOf(o.Spec.Consumers[0])
@@ -56,6 +61,7 @@ func (s *store) host(ctx context.Context, c client.Client, live client.Reader, h
 		}
 	case *fleetv1alpha1.D1Database:
 		s.storage = o.Spec.Storage
+		s.backup = specs.StoreBackup{Backup: o.Spec.Backup, Restore: o.Spec.Restore, Path: o.BackupPath()}
 		m := o.Spec.Migrations
 		if m == nil {
 			return nil

@@ -71,6 +71,9 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, d *fleetv1alpha1.Dur
 	if err != nil {
 		return nil, err
 	}
+	if err := common.CheckBackup(ctx, r.Refs.Meta, d.Namespace, "spec", specs.DONSBackup(d)); err != nil {
+		return nil, err
+	}
 	out, inputsHash, err := common.RenderWorker(ctx, r.Client, r.Refs, r.Options, w, d, nil)
 	if err != nil {
 		return nil, err

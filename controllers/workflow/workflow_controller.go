@@ -104,6 +104,9 @@ func (r *Reconciler) build(ctx context.Context, wf *fleetv1alpha1.Workflow) (spe
 	if err != nil {
 		return specs.ShardSet{}, err
 	}
+	if err := common.CheckBackup(ctx, r.Refs.Meta, wf.Namespace, "spec.engine", specs.WorkflowBackup(wf)); err != nil {
+		return specs.ShardSet{}, err
+	}
 	out, inputsHash, err := common.RenderWorker(ctx, r.Client, r.Refs, r.Options, w, nil,
 		[]render.WorkflowHost{{Name: wf.Name, ClassName: wf.Spec.ClassName}})
 	if err != nil {

@@ -33,7 +33,8 @@ func DataStoreSelector(kind render.DataKind, name string) map[string]string {
 // large values), a headless Service on the gateway port and the pod's NetworkPolicy.
 // The pod is a Worker pod (same containers, sidecar, probes) of w: the store's own
 // (render.DataHostWorker) or, for a Queue with a consumer, the consumer Worker. Pure.
-func BuildDataStoreChildren(owner client.Object, h render.DataHost, w *fleetv1alpha1.Worker, storage *fleetv1alpha1.StorageSpec, out *render.Output, inputsHash string, opts Options) ShardSet {
+func BuildDataStoreChildren(owner client.Object, h render.DataHost, w *fleetv1alpha1.Worker, storage *fleetv1alpha1.StorageSpec, bk StoreBackup, out *render.Output, inputsHash string, opts Options) ShardSet {
+	bk.Shards, bk.Blobs = 1, h.Kind == render.DataKV
 	info := dataOwnerLabels[h.Kind]
 	mounts := []corev1.VolumeMount{{Name: shardDataVolume, MountPath: render.DOStorageDir, SubPath: shardDOSubPath}}
 	if h.Kind == render.DataKV {
@@ -52,6 +53,7 @@ func BuildDataStoreChildren(owner client.Object, h render.DataHost, w *fleetv1al
 		workerdArgs:   render.DataHostArgs(w, h.Kind),
 		workerdPorts:  []corev1.ContainerPort{{Name: podcontract.GatewaySocket, ContainerPort: podcontract.GatewayPort, Protocol: corev1.ProtocolTCP}},
 		workerdMounts: mounts,
+		backup:        bk,
 	})
 }
 

@@ -50,6 +50,7 @@ func BuildDONSChildren(d *fleetv1alpha1.DurableObjectNamespace, w *fleetv1alpha1
 		workerdPorts:  []corev1.ContainerPort{{Name: podcontract.GatewaySocket, ContainerPort: podcontract.GatewayPort, Protocol: corev1.ProtocolTCP}},
 		workerdMounts: []corev1.VolumeMount{{Name: shardDataVolume, MountPath: render.DOStorageDir, SubPath: shardDOSubPath}},
 		sidecarArgs:   channelLimitArgs(d.Spec.Channels),
+		backup:        DONSBackup(d),
 		// The gateway stops opening sessions and answers once no call is in flight
 		// (shim gateway.js); callers wait for the successor meanwhile. The hook goes
 		// through the health socket, which forwards the drain path to the gateway: the
@@ -84,4 +85,9 @@ func channelLimitArgs(c *fleetv1alpha1.ChannelsSpec) []string {
 		}
 	}
 	return args
+}
+
+// DONSBackup is d's spec.backup and spec.restore as its shard pods need them.
+func DONSBackup(d *fleetv1alpha1.DurableObjectNamespace) StoreBackup {
+	return StoreBackup{Backup: d.Spec.Backup, Restore: d.Spec.Restore, Path: d.BackupPath(), Shards: render.Shards(d)}
 }

@@ -45,6 +45,8 @@ type shardSetParams struct {
 	// ConfigMap into the sidecar too (read-only, at podcontract.ConfigDir).
 	sidecarArgs   []string
 	sidecarConfig bool
+	// backup wires spec.backup and spec.restore into the pods.
+	backup StoreBackup
 	// extraFiles are added to the rendered ConfigMap (files for the sidecar); they are
 	// part of its content-addressed name.
 	extraFiles []render.File
@@ -152,6 +154,7 @@ func shardPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash st
 			c.Lifecycle = &corev1.Lifecycle{PreStop: p.preStop}
 		}
 	}
+	p.backup.apply(pod, opts)
 	return tmpl
 }
 

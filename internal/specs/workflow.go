@@ -108,6 +108,17 @@ func BuildWorkflowChildren(wf *fleetv1alpha1.Workflow, w *fleetv1alpha1.Worker, 
 			fmt.Sprintf("--workflows-runner-url=http://%s:%d", podcontract.LoopbackHost, podcontract.RunnerPort),
 		},
 		sidecarConfig: true,
+		backup:        WorkflowBackup(wf),
 		extraFiles:    []render.File{{Key: EngineConfigFile, Path: EngineConfigFile, Data: append(raw, '\n')}},
 	}), nil
+}
+
+// WorkflowBackup is wf's spec.engine.backup and spec.engine.restore as its engine pod
+// needs them.
+func WorkflowBackup(wf *fleetv1alpha1.Workflow) StoreBackup {
+	bk := StoreBackup{Path: wf.BackupPath(), Shards: 1, Engine: true}
+	if e := wf.Spec.Engine; e != nil {
+		bk.Backup, bk.Restore = e.Backup, e.Restore
+	}
+	return bk
 }

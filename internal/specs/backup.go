@@ -1,0 +1,123 @@
+package specs
+
+import (
+	"encoding/json"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/backup"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
+)
+
+// StoreBackup is a store's spec.backup and spec.restore as its pods need them
+// (docs/backup.md): the sidecar ships the store, the restore init container fills an
+// empty volume before workerd starts.
+type StoreBackup struct {
+	Backup  *fleetv1alpha1.BackupSpec
+	Restore *fleetv1alpha1.RestoreSpec
+	// Path is the backup's key prefix (spec.backup.path or its default).
+	Path string
+	// Shards is the store's shard count: a shard restores the objects it owns.
+	Shards int32
+	// Blobs: a KV host, whose blob directory is shipped too. Engine: a Workflow
+	// engine, whose store is the sidecar's workflows.db.
+	Blobs, Engine bool
+}
+
+// apply adds the backup's env and mounts to pod's sidecar and the restore init
+// container before it; nothing without spec.backup or spec.restore.
+func (b StoreBackup) apply(pod *corev1.PodSpec, opts Options) {
+	if b.Backup == nil && b.Restore == nil {
+		return
+	}
+	env := []corev1.EnvVar{podNameEnv()}
+	if b.Backup != nil {
+		c := b.config(b.Backup.S3, b.Path)
+		c.Retention = b.Backup.RetentionOrDefault().String()
+		c.SnapshotInterval = b.Backup.SnapshotIntervalOrDefault().String()
+		env = append(env, configEnv(podcontract.BackupConfigEnv, c),
+			secretEnv(podcontract.BackupAccessKeyIDEnv, b.Backup.S3.CredentialsSecret.Name, fleetv1alpha1.R2AccessKeyIDKey),
+			secretEnv(podcontract.BackupSecretAccessKeyEnv, b.Backup.S3.CredentialsSecret.Name, fleetv1alpha1.R2SecretAccessKeyKey))
+	}
+	restoreEnv := append([]corev1.EnvVar(nil), env...)
+	if r := b.Restore; r != nil {
+		c := b.config(r.S3, r.Path)
+		if r.PointInTime != nil {
+			c.PointInTime = r.PointInTime.UTC().Format(time.RFC3339Nano)
+		}
+		restoreEnv = append(restoreEnv, configEnv(podcontract.RestoreConfigEnv, c),
+			secretEnv(podcontract.RestoreAccessKeyIDEnv, r.S3.CredentialsSecret.Name, fleetv1alpha1.R2AccessKeyIDKey),
+			secretEnv(podcontract.RestoreSecretAccessKeyEnv, r.S3.CredentialsSecret.Name, fleetv1alpha1.R2SecretAccessKeyKey))
+	}
+	mounts := b.mounts()
+	for i := range pod.InitContainers {
+		c := &pod.InitContainers[i]
+		if c.Name != podcontract.SidecarContainer {
+			continue
+		}
+		if b.Backup != nil {
+			c.Env = append(c.Env, env...)
+			c.VolumeMounts = append(c.VolumeMounts, mounts[:len(mounts)-1]...)
+		}
+		restore := restoreContainer(opts, restoreEnv, mounts)
+		pod.InitContainers = append(pod.InitContainers[:i], append([]corev1.Container{restore}, pod.InitContainers[i:]...)...)
+		return
+	}
+}
+
+// config is the backup.Config of a bucket and path for this store.
+func (b StoreBackup) config(s fleetv1alpha1.S3BucketSource, path string) backup.Config {
+	return backup.Config{Endpoint: s.Endpoint, Bucket: s.Bucket, Region: s.Region, Prefix: path,
+		Shards: b.Shards, Blobs: b.Blobs, Engine: b.Engine}
+}
+
+// mounts are the store's directories on the PVC, the sidecar's data directory last
+// (the sidecar has it already).
+func (b StoreBackup) mounts() []corev1.VolumeMount {
+	var m []corev1.VolumeMount
+	if !b.Engine {
+		m = append(m, corev1.VolumeMount{Name: shardDataVolume, MountPath: render.DOStorageDir, SubPath: shardDOSubPath})
+	}
+	if b.Blobs {
+		m = append(m, corev1.VolumeMount{Name: shardDataVolume, MountPath: render.DataBlobsDir, SubPath: shardBlobsSubPath})
+	}
+	return append(m, corev1.VolumeMount{Name: shardDataVolume, MountPath: podcontract.SidecarDataDir, SubPath: shardSidecarSubDir})
+}
+
+// restoreContainer runs `workerd-operator restore-store` (podcontract.RestoreContainer).
+func restoreContainer(opts Options, env []corev1.EnvVar, mounts []corev1.VolumeMount) corev1.Container {
+	return corev1.Container{
+		Name:  podcontract.RestoreContainer,
+		Image: opts.OperatorImage,
+		Args:  []string{podcontract.RestoreCommand},
+		Env:   env,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+		},
+		VolumeMounts:             mounts,
+		SecurityContext:          restrictedSecurityContext(),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+}
+
+func configEnv(name string, c backup.Config) corev1.EnvVar {
+	b, _ := json.Marshal(c)
+	return corev1.EnvVar{Name: name, Value: string(b)}
+}
+
+func secretEnv(name, secret, key string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key,
+	}}}
+}
+
+func podNameEnv() corev1.EnvVar {
+	return corev1.EnvVar{Name: render.PodNameEnv, ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
+	}}
+}
