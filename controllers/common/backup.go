@@ -19,37 +19,17 @@ func CheckBackup(ctx context.Context, meta client.Reader, namespace, field strin
 	if msg := fleetv1alpha1.RestoreConflict(bk.Backup, bk.Restore, bk.Path); msg != "" {
 		return Blocked(fleetv1alpha1.ReasonInvalidSpec, field+".restore: "+msg)
 	}
-	for _, s := range []struct {
-		what string
-		src  *fleetv1alpha1.S3BucketSource
-	}{{"backup", backupSource(bk.Backup)}, {"restore", restoreSource(bk.Restore)}} {
-		if s.src == nil {
-			continue
-		}
-		name := s.src.CredentialsSecret.Name
+	for _, b := range bk.Buckets() {
+		name := b.S3.CredentialsSecret.Name
 		err := meta.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, ReferenceMeta("Secret"))
 		if apierrors.IsNotFound(err) {
 			return Blocked(fleetv1alpha1.ReasonSecretNotFound, fmt.Sprintf(
 				"%s.%s.s3.credentialsSecret: Secret %q not found in namespace %q (keys %s and %s; docs/backup.md)",
-				field, s.what, name, namespace, fleetv1alpha1.R2AccessKeyIDKey, fleetv1alpha1.R2SecretAccessKeyKey))
+				field, b.Field, name, namespace, fleetv1alpha1.R2AccessKeyIDKey, fleetv1alpha1.R2SecretAccessKeyKey))
 		}
 		if err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func backupSource(b *fleetv1alpha1.BackupSpec) *fleetv1alpha1.S3BucketSource {
-	if b == nil {
-		return nil
-	}
-	return &b.S3
-}
-
-func restoreSource(r *fleetv1alpha1.RestoreSpec) *fleetv1alpha1.S3BucketSource {
-	if r == nil {
-		return nil
-	}
-	return &r.S3
 }

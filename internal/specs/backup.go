@@ -2,10 +2,15 @@ package specs
 
 import (
 	"encoding/json"
+	"net/url"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/backup"
@@ -67,6 +72,60 @@ func (b StoreBackup) apply(pod *corev1.PodSpec, opts Options) {
 		pod.InitContainers = append(pod.InitContainers[:i], append([]corev1.Container{restore}, pod.InitContainers[i:]...)...)
 		return
 	}
+}
+
+// egress lets the pods reach the backup's and the restore's S3 endpoints: their ports,
+// at any address (a NetworkPolicy cannot name a DNS name; the endpoint may be a
+// cluster Service or a cloud store). Nothing without spec.backup or spec.restore.
+func (b StoreBackup) egress(np *networkingv1.NetworkPolicy) {
+	if np == nil {
+		return
+	}
+	seen := map[int32]bool{}
+	var ports []networkingv1.NetworkPolicyPort
+	for _, bk := range b.Buckets() {
+		if p := endpointPort(bk.S3.Endpoint); !seen[p] {
+			seen[p] = true
+			port := intstr.FromInt32(p)
+			ports = append(ports, networkingv1.NetworkPolicyPort{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port})
+		}
+	}
+	if len(ports) > 0 {
+		np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{Ports: ports})
+	}
+}
+
+// endpointPort is the TCP port of an http(s) endpoint URL (80 or 443 by default).
+func endpointPort(endpoint string) int32 {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return 443
+	}
+	if p, err := strconv.ParseInt(u.Port(), 10, 32); err == nil {
+		return int32(p)
+	}
+	if u.Scheme == "http" {
+		return 80
+	}
+	return 443
+}
+
+// Bucket is a bucket a store's pods reach: Field is "backup" or "restore".
+type Bucket struct {
+	Field string
+	S3    *fleetv1alpha1.S3BucketSource
+}
+
+// Buckets are the store's spec.backup and spec.restore buckets, those that are set.
+func (b StoreBackup) Buckets() []Bucket {
+	var out []Bucket
+	if b.Backup != nil {
+		out = append(out, Bucket{"backup", &b.Backup.S3})
+	}
+	if b.Restore != nil {
+		out = append(out, Bucket{"restore", &b.Restore.S3})
+	}
+	return out
 }
 
 // config is the backup.Config of a bucket and path for this store.

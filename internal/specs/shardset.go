@@ -105,6 +105,7 @@ func buildShardSet(w *fleetv1alpha1.Worker, out *render.Output, inputsHash strin
 	}
 	np := buildNetworkPolicy(metav1.ObjectMeta{Name: p.name, Namespace: p.namespace, Labels: p.labels, OwnerReferences: own},
 		p.selector, &sts.Spec.Template.Spec, opts, w)
+	p.backup.egress(np)
 	return ShardSet{ConfigMap: cm, StatefulSet: sts, Service: svc, NetworkPolicy: np}
 }
 
