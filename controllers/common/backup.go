@@ -2,13 +2,24 @@ package common
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/backup"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/specs"
 )
 
@@ -32,4 +43,92 @@ func CheckBackup(ctx context.Context, meta client.Reader, namespace, field strin
 		}
 	}
 	return nil
+}
+
+// Backup status polling (docs/backup.md, "Status and alerts").
+const (
+	// BackupStatusInterval is how often a store with a backup is looked at again.
+	BackupStatusInterval = 30 * time.Second
+	// BackupLagWarning is the lag past which a Warning Event BackupLagging is recorded.
+	BackupLagWarning = time.Minute
+)
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=delete
+
+// Backup asks each ready pod's sidecar for its backup (backup.StatusPath, over the
+// internal plane's mutual TLS) and sums them up: nil when none answered. A pod whose
+// store directory was wiped under it is deleted, so its restore init container runs
+// again before it serves; that and a lag past BackupLagWarning are Warning Events.
+func (e Events) Backup(ctx context.Context, c client.Client, opts specs.Options, obj client.Object, path string, pods []corev1.Pod) *fleetv1alpha1.BackupStatus {
+	if opts.Issuer == nil {
+		return nil
+	}
+	hc, err := opts.Issuer.HTTPClient(ctx, obj.GetNamespace(), 3*time.Second)
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("backup status unavailable", "error", err.Error())
+		return nil
+	}
+	var sum *fleetv1alpha1.BackupStatus
+	for _, p := range ReadyPods(pods) {
+		st, err := podBackup(ctx, hc, p.Status.PodIP)
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("backup status unavailable", "pod", p.Name, "error", err.Error())
+			continue
+		}
+		if st.VolumeLost {
+			e.Event(ctx, obj, corev1.EventTypeWarning, "VolumeLost", "DeletePod", fmt.Sprintf(
+				"pod %s: the store's directory was wiped under it; deleting the pod so its restore container refills it from the backup (docs/backup.md)", p.Name))
+			if err := c.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+				log.FromContext(ctx).Error(err, "delete the pod of a wiped volume", "pod", p.Name)
+			}
+			continue
+		}
+		sum = addBackup(sum, st)
+	}
+	if sum == nil {
+		return nil
+	}
+	sum.Path = path
+	if lag := time.Duration(sum.LagSeconds) * time.Second; lag > BackupLagWarning {
+		e.Event(ctx, obj, corev1.EventTypeWarning, "BackupLagging", "Backup", fmt.Sprintf(
+			"the backup lags %v behind the newest commit (more than %v): check the bucket and the sidecars' logs (docs/backup.md)", lag, BackupLagWarning))
+	}
+	return sum
+}
+
+func podBackup(ctx context.Context, hc *http.Client, ip string) (backup.Status, error) {
+	var st backup.Status
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+net.JoinHostPort(ip, strconv.Itoa(podcontract.SidecarPort))+backup.StatusPath, nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("GET %s: %s", backup.StatusPath, resp.Status)
+	}
+	return st, json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&st)
+}
+
+// addBackup adds one pod's status to sum: databases add up, lastShipped is the oldest
+// of the pods' newest, lastFull the newest, the lag the largest.
+func addBackup(sum *fleetv1alpha1.BackupStatus, st backup.Status) *fleetv1alpha1.BackupStatus {
+	first := sum == nil
+	if first {
+		sum = &fleetv1alpha1.BackupStatus{}
+	}
+	sum.Databases += int32(st.Databases)
+	if t := st.LastShipped; t != nil && (first || (sum.LastShipped != nil && t.Before(sum.LastShipped.Time))) {
+		sum.LastShipped = &metav1.Time{Time: *t}
+	}
+	if t := st.LastFull; t != nil && (sum.LastFull == nil || t.After(sum.LastFull.Time)) {
+		sum.LastFull = &metav1.Time{Time: *t}
+	}
+	if lag := int32(st.LagSeconds); lag > sum.LagSeconds {
+		sum.LagSeconds = lag
+	}
+	return sum
 }

@@ -56,11 +56,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		err = perr
 	}
 	st := computeStatus(s.obj.GetGeneration(), *s.status, sts, pods, err)
+	if s.backup.Backup != nil {
+		if b := r.Events.Backup(ctx, r.Client, r.Options, s.obj, s.backup.Path, pods); b != nil {
+			st.Backup = b
+		}
+	}
 	r.Events.Transitions(ctx, s.obj, s.status.Conditions, st.Conditions)
 	if err := s.write(ctx, r.Client, st); err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.backoff.Result(ctx, req.NamespacedName, err)
+	res, err := r.backoff.Result(ctx, req.NamespacedName, err)
+	if err == nil && s.backup.Backup != nil && res.RequeueAfter == 0 {
+		res.RequeueAfter = common.BackupStatusInterval
+	}
+	return res, err
 }
 
 // reconcileChildren renders the host pod and applies its ConfigMap, Service,

@@ -56,11 +56,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		err = perr
 	}
 	st := computeStatus(d, sts, pods, err)
+	if d.Spec.Backup != nil {
+		if b := r.Events.Backup(ctx, r.Client, r.Options, d, d.BackupPath(), pods); b != nil {
+			st.Backup = b
+		}
+	}
 	r.Events.Transitions(ctx, d, d.Status.Conditions, st.Conditions)
 	if err := common.WriteStatus(ctx, r.Client, d, &d.Status, st); err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.backoff.Result(ctx, req.NamespacedName, err)
+	res, err := r.backoff.Result(ctx, req.NamespacedName, err)
+	if err == nil && d.Spec.Backup != nil && res.RequeueAfter == 0 {
+		res.RequeueAfter = common.BackupStatusInterval
+	}
+	return res, err
 }
 
 // reconcileChildren renders the shard pods from the Worker (with every sibling it

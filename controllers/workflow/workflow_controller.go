@@ -71,6 +71,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	counts := r.instanceCounts(ctx, wf, pods)
 	st := computeStatus(wf, sts, pods, counts, err)
+	if bk := specs.WorkflowBackup(wf); bk.Backup != nil {
+		if b := r.Events.Backup(ctx, r.Client, r.Options, wf, bk.Path, pods); b != nil {
+			st.Backup = b
+		}
+	}
 	r.Events.Transitions(ctx, wf, wf.Status.Conditions, st.Conditions)
 	if err := common.WriteStatus(ctx, r.Client, wf, &wf.Status, st); err != nil {
 		return ctrl.Result{}, err
