@@ -25,7 +25,7 @@ import (
 // newRestoreStoreCommand: `workerd-operator restore-store`, the restore init container
 // of a store's pod (podcontract.RestoreContainer, docs/backup.md).
 func newRestoreStoreCommand() *cobra.Command {
-	dir := render.DOStorageDir
+	var dir, blobs string
 	cmd := &cobra.Command{
 		Use:   podcontract.RestoreCommand,
 		Short: "Fill an empty store volume from its backup before workerd starts (a pod's init container)",
@@ -38,16 +38,17 @@ func newRestoreStoreCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runRestoreStore(ctx, dir, cmd.ErrOrStderr())
+			return runRestoreStore(ctx, dir, blobs, cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().StringVar(&dir, "dir", dir, "the store's directory (workerd's localDisk path) on the pod's volume")
+	cmd.Flags().StringVar(&dir, "dir", render.DOStorageDir, "the store's directory on the pod's volume: workerd's localDisk path, or a Workflow engine's data directory")
+	cmd.Flags().StringVar(&blobs, "blobs-dir", "", "a KV host's directory of values over 64 KiB ("+render.DataBlobsDir+"), restored with the databases")
 	return cmd
 }
 
-func runRestoreStore(ctx context.Context, dir string, stderr io.Writer) error {
+func runRestoreStore(ctx context.Context, dir, blobs string, stderr io.Writer) error {
 	log := stderrLogger(stderr)
-	o := backup.RecoverOptions{Dir: dir}
+	o := backup.RecoverOptions{Dir: dir, BlobsDir: blobs}
 	var shards int32
 	for _, src := range []struct {
 		name, key, secret string
@@ -68,11 +69,8 @@ func runRestoreStore(ctx context.Context, dir string, stderr io.Writer) error {
 			return fmt.Errorf("%s: $%s: pointInTime: %w", podcontract.RestoreCommand, src.name, err)
 		}
 		*src.dst, shards = &backup.Source{Target: t, PointInTime: at}, c.Shards
-		if c.Blobs {
-			o.BlobsDir = render.DataBlobsDir
-		}
 		if c.Engine {
-			o.Dir, o.Files = podcontract.SidecarDataDir, []string{store.FileName}
+			o.Files = []string{store.FileName}
 		}
 	}
 	if o.Backup == nil && o.Restore == nil {
@@ -109,7 +107,7 @@ func shardOwnership(shards int32) (int32, func(id string) bool, error) {
 
 // attachBackup ships the store's directory to $WORKERD_OPERATOR_BACKUP, set on the
 // pods of a store with spec.backup, until the sidecar shuts down.
-func attachBackup(ctx context.Context, srv *sidecar.Server, engine *workflows.Engine, stderr io.Writer) error {
+func attachBackup(ctx context.Context, srv *sidecar.Server, o *sidecarOptions, engine *workflows.Engine, stderr io.Writer) error {
 	c, t, ok, err := backup.ConfigFromEnv(podcontract.BackupConfigEnv, podcontract.BackupAccessKeyIDEnv, podcontract.BackupSecretAccessKeyEnv)
 	if err != nil || !ok {
 		return err
@@ -118,21 +116,21 @@ func attachBackup(ctx context.Context, srv *sidecar.Server, engine *workflows.En
 	if err != nil {
 		return fmt.Errorf("sidecar: backup: $%s: %w", render.PodNameEnv, err)
 	}
-	o := backup.Options{Target: t, Dir: render.DOStorageDir, StateDir: filepath.Join(podcontract.BackupStateDir, "ship"), Ordinal: ordinal,
-		RequireMarker: true}
-	if c.Blobs {
-		o.BlobsDir = render.DataBlobsDir
-	}
+	bo := backup.Options{Target: t, Dir: o.backupDir, BlobsDir: o.backupBlobsDir, Ordinal: ordinal, RequireMarker: true,
+		StateDir: filepath.Join(o.dataDir, podcontract.BackupStateSubdir, "ship")}
 	if c.Engine {
 		if engine == nil {
 			return fmt.Errorf("sidecar: $%s names a Workflow engine's store, but no engine runs here (--workflows-config)", podcontract.BackupConfigEnv)
 		}
-		o.Dir, o.Bolt = srv.DataDir(), map[string]*bolt.DB{store.FileName: engine.Store()}
+		bo.Dir, bo.Bolt = srv.DataDir(), map[string]*bolt.DB{store.FileName: engine.Store()}
 	}
-	if o.Retention, o.SnapshotInterval, err = c.Durations(); err != nil {
+	if bo.Dir == "" {
+		return fmt.Errorf("sidecar: $%s is set but --backup-dir is not: the store's directory to ship", podcontract.BackupConfigEnv)
+	}
+	if bo.Retention, bo.SnapshotInterval, err = c.Durations(); err != nil {
 		return fmt.Errorf("sidecar: $%s: %w", podcontract.BackupConfigEnv, err)
 	}
-	r, err := backup.Start(ctx, o, stderrLogger(stderr))
+	r, err := backup.Start(ctx, bo, stderrLogger(stderr))
 	if err != nil {
 		return fmt.Errorf("sidecar: %w", err)
 	}
@@ -141,7 +139,7 @@ func attachBackup(ctx context.Context, srv *sidecar.Server, engine *workflows.En
 	}
 	srv.Handle(backup.StatusPrefix, r)
 	srv.OnShutdown(r.Close)
-	fmt.Fprintf(stderr, "sidecar: backing up %s to s3 %s/%s/%s\n", o.Dir, t.Endpoint, t.Bucket, t.Prefix)
+	fmt.Fprintf(stderr, "sidecar: backing up %s to s3 %s/%s/%s\n", bo.Dir, t.Endpoint, t.Bucket, t.Prefix)
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/requestcf"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/cache"
@@ -39,6 +40,8 @@ type sidecarOptions struct {
 	lim             channels.Limits // the --channel-max-* values; only changed ones apply
 	cache           cache.Options   // the --cache-* values
 	requestCF       requestCFFlags
+	// backupDir and backupBlobsDir: what the backup ships ($WORKERD_OPERATOR_BACKUP).
+	backupDir, backupBlobsDir string
 }
 
 // newSidecarCommand: `workerd-operator sidecar --listen 127.0.0.1:9092 --listen-tls
@@ -72,6 +75,8 @@ func newSidecarCommand() *cobra.Command {
 	f.Int64Var(&o.cache.DiskBytes, "cache-disk-bytes", cache.DefaultDiskBytes, "Cache API: bytes of cached bodies kept under <data-dir>/cache")
 	f.Int64Var(&o.cache.MaxEntryBytes, "cache-max-entry-bytes", cache.DefaultMaxEntryBytes, "Cache API: the largest response put() stores (Cloudflare: 512 MB)")
 	o.requestCF.register(f)
+	f.StringVar(&o.backupDir, "backup-dir", "", "the store's directory the backup ships when $"+podcontract.BackupConfigEnv+" is set (workerd's localDisk path, "+render.DOStorageDir+" in a pod; docs/backup.md)")
+	f.StringVar(&o.backupBlobsDir, "backup-blobs-dir", "", "a KV host's directory of values over 64 KiB, shipped with the databases")
 	f.StringVar(&o.requestCF.geoipDir, "request-cf-geoip-dir", "", "directory of the GeoIP databases (*.mmdb, MaxMind's format) request.cf's geographic fields come from ("+podcontract.GeoIPDir+" in a pod; docs/request-cf.md)")
 	f.IntVar(&o.lim.MaxChannels, "channel-max-channels", o.lim.MaxChannels, "channels per Durable Object instance (lower than the profile's channels_per_object, 64)")
 	f.IntVar(&o.lim.MaxSubscribers, "channel-max-subscribers", o.lim.MaxSubscribers, "subscribers per channel (lower than the profile's subscribers_per_channel, 256)")
@@ -119,7 +124,7 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 	if err := attachRequestCF(srv, o.requestCF, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
-	if err := attachBackup(cmd.Context(), srv, engine, cmd.ErrOrStderr()); err != nil {
+	if err := attachBackup(cmd.Context(), srv, o, engine, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
 	if err := srv.Listen(); err != nil {

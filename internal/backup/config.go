@@ -25,9 +25,6 @@ type Config struct {
 	SnapshotInterval string `json:"snapshotInterval,omitempty"`
 	// PointInTime (RFC 3339) applies to a restore source; empty is the newest position.
 	PointInTime string `json:"pointInTime,omitempty"`
-	// Blobs is true on a KV host: its blob directory (render.DataBlobsDir) is shipped
-	// and restored with the databases.
-	Blobs bool `json:"blobs,omitempty"`
 	// Engine is true on a Workflow engine pod: its store is the sidecar's
 	// workflows.db (internal/workflows/store), not workerd's Durable Object directory.
 	Engine bool `json:"engine,omitempty"`

@@ -223,9 +223,9 @@ const (
 	AssetsDir = ConfigDir + "/" + AssetsSubdir
 	// SidecarDataDir is the sidecar's state directory (a PVC on shard and engine pods).
 	SidecarDataDir = "/var/lib/workerd-operator"
-	// BackupStateDir keeps the backup's local state (litestream's positions and LTX
-	// files not yet compacted) and the volume's restore marker, on the store's PVC.
-	BackupStateDir = SidecarDataDir + "/backup"
+	// BackupStateSubdir, under the sidecar's data directory (the store's PVC), keeps the
+	// backup's scratch files.
+	BackupStateSubdir = "backup"
 )
 
 // Labels and annotations on every child object and pod.

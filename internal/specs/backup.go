@@ -67,8 +67,10 @@ func (b StoreBackup) apply(pod *corev1.PodSpec, opts Options) {
 		if b.Backup != nil {
 			c.Env = append(c.Env, env...)
 			c.VolumeMounts = append(c.VolumeMounts, mounts[:len(mounts)-1]...)
+			c.Args = append(c.Args, b.dirArgs("--backup-dir", "--backup-blobs-dir")...)
 		}
 		restore := restoreContainer(opts, restoreEnv, mounts)
+		restore.Args = append(restore.Args, b.dirArgs("--dir", "--blobs-dir")...)
 		pod.InitContainers = append(pod.InitContainers[:i], append([]corev1.Container{restore}, pod.InitContainers[i:]...)...)
 		return
 	}
@@ -128,10 +130,28 @@ func (b StoreBackup) Buckets() []Bucket {
 	return out
 }
 
+// dirArgs name the store's directories with the flags dir and blobs: paths are
+// arguments, not constants of the binary, so a runtime that maps mounts (make dev's
+// local cluster) maps them too. A Workflow engine's store is the sidecar's data
+// directory, which the sidecar knows from --data-dir.
+func (b StoreBackup) dirArgs(dir, blobs string) []string {
+	var args []string
+	switch {
+	case b.Engine && dir == "--dir":
+		args = append(args, dir+"="+podcontract.SidecarDataDir)
+	case !b.Engine:
+		args = append(args, dir+"="+render.DOStorageDir)
+	}
+	if b.Blobs {
+		args = append(args, blobs+"="+render.DataBlobsDir)
+	}
+	return args
+}
+
 // config is the backup.Config of a bucket and path for this store.
 func (b StoreBackup) config(s fleetv1alpha1.S3BucketSource, path string) backup.Config {
 	return backup.Config{Endpoint: s.Endpoint, Bucket: s.Bucket, Region: s.Region, Prefix: path,
-		Shards: b.Shards, Blobs: b.Blobs, Engine: b.Engine}
+		Shards: b.Shards, Engine: b.Engine}
 }
 
 // mounts are the store's directories on the PVC, the sidecar's data directory last

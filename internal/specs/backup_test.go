@@ -102,6 +102,9 @@ func TestBackupWiring(t *testing.T) {
 					}
 				}
 			}
+			if !hasArg(sidecar, "--backup-dir="+render.DOStorageDir) || !hasArg(restore, "--dir="+render.DOStorageDir) {
+				t.Errorf("args: sidecar %q, restore %q: want the store's directory named (--backup-dir, --dir)", sidecar.Args, restore.Args)
+			}
 			for _, c := range []*corev1.Container{sidecar, restore} {
 				if !mounted(c, render.DOStorageDir, shardDOSubPath) || !mounted(c, podcontract.SidecarDataDir, shardSidecarSubDir) {
 					t.Errorf("%s mounts %+v: want the store's directory and the sidecar's, from the PVC", c.Name, c.VolumeMounts)
@@ -114,6 +117,15 @@ func TestBackupWiring(t *testing.T) {
 func mounted(c *corev1.Container, path, subPath string) bool {
 	for _, m := range c.VolumeMounts {
 		if m.MountPath == path && m.SubPath == subPath && m.Name == shardDataVolume && !m.ReadOnly {
+			return true
+		}
+	}
+	return false
+}
+
+func hasArg(c *corev1.Container, arg string) bool {
+	for _, a := range c.Args {
+		if a == arg {
 			return true
 		}
 	}
