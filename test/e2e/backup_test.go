@@ -284,7 +284,7 @@ func checkLedger(t *testing.T, st ledgerState, acked map[string]time.Time, lost 
 			if at.After(lost.Add(-backupRPO)) && at.Before(lost.Add(forceDeleteLag)) {
 				inWindow = append(inWindow, k)
 			} else {
-				missing = append(missing, k)
+				missing = append(missing, fmt.Sprintf("%s (acknowledged %+.1fs from the loss)", k, at.Sub(lost).Seconds()))
 			}
 		}
 		sort.Strings(missing)
