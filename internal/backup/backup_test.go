@@ -40,6 +40,18 @@ export class Store extends DurableObject {
       }
       return new Response("ok");
     }
+    if (u.pathname === "/digest") {
+      // Everything the object holds, as text: its rows and a checksum of its blobs.
+      this.ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS blobs (i INTEGER PRIMARY KEY, b BLOB)");
+      const kv = this.ctx.storage.sql.exec("SELECT k, v FROM kv ORDER BY k").toArray().map((r) => r.k + "=" + r.v).join(",");
+      let sum = 0, n = 0;
+      for (const r of this.ctx.storage.sql.exec("SELECT b FROM blobs ORDER BY i")) {
+        const b = new Uint8Array(r.b);
+        for (let i = 0; i < b.length; i += 997) sum = (sum * 31 + b[i]) >>> 0;
+        n++;
+      }
+      return new Response(kv + " blobs=" + n + " sum=" + sum);
+    }
     if (u.pathname === "/put") {
       this.ctx.storage.sql.exec("INSERT OR REPLACE INTO kv VALUES (?, ?)", k, u.searchParams.get("v"));
       return new Response("ok");

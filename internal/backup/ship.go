@@ -52,6 +52,11 @@ type shipper struct {
 	read  func(ctx context.Context, keep func(no uint32, h uint64) bool) (header, []page, []uint64, error)
 	statf func() (fileStat, error)
 
+	// guided: a SQLite file, whose WAL names the pages each commit wrote; cursor is
+	// how far into it the pages last shipped go (readGuided).
+	guided bool
+	cursor walCursor
+
 	hashes    []uint64 // of the pages last shipped; nil before the first full
 	stat      fileStat // when last shipped
 	label     int64    // of the last file shipped: labels of one database only grow
@@ -66,7 +71,7 @@ type shipper struct {
 
 // sqliteShipper ships the SQLite file at path (rel under the store's directory).
 func sqliteShipper(rel, path, key string) *shipper {
-	return &shipper{rel: rel, path: path, key: key,
+	return &shipper{rel: rel, path: path, key: key, guided: true,
 		read: func(ctx context.Context, keep func(uint32, uint64) bool) (header, []page, []uint64, error) {
 			return readPages(ctx, path, keep)
 		},
@@ -180,21 +185,21 @@ func (s *shipper) ship(ctx context.Context, r *Replicator, force bool) error {
 	s.pending.Store(true)
 	full := s.hashes == nil || time.Since(s.fullAt) >= r.opts.SnapshotInterval
 	old := s.hashes
-	h, pages, hashes, err := s.read(ctx, func(no uint32, sum uint64) bool {
+	h, pages, hashes, cursor, err := s.readChanged(ctx, full, func(no uint32, sum uint64) bool {
 		return full || int(no) > len(old) || old[no-1] != sum
 	})
 	if err != nil {
 		return fmt.Errorf("read %s: %w", s.rel, err)
 	}
 	if !full && len(pages) == 0 && int(h.PageCount) == len(old) {
-		s.stat = st
+		s.stat, s.cursor, s.hashes = st, cursor, hashes
 		s.shipped.Store(time.Now().UnixNano())
 		s.pending.Store(false)
 		return nil
 	}
 	if !full && s.deltaSum+int64(len(pages))*int64(h.PageSize) > int64(h.PageCount)*int64(h.PageSize)/2 {
 		full = true
-		if h, pages, hashes, err = s.read(ctx, func(uint32, uint64) bool { return true }); err != nil {
+		if h, pages, hashes, cursor, err = s.readChanged(ctx, true, func(uint32, uint64) bool { return true }); err != nil {
 			return fmt.Errorf("read %s: %w", s.rel, err)
 		}
 	}
@@ -208,7 +213,7 @@ func (s *shipper) ship(ctx context.Context, r *Replicator, force bool) error {
 	if err := s.upload(ctx, r, kind, func(f *os.File) error { return encodeFile(f, h, pages) }); err != nil {
 		return err
 	}
-	s.hashes, s.stat = hashes, st
+	s.hashes, s.stat, s.cursor = hashes, st, cursor
 	s.pending.Store(false)
 	if full {
 		s.fullAt, s.deltaSum = time.Now(), 0
@@ -218,6 +223,29 @@ func (s *shipper) ship(ctx context.Context, r *Replicator, force bool) error {
 		s.deltaSum += int64(len(pages)) * int64(h.PageSize)
 	}
 	return nil
+}
+
+// readChanged reads what changed since the last ship: for a SQLite file with a WAL
+// that tells, only the pages its new frames name; else every page. It returns the
+// WAL cursor the next read starts from.
+func (s *shipper) readChanged(ctx context.Context, full bool, keep func(uint32, uint64) bool) (header, []page, []uint64, walCursor, error) {
+	if !s.guided {
+		h, pages, hashes, err := s.read(ctx, keep)
+		return h, pages, hashes, walCursor{}, err
+	}
+	if !full && s.hashes != nil {
+		h, pages, hashes, next, err := readGuided(ctx, s.path, s.cursor, s.hashes, keep)
+		if !errors.Is(err, errNoGuide) {
+			return h, pages, hashes, next, err
+		}
+	}
+	// Every frame counted now is in the snapshot the read below takes.
+	before, _, ok := walState(s.path)
+	if !ok {
+		before = walCursor{}
+	}
+	h, pages, hashes, err := s.read(ctx, keep)
+	return h, pages, hashes, before, err
 }
 
 // upload writes a file of kind, labelled after everything in it was read, under the

@@ -1,0 +1,155 @@
+package backup
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net/url"
+	"os"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// SQLite's WAL file (https://www.sqlite.org/fileformat.html#the_write_ahead_log): a
+// 32-byte header (magic, version, page size, checkpoint sequence, salt-1, salt-2,
+// checksums), then frames of a 24-byte header (page number, database size after a
+// commit, salt-1, salt-2, checksums) and one page. A frame belongs to the current WAL
+// only when its salts equal the header's; a restarted WAL gets new salts.
+const (
+	walHeaderSize      = 32
+	walFrameHeaderSize = 24
+)
+
+// walCursor is how far into one WAL a read has gone: frames before it are in the last
+// shipped state. The zero cursor knows no WAL.
+type walCursor struct {
+	salt   [2]uint32
+	frames int64
+}
+
+// walState reads the WAL header of the database at path: its salts and how many whole
+// frames the file holds; ok is false without a WAL or with an unreadable one.
+func walState(path string) (c walCursor, pageSize uint32, ok bool) {
+	f, err := os.Open(path + "-wal")
+	if err != nil {
+		return c, 0, false
+	}
+	defer f.Close()
+	var hdr [walHeaderSize]byte
+	if _, err := io.ReadFull(f, hdr[:]); err != nil {
+		return c, 0, false
+	}
+	if m := binary.BigEndian.Uint32(hdr[0:4]); m != 0x377f0682 && m != 0x377f0683 {
+		return c, 0, false
+	}
+	pageSize = binary.BigEndian.Uint32(hdr[8:12])
+	if pageSize == 1 {
+		pageSize = 65536
+	}
+	st, err := f.Stat()
+	if err != nil || pageSize < 512 {
+		return c, 0, false
+	}
+	c.salt = [2]uint32{binary.BigEndian.Uint32(hdr[16:20]), binary.BigEndian.Uint32(hdr[20:24])}
+	c.frames = (st.Size() - walHeaderSize) / int64(walFrameHeaderSize+pageSize)
+	return c, pageSize, c.frames >= 0
+}
+
+// walPages are the page numbers of the current WAL's frames from..to of the database at
+// path (frames of an older WAL generation, past the current end, are left out).
+func walPages(path string, salt [2]uint32, pageSize uint32, from, to int64) ([]uint32, error) {
+	f, err := os.Open(path + "-wal")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	seen := map[uint32]bool{}
+	var out []uint32
+	var fh [walFrameHeaderSize]byte
+	for i := from; i < to; i++ {
+		if _, err := f.ReadAt(fh[:], walHeaderSize+i*int64(walFrameHeaderSize+pageSize)); err != nil {
+			return nil, err
+		}
+		if binary.BigEndian.Uint32(fh[8:12]) != salt[0] || binary.BigEndian.Uint32(fh[12:16]) != salt[1] {
+			break
+		}
+		if no := binary.BigEndian.Uint32(fh[0:4]); !seen[no] {
+			seen[no] = true
+			out = append(out, no)
+		}
+	}
+	return out, nil
+}
+
+// errNoGuide: the pages changed since the cursor cannot be told from the WAL (it was
+// restarted, or there is none); every page must be read.
+var errNoGuide = errors.New("the WAL does not tell which pages changed")
+
+// readGuided reads, in one read transaction, only the pages the WAL frames after c
+// name (every frame up to the snapshot included: the WAL is listed after the
+// transaction took its snapshot), and returns them with old's hashes updated and the
+// cursor of the next read: the frames counted before the transaction began, all of
+// which the snapshot holds. keep selects the pages returned.
+func readGuided(ctx context.Context, path string, c walCursor, old []uint64, keep func(no uint32, h uint64) bool) (header, []page, []uint64, walCursor, error) {
+	before, pageSize, ok := walState(path)
+	if !ok || c.salt == [2]uint32{} || before.salt != c.salt || before.frames < c.frames {
+		return header{}, nil, nil, walCursor{}, errNoGuide
+	}
+	u := url.URL{Scheme: "file", Path: path, RawQuery: "mode=ro&_pragma=busy_timeout(5000)"}
+	db, err := sql.Open("sqlite", u.String())
+	if err != nil {
+		return header{}, nil, nil, walCursor{}, err
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return header{}, nil, nil, walCursor{}, err
+	}
+	defer tx.Rollback()
+	h := header{PageSize: pageSize}
+	if err := tx.QueryRowContext(ctx, "PRAGMA page_count").Scan(&h.PageCount); err != nil {
+		return h, nil, nil, walCursor{}, err
+	}
+	after, _, ok := walState(path)
+	if !ok || after.salt != c.salt {
+		return h, nil, nil, walCursor{}, errNoGuide
+	}
+	nos, err := walPages(path, c.salt, pageSize, c.frames, after.frames)
+	if err != nil {
+		return h, nil, nil, walCursor{}, err
+	}
+	hashes := make([]uint64, h.PageCount)
+	copy(hashes, old)
+	var pages []page
+	for _, no := range nos {
+		if no == 0 || no > h.PageCount {
+			continue // a page beyond the snapshot's end: truncated away
+		}
+		p := page{No: no}
+		if err := tx.QueryRowContext(ctx, "SELECT data FROM sqlite_dbpage WHERE pgno = ?", no).Scan(&p.Data); err != nil {
+			return h, nil, nil, walCursor{}, err
+		}
+		sum := xxhash.Sum64(p.Data)
+		hashes[no-1] = sum
+		if keep(no, sum) {
+			pages = append(pages, p)
+		}
+	}
+	for no := uint32(len(old)) + 1; no <= h.PageCount; no++ {
+		if hashes[no-1] == 0 && !contains(nos, no) {
+			return h, nil, nil, walCursor{}, errNoGuide // a new page no frame names
+		}
+	}
+	return h, pages, hashes, before, nil
+}
+
+func contains(s []uint32, v uint32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
