@@ -18,13 +18,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
 // ledgerModule writes each operation (idempotently: a write retried after a partial
 // failure adds nothing twice) to a Durable Object (one of 16, on 2 shards), a KV
 // namespace, a D1 database and a queue it consumes itself (recording deliveries in D1),
 // and lists what each store holds.
-const ledgerModule = `import { DurableObject } from "cloudflare:workers";
+const ledgerModule = `import { DurableObject, WorkflowEntrypoint } from "cloudflare:workers";
+export class Flow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const k = event.payload.k;
+    // Counts its runs in KV: a step committed before the loss must not run again.
+    const a = await step.do("first", async () => {
+      const runs = Number((await this.env.KV.get("runs-" + k)) ?? 0) + 1;
+      await this.env.KV.put("runs-" + k, String(runs));
+      return "a-" + k;
+    });
+    const paid = await step.waitForEvent("paid", { type: "pay", timeout: "1 hour" });
+    return { a, b: "b-" + paid.payload.n, runs: Number(await this.env.KV.get("runs-" + k)) };
+  }
+}
 export class Tally extends DurableObject {
   add(k) {
     this.ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS ops (k TEXT PRIMARY KEY)");
@@ -45,6 +59,15 @@ export default {
       await env.Q.send({ k });
       return new Response("ok");
     }
+    if (u.pathname === "/flow/start") {
+      await env.FLOW.create({ id: k, params: { k } });
+      return new Response("ok");
+    }
+    if (u.pathname === "/flow/pay") {
+      await (await env.FLOW.get(k)).sendEvent({ type: "pay", payload: { n: u.searchParams.get("n") } });
+      return new Response("ok");
+    }
+    if (u.pathname === "/flow/status") return Response.json(await (await env.FLOW.get(k)).status());
     if (u.pathname === "/state") {
       const tally = [];
       for (let i = 0; i < 16; i++) tally.push(...(await env.TALLY.getByName("t" + i).ids()));
@@ -121,10 +144,10 @@ func backupS3(t *testing.T, name string) fleetv1alpha1.S3BucketSource {
 		CredentialsSecret: fleetv1alpha1.LocalObjectReference{Name: name + "-credentials"}}
 }
 
-// newLedger creates the Worker "ledger" (3 replicas) and its stores, each with
-// spec.backup on s3 and reclaimPolicy Delete: DurableObjectNamespace ledger-do (class
-// Tally, 2 shards), KVNamespace ledger-kv, D1Database ledger-db and Queue ledger-q
-// consumed by ledger itself.
+// newLedger creates the Worker "ledger" (3 replicas) and its stores, each with a backup
+// on s3 and reclaimPolicy Delete: DurableObjectNamespace ledger-do (class Tally, 2
+// shards), KVNamespace ledger-kv, D1Database ledger-db, Queue ledger-q consumed by
+// ledger itself, and the Workflow ledger-flow (class Flow).
 func newLedger(t *testing.T, s3 fleetv1alpha1.S3BucketSource) {
 	t.Helper()
 	bk := func() *fleetv1alpha1.BackupSpec { return &fleetv1alpha1.BackupSpec{S3: s3} }
@@ -142,8 +165,11 @@ func newLedger(t *testing.T, s3 fleetv1alpha1.S3BucketSource) {
 			Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
 				Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: ptr.To(ledgerModule)}}}},
 			Bindings: []fleetv1alpha1.Binding{{Name: "TALLY", DurableObjectNamespace: ref("ledger-do")}, {Name: "KV", KVNamespace: ref("ledger-kv")},
-				{Name: "DB", D1Database: ref("ledger-db")}, {Name: "Q", Queue: ref("ledger-q")}},
+				{Name: "DB", D1Database: ref("ledger-db")}, {Name: "Q", Queue: ref("ledger-q")}, {Name: "FLOW", Workflow: ref("ledger-flow")}},
 		}},
+		&fleetv1alpha1.Workflow{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "ledger-flow"},
+			Spec: fleetv1alpha1.WorkflowSpec{WorkerRef: *ref("ledger"), ClassName: "Flow",
+				Engine: &fleetv1alpha1.WorkflowEngineSpec{Storage: del(), Backup: bk()}}},
 		&fleetv1alpha1.DurableObjectNamespace{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "ledger-do"},
 			Spec: fleetv1alpha1.DurableObjectNamespaceSpec{WorkerRef: *ref("ledger"), ClassName: "Tally", SQL: true, Shards: ptr.To[int32](2),
 				Storage: del(), Backup: bk()}},
@@ -196,10 +222,12 @@ const backupRPO = 3 * time.Second
 // the deletion. Writes they acknowledge meanwhile go to the lost volume.
 const forceDeleteLag = 2 * time.Second
 
-// TestBackupSurvivesDiskLoss is Done means 1 of issue 33: Worker pods write each
+// TestBackupSurvivesDiskLoss is Done means 1 and 4 of issue 33: Worker pods write each
 // operation to Durable Objects on 2 shards, a KV namespace, a D1 database and a queue at
-// a steady rate; shard 0's and every data host's claim and pod are deleted mid-load;
-// the pods come back restored from the bucket. Every write acknowledged more than
+// a steady rate, and three workflow instances wait for an event; shard sidecars, the S3
+// server and the manager are SIGKILLed during the load; then shard 0's, every data
+// host's and the workflow engine's claim and pod are deleted mid-load; the pods come
+// back restored from the bucket. Every write acknowledged more than
 // backupRPO before the loss is in every store, the writes lost inside that window are
 // counted and reported, nothing is there twice.
 func TestBackupSurvivesDiskLoss(t *testing.T) {
@@ -233,18 +261,42 @@ func TestBackupSurvivesDiskLoss(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(15 * time.Second)
+	flows := []string{"f1", "f2", "f3"}
+	for _, k := range flows {
+		if !ack(hc, url+"/flow/start?k="+k) {
+			t.Fatalf("workflow instance %s not created", k)
+		}
+	}
+	// Done means 4: the sidecars shipping, the S3 server and the manager are killed
+	// (SIGKILL) during the load; the backup has no gap (checked after the loss).
+	for _, kill := range []struct {
+		labels    map[string]string
+		container string
+		ns        string
+	}{
+		{map[string]string{podcontract.LabelDONS: "ledger-do"}, podcontract.SidecarContainer, sampleNS},
+		{map[string]string{"app": "backup-s3"}, "versitygw", sampleNS},
+		{podcontract.ManagerPodLabels(), "manager", managerNS},
+		{map[string]string{podcontract.LabelD1Database: "ledger-db"}, podcontract.SidecarContainer, sampleNS},
+	} {
+		time.Sleep(3 * time.Second)
+		t.Logf("killed %s of %s", kill.container, killContainer(t, kill.ns, kill.labels, kill.container))
+	}
+	for _, k := range flows {
+		waitFlow(t, hc, url, k, "waiting")
+	}
+	time.Sleep(3 * time.Second)
 	lost := time.Now()
-	for _, pod := range []string{"ledger-do-do-0", "ledger-kv-kv-0", "ledger-db-d1-0", "ledger-q-queue-0"} {
+	for _, pod := range []string{"ledger-do-do-0", "ledger-kv-kv-0", "ledger-db-d1-0", "ledger-q-queue-0", "ledger-flow-wf-0"} {
 		loseVolume(t, pod)
 	}
 	t.Logf("claims and pods deleted at %s", lost.Format(time.RFC3339Nano))
-	time.Sleep(20 * time.Second)
+	time.Sleep(15 * time.Second)
 	close(stop)
 	wg.Wait()
-	for _, o := range []client.Object{&fleetv1alpha1.DurableObjectNamespace{}, &fleetv1alpha1.KVNamespace{}, &fleetv1alpha1.D1Database{}, &fleetv1alpha1.Queue{}} {
+	for _, o := range []client.Object{&fleetv1alpha1.DurableObjectNamespace{}, &fleetv1alpha1.KVNamespace{}, &fleetv1alpha1.D1Database{}, &fleetv1alpha1.Queue{}, &fleetv1alpha1.Workflow{}} {
 		name := map[string]string{"*v1alpha1.DurableObjectNamespace": "ledger-do", "*v1alpha1.KVNamespace": "ledger-kv",
-			"*v1alpha1.D1Database": "ledger-db", "*v1alpha1.Queue": "ledger-q"}[fmt.Sprintf("%T", o)]
+			"*v1alpha1.D1Database": "ledger-db", "*v1alpha1.Queue": "ledger-q", "*v1alpha1.Workflow": "ledger-flow"}[fmt.Sprintf("%T", o)]
 		o.SetNamespace(sampleNS)
 		o.SetName(name)
 		waitReady(t, o, 5*time.Minute)
@@ -261,6 +313,47 @@ func TestBackupSurvivesDiskLoss(t *testing.T) {
 		return checkLedger(t, st, acked, lost, false)
 	})
 	_ = checkLedger(t, st, acked, lost, true)
+	// The workflow instances resume from their last committed step: waiting for their
+	// event, their first step run once.
+	for _, k := range flows {
+		waitFlow(t, hc, url, k, "waiting")
+		if !ack(hc, url+"/flow/pay?k="+k+"&n=7") {
+			t.Fatalf("event to %s not acknowledged", k)
+		}
+		got := waitFlow(t, hc, url, k, "complete")
+		if o := got.Output; o.A != "a-"+k || o.B != "b-7" || o.Runs != 1 {
+			t.Errorf("instance %s output %+v, want a-%s, b-7, its first step run once", k, o, k)
+		}
+	}
+}
+
+// flowStatus is what Workflow instance.status() answers (the ledger's Flow output).
+type flowStatus struct {
+	Status string
+	Output struct {
+		A, B string
+		Runs int
+	}
+}
+
+// waitFlow waits until instance k's status is want.
+func waitFlow(t *testing.T, hc *http.Client, url, k, want string) flowStatus {
+	t.Helper()
+	var s flowStatus
+	eventually(t, 3*time.Minute, "instance "+k+" "+want, func() error {
+		body, err := getWith(hc, url+"/flow/status?k="+k)
+		if err == nil {
+			err = json.Unmarshal([]byte(body), &s)
+		}
+		if err != nil {
+			return err
+		}
+		if s.Status != want {
+			return fmt.Errorf("status %q", s.Status)
+		}
+		return nil
+	})
+	return s
 }
 
 // checkLedger compares the stores with the acknowledged writes: every write
