@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -157,4 +159,89 @@ func createStores(t *testing.T, objs []client.Object) []client.Object {
 		waitReady(t, o, 5*time.Minute)
 	}
 	return objs
+}
+
+// TestBackupWipedDirectory is the second half of Done means 1 of issue 33: the store
+// directory of a running D1 host is wiped on the node (its pod and claim stay). The
+// sidecar stops shipping, the manager sees the lost volume in the pod's backup status
+// and deletes the pod, and the new pod's restore container refills the directory from
+// the bucket: the rows written before are there.
+func TestBackupWipedDirectory(t *testing.T) {
+	ctx := context.Background()
+	s3 := backupS3(t, "wipe-s3")
+	objs := []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "wipe-migrations"},
+			Data: map[string]string{"0001_t.sql": "CREATE TABLE t (v TEXT NOT NULL);"}},
+		&fleetv1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "wipe"}, Spec: fleetv1alpha1.WorkerSpec{
+			CompatibilityDate: "2026-11-01",
+			Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
+				Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: ptr.To(`export default {
+  async fetch(req, env) {
+    const v = new URL(req.url).searchParams.get("v");
+    if (v) { await env.DB.prepare("INSERT INTO t (v) VALUES (?)").bind(v).run(); return new Response("ok"); }
+    return new Response((await env.DB.prepare("SELECT v FROM t ORDER BY rowid").raw()).map((r) => r[0]).join("+"));
+  },
+};`)}}}},
+			Bindings: []fleetv1alpha1.Binding{{Name: "DB", D1Database: &fleetv1alpha1.LocalObjectReference{Name: "wipe-db"}}},
+		}},
+	}
+	for _, o := range objs {
+		if err := k8sClient.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), o) })
+	}
+	createStores(t, []client.Object{&fleetv1alpha1.D1Database{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "wipe-db"},
+		Spec: fleetv1alpha1.D1DatabaseSpec{Storage: &fleetv1alpha1.StorageSpec{ReclaimPolicy: fleetv1alpha1.ReclaimDelete},
+			Backup:     &fleetv1alpha1.BackupSpec{S3: s3},
+			Migrations: &fleetv1alpha1.D1Migrations{ConfigMap: fleetv1alpha1.LocalObjectReference{Name: "wipe-migrations"}}}}})
+	waitWorkerReady(t, "wipe")
+	url := serviceURL(t, "wipe")
+	hc := &http.Client{Timeout: 30 * time.Second}
+	for _, v := range []string{"a", "b", "c"} {
+		if !ack(hc, url+"/?v="+v) {
+			t.Fatalf("insert %s not acknowledged", v)
+		}
+	}
+	time.Sleep(backupRPO)
+	old := &corev1.Pod{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: sampleNS, Name: "wipe-db-d1-0"}, old); err != nil {
+		t.Fatal(err)
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: sampleNS, Name: "data-wipe-db-d1-0"}, pvc); err != nil {
+		t.Fatal(err)
+	}
+	pv := &corev1.PersistentVolume{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil || pv.Spec.HostPath == nil {
+		t.Fatalf("the claim's volume %s is not a hostPath one: %v", pvc.Spec.VolumeName, err)
+	}
+	dir := filepath.Join(pv.Spec.HostPath.Path, "do")
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("the store's directory %s: %v entries, %v", dir, len(entries), err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("wiped %s (%d entries)", dir, len(entries))
+	eventually(t, 4*time.Minute, "the host pod replaced and the rows back", func() error {
+		p := &corev1.Pod{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: sampleNS, Name: "wipe-db-d1-0"}, p); err != nil {
+			return err
+		}
+		if p.UID == old.UID {
+			return fmt.Errorf("pod %s not replaced yet", p.Name)
+		}
+		got, err := getWith(hc, url+"/")
+		if err != nil {
+			return err
+		}
+		if got != "a+b+c" {
+			return fmt.Errorf("rows %q, want a+b+c", got)
+		}
+		return nil
+	})
 }
