@@ -154,7 +154,9 @@ func newLedger(t *testing.T, s3 fleetv1alpha1.S3BucketSource) {
 	del := func() *fleetv1alpha1.StorageSpec {
 		return &fleetv1alpha1.StorageSpec{ReclaimPolicy: fleetv1alpha1.ReclaimDelete}
 	}
-	ref := func(n string) *fleetv1alpha1.LocalObjectReference { return &fleetv1alpha1.LocalObjectReference{Name: n} }
+	ref := func(n string) *fleetv1alpha1.LocalObjectReference {
+		return &fleetv1alpha1.LocalObjectReference{Name: n}
+	}
 	objs := []client.Object{
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "ledger-migrations"}, Data: map[string]string{
 			"0001_items.sql":     "CREATE TABLE items (id INTEGER PRIMARY KEY, v TEXT NOT NULL UNIQUE);",
