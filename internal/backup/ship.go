@@ -240,7 +240,7 @@ func (s *shipper) readChanged(ctx context.Context, full bool, keep func(uint32, 
 		}
 	}
 	// Every frame counted now is in the snapshot the read below takes.
-	before, _, ok := walState(s.path)
+	before, _, _, ok := walState(s.path, walCursor{})
 	if !ok {
 		before = walCursor{}
 	}

@@ -29,32 +29,50 @@ type walCursor struct {
 	frames int64
 }
 
-// walState reads the WAL header of the database at path: its salts and how many whole
-// frames the file holds; ok is false without a WAL or with an unreadable one.
-func walState(path string) (c walCursor, pageSize uint32, ok bool) {
+// walState reads the WAL of the database at path: its salts, how many frames of the
+// current WAL it holds (valid: their salts match the header; a restarted WAL keeps the
+// file's size and overwrites from the start, so frames of an older generation follow
+// the valid ones) and how many of those end with a commit (committed: the cursor a
+// read may resume from; frames of a transaction not yet committed are read again).
+// hint, a cursor of the same WAL, skips the frames it already covers. ok is false
+// without a WAL or with an unreadable one.
+func walState(path string, hint walCursor) (c walCursor, valid int64, pageSize uint32, ok bool) {
 	f, err := os.Open(path + "-wal")
 	if err != nil {
-		return c, 0, false
+		return c, 0, 0, false
 	}
 	defer f.Close()
 	var hdr [walHeaderSize]byte
 	if _, err := io.ReadFull(f, hdr[:]); err != nil {
-		return c, 0, false
+		return c, 0, 0, false
 	}
 	if m := binary.BigEndian.Uint32(hdr[0:4]); m != 0x377f0682 && m != 0x377f0683 {
-		return c, 0, false
+		return c, 0, 0, false
 	}
 	pageSize = binary.BigEndian.Uint32(hdr[8:12])
 	if pageSize == 1 {
 		pageSize = 65536
 	}
-	st, err := f.Stat()
-	if err != nil || pageSize < 512 {
-		return c, 0, false
+	if pageSize < 512 {
+		return c, 0, 0, false
 	}
 	c.salt = [2]uint32{binary.BigEndian.Uint32(hdr[16:20]), binary.BigEndian.Uint32(hdr[20:24])}
-	c.frames = (st.Size() - walHeaderSize) / int64(walFrameHeaderSize+pageSize)
-	return c, pageSize, c.frames >= 0
+	if hint.salt == c.salt {
+		c.frames = hint.frames
+	}
+	var fh [walFrameHeaderSize]byte
+	for valid = c.frames; ; valid++ {
+		if _, err := f.ReadAt(fh[:], walHeaderSize+valid*int64(walFrameHeaderSize+pageSize)); err != nil {
+			break
+		}
+		if binary.BigEndian.Uint32(fh[8:12]) != c.salt[0] || binary.BigEndian.Uint32(fh[12:16]) != c.salt[1] {
+			break
+		}
+		if binary.BigEndian.Uint32(fh[4:8]) != 0 {
+			c.frames = valid + 1
+		}
+	}
+	return c, valid, pageSize, true
 }
 
 // walPages are the page numbers of the current WAL's frames from..to of the database at
@@ -93,7 +111,7 @@ var errNoGuide = errors.New("the WAL does not tell which pages changed")
 // cursor of the next read: the frames counted before the transaction began, all of
 // which the snapshot holds. keep selects the pages returned.
 func readGuided(ctx context.Context, path string, c walCursor, old []uint64, keep func(no uint32, h uint64) bool) (header, []page, []uint64, walCursor, error) {
-	before, pageSize, ok := walState(path)
+	before, _, pageSize, ok := walState(path, c)
 	if !ok || c.salt == [2]uint32{} || before.salt != c.salt || before.frames < c.frames {
 		return header{}, nil, nil, walCursor{}, errNoGuide
 	}
@@ -112,11 +130,11 @@ func readGuided(ctx context.Context, path string, c walCursor, old []uint64, kee
 	if err := tx.QueryRowContext(ctx, "PRAGMA page_count").Scan(&h.PageCount); err != nil {
 		return h, nil, nil, walCursor{}, err
 	}
-	after, _, ok := walState(path)
+	after, valid, _, ok := walState(path, before)
 	if !ok || after.salt != c.salt {
 		return h, nil, nil, walCursor{}, errNoGuide
 	}
-	nos, err := walPages(path, c.salt, pageSize, c.frames, after.frames)
+	nos, err := walPages(path, c.salt, pageSize, c.frames, valid)
 	if err != nil {
 		return h, nil, nil, walCursor{}, err
 	}
