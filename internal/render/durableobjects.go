@@ -73,6 +73,13 @@ type DurableObjectTarget struct {
 	OwnerWaitMs int64
 }
 
+// OwnerWaitSeconds is how long a binding call waits for a Durable Object shard or a
+// Workflow engine being replaced before it fails retryable: router.js OWNER_WAIT_MS and
+// workflows-binding.js WAIT_MS (shim tests hold them to this value). A Worker pod's grace
+// period includes it, so that a request waiting for an owner is not cut by its own
+// pod's rollout.
+const OwnerWaitSeconds = 60
+
 // DefaultChannelsBinding is the env name of the channels client when
 // spec.channels.binding is unset (api ChannelsSpec.binding).
 const DefaultChannelsBinding = "CHANNELS"

@@ -2,6 +2,7 @@ package shim_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -167,5 +168,18 @@ func TestTriggerMalformed(t *testing.T) {
 				t.Fatalf("%s %s: %d %q, want %d and prefix %q", c.method, c.path, code, body, c.wantStatus, c.want)
 			}
 		})
+	}
+}
+
+// TestOwnerWait: the Durable Object router and the Workflow binding wait for an owner
+// being replaced as long as render.OwnerWaitSeconds says, which Worker pods' grace
+// periods include (internal/specs).
+func TestOwnerWait(t *testing.T) {
+	want := fmt.Sprintf("%d;", render.OwnerWaitSeconds*1000)
+	for file, decl := range map[string]string{"router.js": "export const OWNER_WAIT_MS = ", "workflows-binding.js": "const WAIT_MS = "} {
+		src := string(shim.MustSource(file))
+		if !strings.Contains(src, "\n"+decl+want) {
+			t.Errorf("%s does not declare %s%s", file, decl, want)
+		}
 	}
 }

@@ -62,7 +62,8 @@ func TestShardPodsDrainBeforeStopping(t *testing.T) {
 		t.Errorf("shard preStop headers %+v, want %s: the 32-character drain token of the namespace's uid", h, render.DrainTokenHeader)
 	}
 	wp := build(t, w).Deployment.Spec.Template.Spec
-	if g := *wp.TerminationGracePeriodSeconds; g != opts.PreStopSeconds+opts.DrainSeconds || wp.Containers[0].Lifecycle.PreStop.Sleep == nil {
+	// A request may wait for a shard being replaced in the same rollout (docs/durable-objects.md "Rollouts").
+	if g := *wp.TerminationGracePeriodSeconds; g != opts.PreStopSeconds+60+opts.DrainSeconds || wp.Containers[0].Lifecycle.PreStop.Sleep == nil {
 		t.Errorf("worker grace %d preStop %+v", g, wp.Containers[0].Lifecycle.PreStop)
 	}
 }

@@ -133,6 +133,15 @@ func DefaultOptions() Options {
 	}
 }
 
+// workerGraceSeconds is a Worker pod's grace period: the preStop sleep, then time for an
+// in-flight request that waits for a Durable Object shard or Workflow engine being
+// replaced in the same rollout (render.OwnerWaitSeconds), then DrainSeconds for it to
+// finish. workerd exits as soon as it has drained: the bound matters only to stuck
+// requests.
+func (o Options) workerGraceSeconds() int64 {
+	return o.PreStopSeconds + render.OwnerWaitSeconds + o.DrainSeconds
+}
+
 // isolate applies the cluster admin's isolation settings to a workerd pod.
 func (o Options) isolate(pod *corev1.PodSpec) {
 	if o.RuntimeClassName != "" {

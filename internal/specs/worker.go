@@ -319,7 +319,7 @@ func workerPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash s
 		InitContainers:                append(inits, sidecar),
 		Containers:                    []corev1.Container{workerdContainer(w, out, opts, mounts)},
 		Volumes:                       volumes,
-		TerminationGracePeriodSeconds: ptr.To(opts.PreStopSeconds + opts.DrainSeconds),
+		TerminationGracePeriodSeconds: ptr.To(opts.workerGraceSeconds()),
 		AutomountServiceAccountToken:  ptr.To(false),
 		EnableServiceLinks:            ptr.To(false),
 		SecurityContext: &corev1.PodSecurityContext{
