@@ -30,6 +30,17 @@ type fileStat struct {
 	dbMod, walMod   time.Time
 }
 
+// mtimeGrain bounds how coarse a file's modification time is (the kernel stamps it
+// from a clock that advances once per tick) and how far it may lag the wall clock.
+const mtimeGrain = time.Second
+
+// settledBefore tells the file was last written well before t: a stat equal to one
+// taken at t then proves nothing changed. A commit in the same tick as that stat keeps
+// the time, and a restarted WAL its size.
+func (s fileStat) settledBefore(t time.Time) bool {
+	return s.dbMod.Before(t.Add(-mtimeGrain)) && (s.walMod.IsZero() || s.walMod.Before(t.Add(-mtimeGrain)))
+}
+
 func statOf(path string) (fileStat, error) {
 	db, err := os.Stat(path)
 	if err != nil {
@@ -57,10 +68,11 @@ type shipper struct {
 	guided bool
 	cursor walCursor
 
-	hashes    []uint64 // of the pages last shipped; nil before the first full
-	stat      fileStat // when last shipped
-	label     int64    // of the last file shipped: labels of one database only grow
-	labelInit bool     // label was read from the bucket
+	hashes    []uint64  // of the pages last shipped; nil before the first full
+	stat      fileStat  // when last shipped
+	statAt    time.Time // when stat was taken
+	label     int64     // of the last file shipped: labels of one database only grow
+	labelInit bool      // label was read from the bucket
 	fullAt    time.Time
 	deltaSum  int64 // bytes of pages in deltas since the last full
 	// shipped (unix nanoseconds) and pending are read by Positions during a ship.
@@ -178,11 +190,12 @@ func (s *shipper) ship(ctx context.Context, r *Replicator, force bool) error {
 	if err != nil {
 		return err
 	}
-	if st == s.stat && s.hashes != nil && !force {
+	if st == s.stat && s.hashes != nil && !force && st.settledBefore(s.statAt) {
 		s.pending.Store(false)
 		return nil
 	}
 	s.pending.Store(true)
+	statAt := time.Now()
 	full := s.hashes == nil || time.Since(s.fullAt) >= r.opts.SnapshotInterval
 	old := s.hashes
 	h, pages, hashes, cursor, err := s.readChanged(ctx, full, func(no uint32, sum uint64) bool {
@@ -192,7 +205,7 @@ func (s *shipper) ship(ctx context.Context, r *Replicator, force bool) error {
 		return fmt.Errorf("read %s: %w", s.rel, err)
 	}
 	if !full && len(pages) == 0 && int(h.PageCount) == len(old) {
-		s.stat, s.cursor, s.hashes = st, cursor, hashes
+		s.stat, s.statAt, s.cursor, s.hashes = st, statAt, cursor, hashes
 		s.shipped.Store(time.Now().UnixNano())
 		s.pending.Store(false)
 		return nil
@@ -213,7 +226,7 @@ func (s *shipper) ship(ctx context.Context, r *Replicator, force bool) error {
 	if err := s.upload(ctx, r, kind, func(f *os.File) error { return encodeFile(f, h, pages) }); err != nil {
 		return err
 	}
-	s.hashes, s.stat, s.cursor = hashes, st, cursor
+	s.hashes, s.stat, s.statAt, s.cursor = hashes, st, statAt, cursor
 	s.pending.Store(false)
 	if full {
 		s.fullAt, s.deltaSum = time.Now(), 0
@@ -239,14 +252,35 @@ func (s *shipper) readChanged(ctx context.Context, full bool, keep func(uint32, 
 			return h, pages, hashes, next, err
 		}
 	}
-	// Every frame counted now is in the snapshot the read below takes.
-	before, _, _, ok := walState(s.path, walCursor{})
-	if !ok {
-		before = walCursor{}
-	}
-	h, pages, hashes, err := s.read(ctx, keep)
-	return h, pages, hashes, before, err
+	return s.readWhole(ctx, keep)
 }
+
+// readWhole reads every page and returns the WAL index's mark read before the read
+// began: all its frames are in the snapshot read. A read during which the WAL was
+// restarted is read again: without the locks SQLite's WAL readers take, the restart
+// overwrites frames the read may have used.
+func (s *shipper) readWhole(ctx context.Context, keep func(uint32, uint64) bool) (header, []page, []uint64, walCursor, error) {
+	for attempt := 1; ; attempt++ {
+		mark, ok := walMark(s.path)
+		if !ok {
+			mark = walCursor{}
+		}
+		salts, _ := walSalts(s.path)
+		h, pages, hashes, err := s.read(ctx, keep)
+		if err != nil {
+			return h, nil, nil, walCursor{}, err
+		}
+		if now, _ := walSalts(s.path); now == salts {
+			return h, pages, hashes, mark, nil
+		}
+		if attempt == wholeReadAttempts {
+			return h, nil, nil, walCursor{}, fmt.Errorf("the WAL was restarted during each of %d reads; the next pass reads again", attempt)
+		}
+	}
+}
+
+// wholeReadAttempts bounds the reads of readWhole under a WAL restarted again and again.
+const wholeReadAttempts = 5
 
 // upload writes a file of kind, labelled after everything in it was read, under the
 // database's key.

@@ -20,6 +20,7 @@ import (
 const (
 	walHeaderSize      = 32
 	walFrameHeaderSize = 24
+	walIndexHeaderSize = 48
 )
 
 // walCursor is how far into one WAL a read has gone: frames before it are in the last
@@ -75,6 +76,54 @@ func walState(path string, hint walCursor) (c walCursor, valid int64, pageSize u
 	return c, valid, pageSize, true
 }
 
+// walMark reads the WAL index (the -shm file) of the database at path: the salts and
+// the last committed frame of the WAL every reader starting now sees. A read
+// transaction begun after it holds at least those frames; the WAL file alone does not
+// tell that, since a writer appends a commit's frames before it publishes them in the
+// index. The index holds two copies of its 48-byte header, the second written first;
+// they differ while a writer is updating them. Its integers are in the machine's byte
+// order; the salts are the WAL header's bytes.
+// https://www.sqlite.org/walformat.html#the_wal_index_file_format
+func walMark(path string) (walCursor, bool) {
+	f, err := os.Open(path + "-shm")
+	if err != nil {
+		return walCursor{}, false
+	}
+	defer f.Close()
+	var b [2 * walIndexHeaderSize]byte
+	for range 100 {
+		if _, err := f.ReadAt(b[:], 0); err != nil {
+			return walCursor{}, false
+		}
+		h1, h2 := b[:walIndexHeaderSize], b[walIndexHeaderSize:]
+		if string(h1) != string(h2) {
+			continue
+		}
+		if h1[12] == 0 { // isInit
+			return walCursor{}, false
+		}
+		return walCursor{
+			salt:   [2]uint32{binary.BigEndian.Uint32(h1[32:36]), binary.BigEndian.Uint32(h1[36:40])},
+			frames: int64(binary.NativeEndian.Uint32(h1[16:20])),
+		}, true
+	}
+	return walCursor{}, false
+}
+
+// walSalts reads the salts of the WAL of the database at path.
+func walSalts(path string) ([2]uint32, bool) {
+	f, err := os.Open(path + "-wal")
+	if err != nil {
+		return [2]uint32{}, false
+	}
+	defer f.Close()
+	var hdr [walHeaderSize]byte
+	if _, err := io.ReadFull(f, hdr[:]); err != nil {
+		return [2]uint32{}, false
+	}
+	return [2]uint32{binary.BigEndian.Uint32(hdr[16:20]), binary.BigEndian.Uint32(hdr[20:24])}, true
+}
+
 // walPages are the page numbers of the current WAL's frames from..to of the database at
 // path (frames of an older WAL generation, past the current end, are left out).
 func walPages(path string, salt [2]uint32, pageSize uint32, from, to int64) ([]uint32, error) {
@@ -108,11 +157,15 @@ var errNoGuide = errors.New("the WAL does not tell which pages changed")
 // readGuided reads, in one read transaction, only the pages the WAL frames after c
 // name (every frame up to the snapshot included: the WAL is listed after the
 // transaction took its snapshot), and returns them with old's hashes updated and the
-// cursor of the next read: the frames counted before the transaction began, all of
-// which the snapshot holds. keep selects the pages returned.
+// cursor of the next read: the WAL index's mark read before the transaction began,
+// all of whose frames the snapshot holds. keep selects the pages returned.
 func readGuided(ctx context.Context, path string, c walCursor, old []uint64, keep func(no uint32, h uint64) bool) (header, []page, []uint64, walCursor, error) {
+	mark, ok := walMark(path)
+	if !ok || c.salt == [2]uint32{} || mark.salt != c.salt || mark.frames < c.frames {
+		return header{}, nil, nil, walCursor{}, errNoGuide
+	}
 	before, _, pageSize, ok := walState(path, c)
-	if !ok || c.salt == [2]uint32{} || before.salt != c.salt || before.frames < c.frames {
+	if !ok || before.salt != c.salt {
 		return header{}, nil, nil, walCursor{}, errNoGuide
 	}
 	u := url.URL{Scheme: "file", Path: path, RawQuery: "mode=ro&_pragma=busy_timeout(5000)"}
@@ -138,16 +191,32 @@ func readGuided(ctx context.Context, path string, c walCursor, old []uint64, kee
 	if err != nil {
 		return h, nil, nil, walCursor{}, err
 	}
-	hashes := make([]uint64, h.PageCount)
+	pages, hashes, err := readListed(ctx, tx, h.PageCount, nos, old, keep)
+	if err != nil {
+		return h, nil, nil, walCursor{}, err
+	}
+	// A snapshot read from the database file alone (the WAL was wholly checkpointed)
+	// does not keep the writer from restarting the WAL, whose new frames overwrite the
+	// ones listed: list and pages are whole only if the WAL kept its salts to the end.
+	if salts, ok := walSalts(path); !ok || salts != c.salt {
+		return h, nil, nil, walCursor{}, errNoGuide
+	}
+	return h, pages, hashes, mark, nil
+}
+
+// readListed reads the pages nos of the snapshot of tx and returns those keep selects
+// with old's hashes updated.
+func readListed(ctx context.Context, tx *sql.Tx, pageCount uint32, nos []uint32, old []uint64, keep func(no uint32, h uint64) bool) ([]page, []uint64, error) {
+	hashes := make([]uint64, pageCount)
 	copy(hashes, old)
 	var pages []page
 	for _, no := range nos {
-		if no == 0 || no > h.PageCount {
+		if no == 0 || no > pageCount {
 			continue // a page beyond the snapshot's end: truncated away
 		}
 		p := page{No: no}
 		if err := tx.QueryRowContext(ctx, "SELECT data FROM sqlite_dbpage WHERE pgno = ?", no).Scan(&p.Data); err != nil {
-			return h, nil, nil, walCursor{}, err
+			return nil, nil, err
 		}
 		sum := xxhash.Sum64(p.Data)
 		hashes[no-1] = sum
@@ -155,12 +224,12 @@ func readGuided(ctx context.Context, path string, c walCursor, old []uint64, kee
 			pages = append(pages, p)
 		}
 	}
-	for no := uint32(len(old)) + 1; no <= h.PageCount; no++ {
+	for no := uint32(len(old)) + 1; no <= pageCount; no++ {
 		if hashes[no-1] == 0 && !contains(nos, no) {
-			return h, nil, nil, walCursor{}, errNoGuide // a new page no frame names
+			return nil, nil, errNoGuide // a new page no frame names
 		}
 	}
-	return h, pages, hashes, before, nil
+	return pages, hashes, nil
 }
 
 func contains(s []uint32, v uint32) bool {
