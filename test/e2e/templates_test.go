@@ -271,30 +271,15 @@ func TestTemplateR2Explorer(t *testing.T) {
 func startS3(t *testing.T, bucket string) {
 	t.Helper()
 	ctx := context.Background()
-	all, err := devcluster.ReadManifests(filepath.Join(repoRoot, "config", "dev", "r2", "r2.yaml"))
+	store, err := devcluster.ReadS3Store(repoRoot, bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var objs []*unstructured.Unstructured
-	for _, o := range all {
-		switch o.GetKind() {
-		case "Secret":
-			creds := o.DeepCopy()
-			creds.SetName(bucket + "-s3")
-			objs = append(objs, o, creds)
-		case "Deployment":
-			inits, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "initContainers")
-			c := inits[0].(map[string]any)
-			c["args"] = append(c["args"].([]any), "/data/objects/"+bucket)
-			_ = unstructured.SetNestedSlice(o.Object, inits, "spec", "template", "spec", "initContainers")
-			objs = append(objs, o)
-		case "Service":
-			objs = append(objs, o)
-		}
-	}
-	for _, o := range objs {
-		o.SetNamespace(sampleNS)
-	}
+	inits, _, _ := unstructured.NestedSlice(store.Deployment.Object, "spec", "template", "spec", "initContainers")
+	c := inits[0].(map[string]any)
+	c["args"] = append(c["args"].([]any), "/data/objects/"+bucket)
+	_ = unstructured.SetNestedSlice(store.Deployment.Object, inits, "spec", "template", "spec", "initContainers")
+	objs := store.Objects(sampleNS)
 	if err := cluster.Apply(ctx, objs, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}

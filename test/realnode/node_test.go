@@ -209,7 +209,7 @@ func startNode(ctx context.Context, dir, cgroupRoot string, logf func(string, ..
 	if err := n.startContainerd(); err != nil {
 		return nil, err
 	}
-	for _, a := range []string{"pause.tar", "operator.tar", "workerd.tar", "bundle.tar"} {
+	for _, a := range []string{"pause.tar", "operator.tar", "workerd.tar", "bundle.tar", "s3.tar"} {
 		if _, err := n.ctr("images", "import", filepath.Join(dir, "images", a)); err != nil {
 			return nil, err
 		}

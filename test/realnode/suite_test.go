@@ -63,7 +63,7 @@ func buildImages(dir string) (*ociimage.Archives, error) {
 	if _, err := toolchain.Registry(); err != nil { // built here: the namespace has no route to the module proxy
 		return nil, err
 	}
-	if err := buildTemplates(filepath.Join(dir, "templates")); err != nil {
+	if err := prepareTemplates(filepath.Join(dir, "templates")); err != nil {
 		return nil, err
 	}
 	a, err := ociimage.ProjectImages(root, filepath.Join(dir, "images"), workerd, installer.DefaultOperatorImage, installer.DefaultWorkerdImage)
@@ -78,7 +78,10 @@ func buildImages(dir string) (*ociimage.Archives, error) {
 export default { async fetch(req) { return new Response(greeting + new URL(req.url).pathname + "\n"); } };
 `)},
 	}}}
-	return a, bundle.WriteArchive(filepath.Join(dir, "images", "bundle.tar"))
+	if err := bundle.WriteArchive(filepath.Join(dir, "images", "bundle.tar")); err != nil {
+		return nil, err
+	}
+	return a, writeS3Image(dir)
 }
 
 // bundleImage holds a Worker's modules (TestImageSourceServes).

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workerd-operator/workerd-operator/internal/deploy"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 	"github.com/workerd-operator/workerd-operator/internal/wrangler"
 )
@@ -20,15 +21,22 @@ import (
 var runDir string
 
 // templateNames are the projects of the cloudflare/templates snapshot
-// (../shared/testdata/cloudflare-templates, never edited) that run on the node.
-var templateNames = []string{"hello-world-do-template", "vite-react-template", "astro-blog-starter-template"}
+// (../shared/testdata/cloudflare-templates, never edited) that TestTemplatesServe
+// deploys, each with Cloudflare's own Playwright spec for it.
+var templateNames = []string{"hello-world-do-template", "vite-react-template", "astro-blog-starter-template",
+	"to-do-list-kv-template", "d1-template", "r2-explorer-template"}
 
-// templatesSkipped holds why the templates were not built (no Node 22 or npm).
-const templatesSkipped = "SKIPPED"
+// Markers in the templates directory: why the templates or the browser are missing.
+const (
+	templatesSkipped = "SKIPPED"
+	browserMissing   = "NO-BROWSER"
+)
 
-// buildTemplates builds each template into dir (testenv.BuildProject) before the
-// namespaces are entered: npm needs the network, the namespaces have none.
-func buildTemplates(dir string) error {
+// prepareTemplates copies each template into dir and installs its dependencies as its
+// lockfile pins them, and installs what the specs run with (testenv.BrowserReady),
+// before the namespaces are entered: npm and apt need the network, the namespaces have
+// none. `deploy` then finds node_modules and installs nothing.
+func prepareTemplates(dir string) error {
 	shared, err := testenv.SharedPath()
 	if err != nil {
 		return err
@@ -37,7 +45,15 @@ func buildTemplates(dir string) error {
 		return err
 	}
 	for _, name := range templateNames {
-		_, _, err := testenv.BuildProject(filepath.Join(shared, "testdata", "cloudflare-templates", name), dir)
+		p, err := testenv.CopyProject(filepath.Join(shared, "testdata", "cloudflare-templates", name), dir)
+		if err != nil {
+			return err
+		}
+		var opts []testenv.BuildOption
+		if name == "r2-explorer-template" {
+			opts = append(opts, testenv.R2ExplorerBuild)
+		}
+		err = testenv.Install(p, opts...)
 		if errors.Is(err, testenv.ErrNoNode) {
 			return os.WriteFile(filepath.Join(dir, templatesSkipped), []byte(err.Error()), 0o644)
 		}
@@ -45,19 +61,70 @@ func buildTemplates(dir string) error {
 			return err
 		}
 	}
+	if err := testenv.BrowserReady(); errors.Is(err, testenv.ErrNoChromium) {
+		return os.WriteFile(filepath.Join(dir, browserMissing), []byte(err.Error()), 0o644)
+	} else if err != nil {
+		return err
+	}
 	return nil
 }
 
-// importTemplate imports the built template with --image to the node's registry and
-// applies its objects; it returns the Worker's http address.
-func importTemplate(t *testing.T, name string) string {
+// deployTemplate is `workerd-operator deploy` (its own code path, deploy.Run) of the
+// prepared copy of template name, pushing to the node's registry; it returns the
+// Worker's URL once every object is Ready, and removes the objects when t ends.
+func deployTemplate(t *testing.T, name string, opts ...func(*deploy.Options)) string {
 	t.Helper()
 	dir := filepath.Join(runDir, "templates")
 	if why, err := os.ReadFile(filepath.Join(dir, templatesSkipped)); err == nil {
-		t.Skipf("templates not built: %s", why)
+		t.Skipf("templates not installed: %s", why)
 	}
-	return importApply(t, wrangler.Options{Path: filepath.Join(dir, name), Bundle: filepath.Join(dir, name+"-bundle"),
-		Namespace: sampleNS, Image: registryHost + "/realnode/" + name + ":1"})
+	o := deploy.Options{Dir: filepath.Join(dir, name), Namespace: sampleNS, Rest: cluster.rest, Scratch: t.TempDir(),
+		Image: registryHost + "/realnode/" + name, Timeout: 5 * time.Minute, Log: deployLog{t}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	start := time.Now()
+	res, err := deploy.Run(context.Background(), o)
+	if res != nil {
+		removeAtEnd(t, res.Objects)
+	}
+	if err != nil {
+		logPods(t, sampleNS, name)
+		t.Fatal(err)
+	}
+	t.Logf("deployed %s in %s", name, time.Since(start).Round(time.Second))
+	return siteURL(t, res.Import.Worker.Name)
+}
+
+// deployLog passes deploy's own progress lines to the test log, not the build's output
+// (a failing command's error carries its tail).
+type deployLog struct{ t *testing.T }
+
+func (l deployLog) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if strings.HasPrefix(line, "deploy:") {
+			l.t.Log(line)
+		}
+	}
+	return len(p), nil
+}
+
+// runTemplateSpec runs Cloudflare's Playwright spec for template name
+// (playwright-tests/<name>.spec.ts, unmodified) against url in headless Chromium
+// (testenv.RunSpec), inside the node's namespaces.
+func runTemplateSpec(t *testing.T, name, url string) {
+	t.Helper()
+	if why, err := os.ReadFile(filepath.Join(runDir, "templates", browserMissing)); err == nil {
+		t.Logf("Cloudflare's Playwright spec for %s NOT run: %s", name, why)
+		return
+	}
+	start := time.Now()
+	spec := testenv.SharedFile(t, "testdata", "cloudflare-templates", "playwright-tests", name+".spec.ts")
+	if err := testenv.RunSpec(spec, url); err != nil {
+		logPods(t, sampleNS, name)
+		t.Fatal(err)
+	}
+	t.Logf("Cloudflare's Playwright spec for %s passed in %s", name, time.Since(start).Round(time.Second))
 }
 
 // importApply imports o with --image to the node's registry (testenv.ImportImage),
@@ -110,20 +177,23 @@ func request(t *testing.T, url string, header map[string]string) answer {
 	return a
 }
 
-// TestTemplatesServe: the three templates, built with npm and wrangler, imported with
-// --image and pulled by containerd from the node's registry, answer as on the local
-// cluster (test/e2e templates_test.go has the reasons of each expected value).
+// TestTemplatesServe: the six templates, each deployed from a clean copy by
+// `workerd-operator deploy` (its own build, wrangler's dry run, the image pushed to the
+// node's registry and pulled by containerd), answer as on the local cluster
+// (test/e2e's template tests have the reasons of each expected value) and pass
+// Cloudflare's own Playwright spec in Chromium.
 func TestTemplatesServe(t *testing.T) {
 	requireNode(t)
 	t.Run("hello-world-do", func(t *testing.T) {
-		url := importTemplate(t, "hello-world-do-template")
+		url := deployTemplate(t, "hello-world-do-template")
 		// src/index.ts: the Durable Object answers SELECT 'Hello, World!' from its SQLite storage.
 		if a := request(t, url+"/greet", nil); a.status != 200 || a.body != "Hello, World!" {
 			t.Errorf("GET /greet: %d %q", a.status, a.body)
 		}
+		runTemplateSpec(t, "hello-world-do-template", url)
 	})
 	t.Run("vite-react", func(t *testing.T) {
-		url := importTemplate(t, "vite-react-template")
+		url := deployTemplate(t, "vite-react-template")
 		index, err := os.ReadFile(filepath.Join(runDir, "templates", "vite-react-template", "dist", "client", "index.html"))
 		if err != nil {
 			t.Fatal(err)
@@ -137,9 +207,10 @@ func TestTemplatesServe(t *testing.T) {
 		if a := request(t, url+"/api/", nil); strings.TrimSpace(a.body) != `{"name":"Cloudflare"}` {
 			t.Errorf("GET /api/: %d %q", a.status, a.body)
 		}
+		runTemplateSpec(t, "vite-react-template", url)
 	})
 	t.Run("astro-blog", func(t *testing.T) {
-		url := importTemplate(t, "astro-blog-starter-template")
+		url := deployTemplate(t, "astro-blog-starter-template")
 		post := request(t, url+"/blog/first-post/", nil)
 		if post.status != 200 || !strings.Contains(post.body, "<title>First post") || post.header.Get("ETag") == "" {
 			t.Fatalf("GET /blog/first-post/: %d ETag %q %.200q", post.status, post.header.Get("ETag"), post.body)
@@ -151,5 +222,32 @@ func TestTemplatesServe(t *testing.T) {
 		if a := request(t, url+"/no/such/page", nil); a.status != 404 || !strings.Contains(a.body, "404") {
 			t.Errorf("GET /no/such/page: %d %.200q, want Astro's 404 page", a.status, a.body)
 		}
+		runTemplateSpec(t, "astro-blog-starter-template", url)
+	})
+	t.Run("to-do-list-kv", func(t *testing.T) {
+		url := deployTemplate(t, "to-do-list-kv-template")
+		runTemplateSpec(t, "to-do-list-kv-template", url)
+	})
+	t.Run("d1", func(t *testing.T) {
+		url := deployTemplate(t, "d1-template")
+		// migrations/0001_create_comments_table.sql seeds these comments; the page lists them.
+		page := request(t, url+"/", nil)
+		for _, want := range []string{"Kristian", "Congrats!", "Serena", "Keep up the good work!"} {
+			if !strings.Contains(page.body, want) {
+				t.Errorf("GET /: %d lacks %q: %.300q", page.status, want, page.body)
+			}
+		}
+		runTemplateSpec(t, "d1-template", url)
+	})
+	t.Run("r2-explorer", func(t *testing.T) {
+		startS3(t, "r2-explorer-bucket") // wrangler.json's bucket_name
+		url := deployTemplate(t, "r2-explorer-template", func(o *deploy.Options) {
+			o.R2Endpoint = "http://s3." + sampleNS + ".svc.cluster.local:7070"
+		})
+		// src/index.ts names the binding "bucket".
+		if a := request(t, url+"/api/server/config", nil); !strings.Contains(a.body, `"buckets":[{"name":"bucket"`) {
+			t.Errorf("GET /api/server/config: %d %.300q, want the binding \"bucket\"", a.status, a.body)
+		}
+		runTemplateSpec(t, "r2-explorer-template", url)
 	})
 }
