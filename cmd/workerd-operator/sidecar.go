@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +33,7 @@ type sidecarOptions struct {
 	listen, dataDir string
 	listenTLS       string
 	tlsDir          string
+	fronts          []string
 	workflowsConfig string
 	runnerURL       string
 	profile         string
@@ -65,6 +67,7 @@ func newSidecarCommand() *cobra.Command {
 	f.StringVar(&o.runnerURL, "workflows-runner-url", "", "the workerd workflows socket the engine runs instances through (http://127.0.0.1:9094); overrides the config file's runnerURL")
 	f.StringVar(&o.listen, "listen", "", "listen address host:port of the pod-internal API, for workerd and the runner (127.0.0.1:9092 in a pod)")
 	f.StringVar(&o.listenTLS, "listen-tls", "", "listen address host:port of the cross-pod API, mutual TLS with --tls-dir ($(POD_IP):9092 in a pod): probes and, with a client certificate of the namespace or the manager, metrics and the Workflows engine API")
+	f.StringArrayVar(&o.fronts, "front", nil, "front one of workerd's cross-pod sockets: NAME=LISTEN=TARGET (rpc=$(POD_IP):9095=127.0.0.1:9195): mutual TLS with --tls-dir, trusting the socket's CA, bounded (docs/security.md), relayed to workerd on TARGET")
 	f.StringVar(&o.tlsDir, "tls-dir", podcontract.InternalTLSDir, "directory of the internal TLS files (the namespace's certificate and CA, the manager's CA) for --listen-tls")
 	f.StringVar(&o.dataDir, "data-dir", podcontract.SidecarDataDir, "state directory (the shard's PVC or an emptyDir)")
 	f.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export a span per invocation and per subrequest to this OTLP/HTTP traces URL, e.g. http://otel-collector.monitoring:4318/v1/traces (docs/observability.md)")
@@ -133,6 +136,11 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 	if err := listenTLS(srv, o); err != nil {
 		return err
 	}
+	relays, err := listenFronts(o)
+	if err != nil {
+		return err
+	}
+	defer closeAll(relays)
 	fmt.Fprintf(cmd.ErrOrStderr(), "sidecar: listening on %s (pod-internal) and %q (cross-pod, mutual TLS), data dir %s, channel registry boot %s\n", srv.Addr(), srv.TLSAddr(), srv.DataDir(), srv.Channels().BootID())
 	if n := applySidecarMemoryLimit(); n > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "sidecar: Go memory limit %d bytes (90%% of $%s)\n", n, podcontract.MemoryLimitEnv)
@@ -150,6 +158,43 @@ func listenTLS(srv *sidecar.Server, o *sidecarOptions) error {
 		return fmt.Errorf("sidecar: --tls-dir: %w", err)
 	}
 	return srv.ListenTLS(o.listenTLS, cfg)
+}
+
+// listenFronts binds each --front and serves it until the sidecar stops.
+func listenFronts(o *sidecarOptions) ([]*sidecar.Relay, error) {
+	var relays []*sidecar.Relay
+	for _, v := range o.fronts {
+		r, err := listenFront(v, o.tlsDir)
+		if err != nil {
+			closeAll(relays)
+			return nil, err
+		}
+		relays = append(relays, r)
+		go func() { _ = r.Serve() }()
+	}
+	return relays, nil
+}
+
+func listenFront(v, tlsDir string) (*sidecar.Relay, error) {
+	parts := strings.Split(v, "=")
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("sidecar: --front %q: want NAME=LISTEN=TARGET (docs/pod-contract.md)", v)
+	}
+	f, ok := podcontract.Fronted(parts[0])
+	if !ok {
+		return nil, fmt.Errorf("sidecar: --front %q: %q is not a fronted socket (podcontract.FrontedSockets: trigger, gateway, rpc)", v, parts[0])
+	}
+	cfg, err := internalca.SocketConfig(tlsDir, f.TrustedCA)
+	if err != nil {
+		return nil, fmt.Errorf("sidecar: --front %s: --tls-dir: %w", f.Name, err)
+	}
+	return sidecar.ListenRelay(parts[1], parts[2], cfg, sidecar.RelayOptions{})
+}
+
+func closeAll(relays []*sidecar.Relay) {
+	for _, r := range relays {
+		_ = r.Close()
+	}
 }
 
 // sidecarChannelLimits are the profile's channel limits with the --channel-max-*

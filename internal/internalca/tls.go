@@ -117,3 +117,28 @@ func WriteFiles(dir string, data map[string][]byte) error {
 	}
 	return nil
 }
+
+// SocketConfig is the TLS config of one of workerd's cross-pod sockets the sidecar
+// fronts (podcontract.FrontedSockets): the pod's certificate from dir, and a client
+// certificate required and verified against the CA in file trustedCA of dir only, as
+// workerd's own tlsOptions (requireClientCerts, trustedCertificates) would.
+func SocketConfig(dir, trustedCA string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, podcontract.InternalTLSCert), filepath.Join(dir, podcontract.InternalTLSKey))
+	if err != nil {
+		return nil, fmt.Errorf("internal TLS: %w", err)
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, trustedCA))
+	if err != nil {
+		return nil, fmt.Errorf("internal TLS: %w", err)
+	}
+	pool, err := Pool(ca)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    pool,
+		MinVersion:   tls.VersionTLS12,
+	}, nil
+}

@@ -50,6 +50,36 @@ const (
 	RPCPort = 9095
 )
 
+// FrontedSocket is a cross-pod workerd socket the sidecar fronts: workerd offers no
+// connection cap nor handshake timeout (its config schema has neither), so it listens
+// on LoopbackHost:InnerPort and the sidecar owns the pod IP's Port, terminating mutual
+// TLS with bounds (internal/sidecar relay.go, docs/security.md) and trusting only the
+// CA in TrustedCA.
+type FrontedSocket struct {
+	Name            string
+	Port, InnerPort int32
+	TrustedCA       string
+}
+
+// FrontedSockets are the sockets the sidecar fronts; InnerPort is Port + 100.
+var FrontedSockets = []FrontedSocket{
+	{TriggerSocket, TriggerPort, TriggerPort + innerOffset, InternalTLSManagerCA},
+	{GatewaySocket, GatewayPort, GatewayPort + innerOffset, InternalTLSCA},
+	{RPCSocket, RPCPort, RPCPort + innerOffset, InternalTLSCA},
+}
+
+const innerOffset = 100
+
+// Fronted is the fronted socket named name, ok false for the others.
+func Fronted(name string) (FrontedSocket, bool) {
+	for _, f := range FrontedSockets {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return FrontedSocket{}, false
+}
+
 // ReservedPorts are the pod's own ports besides the http socket: spec.service.port may
 // not take one of them.
 var ReservedPorts = []int32{HealthPort, TriggerPort, SidecarPort, GatewayPort, RunnerPort, RPCPort}

@@ -147,9 +147,9 @@ func writeTailService(c *capnp, worker string) {
 // the manager only.
 func writeSockets(c *capnp, svcName string, o Options) {
 	c.item(named(podcontract.HTTPSocket), "http = ()", kv("service", Quote(podcontract.IngressService)))
-	c.item(named(podcontract.RPCSocket), serverSocket(o, rpcOptions(), podcontract.InternalTLSCA), kv("service", Quote(svcName)))
+	c.item(named(podcontract.RPCSocket), serverSocket(rpcOptions()), kv("service", Quote(svcName)))
 	c.item(named(podcontract.HealthSocket), "http = ()", kv("service", Quote(podcontract.HealthService)))
-	c.item(named(podcontract.TriggerSocket), serverSocket(o, "()", podcontract.InternalTLSManagerCA), kv("service", Quote(podcontract.TriggerService)))
+	c.item(named(podcontract.TriggerSocket), serverSocket("()"), kv("service", Quote(podcontract.TriggerService)))
 }
 
 func quoteAll(ss []string) []string {

@@ -283,7 +283,7 @@ func (k *dataKind) writeHost(x *extras, h DataHost) error {
 		// Not ready until the migrations are applied (health.js, datahost.js).
 		x.healthBindings = append(x.healthBindings, tuple(named("DATA"), kv("service", target)))
 	}
-	x.sockets.item(named(podcontract.GatewaySocket), serverSocket(k.in.Options, rpcOptions(), podcontract.InternalTLSCA), kv("service", target))
+	x.sockets.item(named(podcontract.GatewaySocket), serverSocket(rpcOptions()), kv("service", target))
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -110,4 +111,39 @@ func pipelined(b *testing.B, ws *websocket.Conn, n int) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Since(start)
+}
+
+// BenchmarkDurableObjectCallTLS is BenchmarkDurableObjectCall's cross-shard call with
+// internal TLS: shard 0's router reaches shard 1's gateway over mutual TLS, terminated
+// by the sidecar's relay in front of workerd's loopback socket (podcontract.
+// FrontedSockets). Run against a tree where workerd terminated TLS itself for the A/B
+// in docs/benchmarks.md.
+//
+//	go test ./internal/render -run '^$' -bench DurableObjectCallTLS -benchtime 2000x
+func BenchmarkDurableObjectCallTLS(b *testing.B) {
+	plane, err := internalca.NewPlane("default")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, d := doFixture(b)
+	c := startDOClusterTLS(b, w, d, 0, plane.Namespaces["default"])
+	name, _ := nameOnShard(b, c, "bench-tls", 1)
+	q := url.Values{"name": {name}}
+	c.mustGet(b, c.shards[0], "/inc", q)
+	durs := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if got := c.mustGet(b, c.shards[0], "/value", q); got != "1" {
+			b.Fatalf("value %s", got)
+		}
+		durs = append(durs, time.Since(t0))
+	}
+	total := time.Since(start)
+	b.StopTimer()
+	sort.Slice(durs, func(i, j int) bool { return durs[i] < durs[j] })
+	b.ReportMetric(float64(durs[len(durs)/2].Microseconds()), "p50-us")
+	b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds()), "p99-us")
+	b.ReportMetric(float64(b.N)/total.Seconds(), "calls/s")
 }

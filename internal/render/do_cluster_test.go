@@ -26,6 +26,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/localrun"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
@@ -258,8 +259,13 @@ func startDOClusterTLS(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 			t.Fatal(err)
 		}
 		// Each shard gets its own real sidecar (its channel registry, docs/channels.md).
+		listen := gw
+		if tlsData != nil { // the sidecar owns the gateway's address, workerd a loopback one
+			listen = testenv.FreeLoopbackAddr(t)
+			frontTLS(t, podcontract.GatewaySocket, gw, listen, shardDir)
+		}
 		p := &proc{t: t, bin: bin, dir: shardDir, sockets: 5,
-			args: append(base(startSidecar(t)), "--socket-addr="+podcontract.GatewaySocket+"="+gw, "--directory-path="+render.DOStorageService+"="+st),
+			args: append(base(startSidecar(t)), "--socket-addr="+podcontract.GatewaySocket+"="+listen, "--directory-path="+render.DOStorageService+"="+st),
 			env:  []string{render.PodNameEnv + "=" + target.ShardNames[i]}}
 		p.start()
 		t.Cleanup(p.kill)
@@ -269,10 +275,37 @@ func startDOClusterTLS(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 	for i := 0; i < replicas; i++ {
 		p := &proc{t: t, bin: bin, dir: workerDir, sockets: 4, args: base(testenv.FreeLoopbackAddr(t))}
 		p.start()
+		for _, sock := range []string{podcontract.RPCSocket, podcontract.TriggerSocket} {
+			if tlsData != nil { // tests reach the sidecar's relay, as other pods do
+				addr := testenv.FreeLoopbackAddr(t)
+				frontTLS(t, sock, addr, p.addr(sock), workerDir)
+				p.mu.Lock()
+				p.addrs[sock] = addr
+				p.mu.Unlock()
+			}
+		}
 		t.Cleanup(p.kill)
 		c.replicas = append(c.replicas, p)
 	}
 	return c
+}
+
+// frontTLS runs the sidecar's relay for socket (podcontract.FrontedSockets) on listen,
+// terminating mutual TLS with the files under configDir and relaying to workerd's
+// target, as the sidecar does in a pod (--front).
+func frontTLS(t testing.TB, socket, listen, target, configDir string) {
+	t.Helper()
+	f, _ := podcontract.Fronted(socket)
+	cfg, err := internalca.SocketConfig(filepath.Join(configDir, podcontract.InternalTLSSubdir), f.TrustedCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := sidecar.ListenRelay(listen, target, cfg, sidecar.RelayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = r.Serve() }()
+	t.Cleanup(func() { _ = r.Close() })
 }
 
 // startSidecar runs a real sidecar (channels registry, on-disk store) on a free

@@ -165,7 +165,7 @@ func TargetFor(d *v1alpha1.DurableObjectNamespace, opts Options) (DurableObjectT
 }
 
 // ShardArgs are Args(w) plus the gateway socket and the storage directory of a shard
-// pod: --socket-addr=gateway=$(POD_IP):9093 --directory-path=do-storage=/var/lib/workerd/do.
+// pod: --socket-addr=gateway=127.0.0.1:9193 --directory-path=do-storage=/var/lib/workerd/do.
 func ShardArgs(w *v1alpha1.Worker) []string {
 	return append(Args(w),
 		socketAddr(podcontract.GatewaySocket, podcontract.GatewayPort),
@@ -360,7 +360,7 @@ func (d *doKind) writeHost(x *extras) {
 		tuple(named("CONFIG"), kv("json", Quote(configJSON(*t, true)))),
 		tuple(named("POD_NAME"), kv("fromEnvironment", Quote(PodNameEnv)))))
 	c.closeWorker()
-	x.sockets.item(named(podcontract.GatewaySocket), serverSocket(d.in.Options, rpcOptions(), podcontract.InternalTLSCA), kv("service", Quote(GatewayService)))
+	x.sockets.item(named(podcontract.GatewaySocket), serverSocket(rpcOptions()), kv("service", Quote(GatewayService)))
 	// The preStop hook drains through the health socket (plain HTTP: the kubelet has no
 	// client certificate); health.js forwards GatewayDrainPath only, with DRAIN_TOKEN.
 	x.healthBindings = append(x.healthBindings, tuple(named("GATEWAY"), kv("service", Quote(GatewayService))),

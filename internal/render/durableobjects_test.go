@@ -139,7 +139,7 @@ func TestRenderDurableObjectConfig(t *testing.T) {
 		})
 	}
 	args := strings.Join(render.ShardArgs(w), " ")
-	for _, s := range []string{"--socket-addr=gateway=$(POD_IP):9093", "--directory-path=do-storage=/var/lib/workerd/do"} {
+	for _, s := range []string{"--socket-addr=gateway=127.0.0.1:9193", "--directory-path=do-storage=/var/lib/workerd/do"} {
 		if !strings.Contains(args, s) {
 			t.Errorf("ShardArgs lack %s", s)
 		}

@@ -60,12 +60,13 @@ func MemoryMiB(w *v1alpha1.Worker) int32 {
 // Args returns the workerd container args per docs/pod-contract.md:
 //
 //	serve --experimental /etc/workerd/config.capnp --socket-addr=http=$(POD_IP):<port>
-//	--socket-addr=rpc=$(POD_IP):9095 --socket-addr=health=$(POD_IP):9090
-//	--socket-addr=trigger=$(POD_IP):9091 --external-addr=sidecar=127.0.0.1:9092
+//	--socket-addr=rpc=127.0.0.1:9195 --socket-addr=health=$(POD_IP):9090
+//	--socket-addr=trigger=127.0.0.1:9191 --external-addr=sidecar=127.0.0.1:9092
 //	--external-addr=workerd-operator:cache=127.0.0.1:9092 [--external-addr=r2:<bucket>=127.0.0.1:9092 ...]
 //
 // Kubernetes expands $(POD_IP) from the container's env (downward API status.podIP).
-// The sidecar listens on the loopback for workerd (podcontract.LoopbackHost).
+// The sidecar listens on the loopback for workerd (podcontract.LoopbackHost) and fronts
+// rpc and trigger on the pod IP (podcontract.FrontedSockets).
 func Args(w *v1alpha1.Worker) []string {
 	args := []string{
 		"serve", "--experimental", podcontract.ConfigDir + "/" + podcontract.ConfigFile,
@@ -88,8 +89,12 @@ func SidecarAliases(w *v1alpha1.Worker) []string {
 	return append([]string{podcontract.CacheService}, R2Services(w)...)
 }
 
-// socketAddr is the flag binding socket name to the pod IP and port.
+// socketAddr is the flag binding socket name to the pod IP and port, or, for a socket
+// the sidecar fronts, to its loopback port (podcontract.FrontedSockets).
 func socketAddr(name string, port int32) string {
+	if f, ok := podcontract.Fronted(name); ok {
+		return fmt.Sprintf("--socket-addr=%s=%s:%d", name, podcontract.LoopbackHost, f.InnerPort)
+	}
 	return fmt.Sprintf("--socket-addr=%s=$(%s):%d", name, podcontract.PodIPEnv, port)
 }
 

@@ -5,7 +5,8 @@ import (
 )
 
 // Internal TLS (Options.InternalTLS; docs/security-internal-plane.md): the cross-pod
-// sockets (rpc, gateway, trigger) are https and require a client certificate; the
+// sockets (rpc, gateway, trigger) require a client certificate, checked by the
+// sidecar in front of them (serverSocket); the
 // external services to other pods present the pod's certificate and trust only the
 // namespace's CA for the namespace's server name. The files come from the pod's
 // internal TLS Secret, mounted at podcontract.InternalTLSDir.
@@ -18,15 +19,11 @@ func keypair() string {
 		kv("certificateChain", tlsFile(podcontract.InternalTLSCert))))
 }
 
-// serverSocket is a socket's protocol field: `http = (<opts>)` or, with internal TLS,
-// https requiring a client certificate signed by the CA in file trust.
-func serverSocket(o Options, httpOpts, trust string) string {
-	if !o.InternalTLS {
-		return "http = " + httpOpts
-	}
-	tlsOpts := tuple(keypair(), "requireClientCerts = true", kv("trustedCertificates", list(tlsFile(trust))))
-	return kv("https", tuple(kv("options", httpOpts), kv("tlsOptions", tlsOpts)))
-}
+// serverSocket is a cross-pod socket's protocol field: plain `http = (<opts>)` on
+// workerd's loopback port, whatever o.InternalTLS: workerd bounds neither connections
+// nor handshakes, so the sidecar owns the pod IP's port and terminates mutual TLS
+// there (podcontract.FrontedSockets, internal/sidecar relay.go).
+func serverSocket(httpOpts string) string { return "http = " + httpOpts }
 
 // external is an external service's body reaching address, another pod of namespace
 // ns: plain http, or, with internal TLS, https presenting the pod's certificate and

@@ -190,7 +190,7 @@ func TestEnvAndArgs(t *testing.T) {
 	if out.Files[0].Path != podcontract.ConfigFile || !strings.Contains(cfg, `(name = "ALPHA", fromEnvironment = "WORKERD_SECRET_ALPHA")`) {
 		t.Fatalf("config lacks the fromEnvironment binding:\n%s", cfg)
 	}
-	want := "serve --experimental /etc/workerd/config.capnp --socket-addr=http=$(POD_IP):8181 --socket-addr=rpc=$(POD_IP):9095 --socket-addr=health=$(POD_IP):9090 --socket-addr=trigger=$(POD_IP):9091 --external-addr=sidecar=127.0.0.1:9092 --external-addr=workerd-operator:cache=127.0.0.1:9092"
+	want := "serve --experimental /etc/workerd/config.capnp --socket-addr=http=$(POD_IP):8181 --socket-addr=rpc=127.0.0.1:9195 --socket-addr=health=$(POD_IP):9090 --socket-addr=trigger=127.0.0.1:9191 --external-addr=sidecar=127.0.0.1:9092 --external-addr=workerd-operator:cache=127.0.0.1:9092"
 	if got := strings.Join(Args(in.Worker), " "); got != want {
 		t.Fatalf("Args = %s\nwant    %s", got, want)
 	}

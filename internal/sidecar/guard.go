@@ -82,3 +82,8 @@ func (c *guardConn) Close() error {
 	c.once.Do(c.release)
 	return err
 }
+
+// settle takes the connection out of the listener's bounds while it stays open: the
+// bounds then count only connections that have not settled (a relay's unauthenticated
+// ones). Close does not release it again.
+func (c *guardConn) settle() { c.once.Do(c.release) }

@@ -29,6 +29,15 @@ const (
 	// DefaultCrossPodHandshakeTimeout is Options.CrossPodHandshakeTimeout: the TLS
 	// handshake, then the request headers, each get this long.
 	DefaultCrossPodHandshakeTimeout = 5 * time.Second
+	// DefaultRelayMaxConns is RelayOptions.MaxConns: authenticated connections a
+	// relay (relay.go) carries to workerd at once. Each costs about 40 KiB (two
+	// goroutines, two 8 KiB buffers, its TLS state), so 2048 cost about 80 MiB of the
+	// sidecar's 256 MiB. Every WebSocket a Worker pod holds to a Durable Object is one
+	// connection to its shard's gateway, so this is also the cross-pod WebSockets a
+	// shard pod holds.
+	DefaultRelayMaxConns = 2048
+	// relayBufferSize is each direction's copy buffer of a relayed connection.
+	relayBufferSize = 8 << 10
 	// crossPodIdleTimeout closes a cross-pod keep-alive connection nobody uses.
 	crossPodIdleTimeout = 30 * time.Second
 	// readHeaderTimeout bounds the request line and headers; idleTimeout closes a

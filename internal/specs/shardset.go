@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"slices"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
@@ -170,6 +171,9 @@ func shardSidecar(c *corev1.Container, p shardSetParams) {
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "config", MountPath: podcontract.ConfigDir, ReadOnly: true})
 	}
 	c.Args = append(c.Args, p.sidecarArgs...)
+	if slices.ContainsFunc(p.workerdPorts, func(cp corev1.ContainerPort) bool { return cp.ContainerPort == podcontract.GatewayPort }) {
+		c.Args = append(c.Args, frontArg(podcontract.GatewaySocket))
+	}
 }
 
 // shardVolumeClaim is the claim template of every pod of p (spec.storage: size, class)

@@ -218,6 +218,13 @@ func httpProbe(path string, port int32, period, failures int32) *corev1.Probe {
 	}
 }
 
+// frontArg is the sidecar's flag fronting workerd socket name (podcontract.Fronted):
+// --front=<name>=$(POD_IP):<port>=127.0.0.1:<inner port>.
+func frontArg(name string) string {
+	f, _ := podcontract.Fronted(name)
+	return fmt.Sprintf("--front=%s=$(%s):%d=%s:%d", f.Name, podcontract.PodIPEnv, f.Port, podcontract.LoopbackHost, f.InnerPort)
+}
+
 // sidecarContainerSpec is the native sidecar (an init container that keeps running)
 // next to workerd: it starts before workerd and stops after it.
 func sidecarContainerSpec(opts Options) corev1.Container {
@@ -227,6 +234,7 @@ func sidecarContainerSpec(opts Options) corev1.Container {
 		fmt.Sprintf("--listen-tls=$(%s):%d", podcontract.PodIPEnv, podcontract.SidecarPort),
 		"--tls-dir=" + podcontract.InternalTLSDir,
 		"--data-dir=" + podcontract.SidecarDataDir,
+		frontArg(podcontract.RPCSocket), frontArg(podcontract.TriggerSocket),
 	}
 	if opts.OTLPEndpoint != "" {
 		args = append(args, "--otlp-endpoint="+opts.OTLPEndpoint)
