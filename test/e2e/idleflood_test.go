@@ -2,13 +2,9 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"net"
 	"os"
-	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +13,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
 // floodPerPort is how many idle connections the flood opens to each port: 4 ports of
@@ -60,19 +57,20 @@ func TestIdleFloodOnWorkerdPorts(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); attacked = latencies(t, url, 200) }()
 	for _, addr := range targets {
-		n, open := flood(src, addr, floodPerPort())
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 5 * time.Second}
+		n, open := testenv.Flood(func() (net.Conn, error) { return d.Dial("tcp", addr) }, floodPerPort())
 		opened += n
 		held = append(held, open...)
 	}
 	<-done
-	t.Cleanup(func() { closeConns(held) })
+	t.Cleanup(func() { testenv.CloseAll(held) })
 	time.Sleep(sidecar.DefaultCrossPodHandshakeTimeout + 2*time.Second)
-	open := len(stillOpen(held))
+	open := len(testenv.StillOpen(held))
 	t.Logf("flood: %d connections from %s opened to %v; %d still open after %s", opened, src, targets, open, sidecar.DefaultCrossPodHandshakeTimeout+2*time.Second)
 	if open > 0 {
 		t.Errorf("%d idle connections without a handshake outlived the handshake timeout", open)
 	}
-	p99Base, p99Attacked := p99(base), p99(attacked)
+	p99Base, p99Attacked := testenv.P99(base), testenv.P99(attacked)
 	t.Logf("chat Durable Object call p99: unattacked %s, attacked %s", p99Base, p99Attacked)
 	// 2× (issue 34's bar), with a 25 ms floor: single-digit-millisecond p99s on a
 	// shared 2-core machine vary by more than 2× without any attack.
@@ -81,73 +79,6 @@ func TestIdleFloodOnWorkerdPorts(t *testing.T) {
 	}
 	if after := victimRestarts(t, victims); after != restartsBefore {
 		t.Errorf("victim container restarts %d → %d", restartsBefore, after)
-	}
-}
-
-// flood opens n connections from src to addr, 64 at a time, and returns how many
-// connected and those the server had not closed when checked (a relay closes the ones
-// past its caps at once). Closed ones are let go as it goes, so the test holds few
-// descriptors whatever n is.
-func flood(src net.IP, addr string, n int) (int, []net.Conn) {
-	const chunk = 1000
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 5 * time.Second}
-	opened := 0
-	var held []net.Conn
-	for start := 0; start < n; start += chunk {
-		out := make([]net.Conn, min(chunk, n-start))
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range 64 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := next.Add(1) - 1; i < int64(len(out)); i = next.Add(1) - 1 {
-					if c, err := d.Dial("tcp", addr); err == nil {
-						out[i] = c
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		out = slices.DeleteFunc(out, func(c net.Conn) bool { return c == nil })
-		opened += len(out)
-		held = append(held, stillOpen(out)...)
-	}
-	return opened, held
-}
-
-// stillOpen returns the connections the server has not closed (a short read times
-// out) and closes the others.
-func stillOpen(conns []net.Conn) []net.Conn {
-	open := make([]bool, len(conns))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 256)
-	for i, c := range conns {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-			_, err := c.Read(make([]byte, 1))
-			var ne net.Error
-			open[i] = err == nil || (errors.As(err, &ne) && ne.Timeout())
-		}()
-	}
-	wg.Wait()
-	var out []net.Conn
-	for i, c := range conns {
-		if open[i] {
-			out = append(out, c)
-		} else {
-			_ = c.Close()
-		}
-	}
-	return out
-}
-
-func closeConns(conns []net.Conn) {
-	for _, c := range conns {
-		_ = c.Close()
 	}
 }
 
@@ -163,15 +94,6 @@ func latencies(t *testing.T, url string, n int) []time.Duration {
 		out = append(out, time.Since(start))
 	}
 	return out
-}
-
-func p99(d []time.Duration) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[(len(s)*99+99)/100-1] // nearest rank
 }
 
 // victimRestarts sums the restart counts of the pods' containers, sidecar included.
