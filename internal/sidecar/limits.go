@@ -29,6 +29,14 @@ const (
 	// DefaultCrossPodHandshakeTimeout is Options.CrossPodHandshakeTimeout: the TLS
 	// handshake, then the request headers, each get this long.
 	DefaultCrossPodHandshakeTimeout = 5 * time.Second
+	// DefaultRelayMaxPending and DefaultRelayMaxPendingPerSource are RelayOptions'
+	// MaxPending and MaxPendingPerSource: connections of a relay (relay.go) still in
+	// their TLS handshake, in all and per source address. Larger than :9092's because a
+	// Worker pod opens one gateway connection per Durable Object WebSocket, so a
+	// reconnecting crowd is a burst of handshakes from one source; each costs a few KiB
+	// and holds its place 5 s at most.
+	DefaultRelayMaxPending          = 1024
+	DefaultRelayMaxPendingPerSource = 256
 	// DefaultRelayMaxConns is RelayOptions.MaxConns: authenticated connections a
 	// relay (relay.go) carries to workerd at once. Each costs about 40 KiB (two
 	// goroutines, two 8 KiB buffers, its TLS state), so 2048 cost about 80 MiB of the

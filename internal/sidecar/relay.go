@@ -11,9 +11,7 @@ import (
 	"time"
 )
 
-// RelayOptions bound a Relay; zero fields take the defaults (limits.go). The bounds
-// on connections not yet authenticated are the cross-pod listener's, so the sidecar's
-// pod-IP ports share one set.
+// RelayOptions bound a Relay; zero fields take the defaults (limits.go).
 type RelayOptions struct {
 	// MaxPending and MaxPendingPerSource bound the connections that have not yet
 	// completed the TLS handshake, in all and per source address.
@@ -52,8 +50,8 @@ func ListenRelay(addr, target string, cfg *tls.Config, o RelayOptions) (*Relay, 
 	if err != nil {
 		return nil, fmt.Errorf("sidecar: relay %s: %w", addr, err)
 	}
-	o.MaxPending = cmp.Or(o.MaxPending, DefaultCrossPodMaxConns)
-	o.MaxPendingPerSource = cmp.Or(o.MaxPendingPerSource, DefaultCrossPodMaxPerSource)
+	o.MaxPending = cmp.Or(o.MaxPending, DefaultRelayMaxPending)
+	o.MaxPendingPerSource = cmp.Or(o.MaxPendingPerSource, DefaultRelayMaxPendingPerSource)
 	o.HandshakeTimeout = cmp.Or(o.HandshakeTimeout, DefaultCrossPodHandshakeTimeout)
 	o.MaxConns = cmp.Or(o.MaxConns, DefaultRelayMaxConns)
 	cfg = cfg.Clone()
