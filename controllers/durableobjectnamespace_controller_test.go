@@ -126,7 +126,7 @@ func TestDurableObjectNamespaceChildren(t *testing.T) {
 				t.Fatal("no workerd container")
 			}
 			args := strings.Join(wd.Args, " ")
-			for _, want := range []string{"--socket-addr=gateway=$(POD_IP):9093", "--directory-path=do-storage=/var/lib/workerd/do"} {
+			for _, want := range []string{"--socket-addr=gateway=127.0.0.1:9193", "--directory-path=do-storage=/var/lib/workerd/do"} {
 				if !strings.Contains(args, want) {
 					t.Errorf("args %q lack %q", args, want)
 				}

@@ -98,7 +98,7 @@ func TestWorkerChildren(t *testing.T) {
 			t.Errorf("image = %q, want the pinned %q", c.Image, testOpts.WorkerdImage)
 		}
 		args := strings.Join(c.Args, " ")
-		for _, want := range []string{"serve", "--experimental", "/etc/workerd/config.capnp", "--socket-addr=http=$(POD_IP):8080", "--socket-addr=health=$(POD_IP):9090", "--socket-addr=trigger=$(POD_IP):9091"} {
+		for _, want := range []string{"serve", "--experimental", "/etc/workerd/config.capnp", "--socket-addr=http=$(POD_IP):8080", "--socket-addr=health=$(POD_IP):9090", "--socket-addr=trigger=127.0.0.1:9191"} {
 			if !strings.Contains(args, want) {
 				t.Errorf("args %q lack %q", args, want)
 			}

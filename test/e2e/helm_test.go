@@ -44,12 +44,18 @@ func TestHelm(t *testing.T) {
 	cfg := helmConfig(t)
 	t.Cleanup(func() { reinstallBundle(t) })
 
+	shardsBefore := shardSetGeneration(t, "rooms-do")
 	install := action.NewInstall(cfg)
 	install.ReleaseName, install.Namespace = helmRelease, helmNamespace
 	install.TakeOwnership = true
 	install.Timeout = 2 * time.Minute
 	// The local cluster's Pod and Service CIDRs, as the bundle gets them (LocalizeInstall).
-	local := map[string]any{"outbound": map[string]any{"defaultAllow": append([]any{"public"}, anySlice(cluster.ClusterCIDRs())...)}}
+	// The bundle's request.cf flags too (requestCFArgs): without them every Worker, shard
+	// and engine pod of the suite would roll to the chart's manager and back.
+	local := map[string]any{
+		"outbound":  map[string]any{"defaultAllow": append([]any{"public"}, anySlice(cluster.ClusterCIDRs())...)},
+		"requestCF": requestCFValues(),
+	}
 	if _, err := install.RunWithContext(ctx, c, local); err != nil {
 		t.Fatalf("helm install: %v", err)
 	}
@@ -65,7 +71,7 @@ func TestHelm(t *testing.T) {
 	upgrade := action.NewUpgrade(cfg)
 	upgrade.Namespace = helmNamespace
 	upgrade.Timeout = 2 * time.Minute
-	if _, err := upgrade.RunWithContext(ctx, helmRelease, c, map[string]any{"limits": map[string]any{"defaultProfile": "free"}, "outbound": local["outbound"]}); err != nil {
+	if _, err := upgrade.RunWithContext(ctx, helmRelease, c, map[string]any{"limits": map[string]any{"defaultProfile": "free"}, "outbound": local["outbound"], "requestCF": local["requestCF"]}); err != nil {
 		t.Fatalf("helm upgrade: %v", err)
 	}
 	d = waitRolledOut(t, "after upgrade")
@@ -77,6 +83,12 @@ func TestHelm(t *testing.T) {
 	w2 := newWorker(t, "helm-upgraded", "admitted after the upgrade", 1)
 	if got := admittedProfile(t, w2.Name); got != "free" {
 		t.Errorf("Worker %s: spec.limits.profile %q after the upgrade, want %q", w2.Name, got, "free")
+	}
+
+	// The chart's manager, given the bundle's settings, renders the same pods: taking
+	// an install over with Helm rolls none of the users' pods.
+	if got := shardSetGeneration(t, "rooms-do"); got != shardsBefore {
+		t.Errorf("StatefulSet rooms-do: generation %d under the chart's manager, was %d: its pods rolled", got, shardsBefore)
 	}
 
 	uninstall := action.NewUninstall(cfg)
@@ -215,4 +227,13 @@ func anySlice(ss []string) []any {
 		out[i] = s
 	}
 	return out
+}
+
+func shardSetGeneration(t *testing.T, name string) int64 {
+	t.Helper()
+	sts := &appsv1.StatefulSet{}
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: sampleNS, Name: name}, sts); err != nil {
+		t.Fatal(err)
+	}
+	return sts.Generation
 }

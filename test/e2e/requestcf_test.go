@@ -43,6 +43,12 @@ func geoipImageVolume(dir string) (devcluster.ImageDirectory, error) {
 	return devcluster.ImageDirectory{Image: geoipImageRef, Directory: d}, geoiptest.Write(d)
 }
 
+// requestCFValues are the chart's requestCF values giving its manager requestCFArgs'
+// flags.
+func requestCFValues() map[string]any {
+	return map[string]any{"colo": e2eColo, "trustedProxies": []any{e2eProxy + "/32"}, "geoipImage": geoipImageRef + ":1"}
+}
+
 // requestCFArgs adds the manager's --request-cf-* flags to the install bundle.
 func requestCFArgs(objs []*unstructured.Unstructured) error {
 	for _, o := range objs {
