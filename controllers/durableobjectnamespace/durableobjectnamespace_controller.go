@@ -38,7 +38,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=durableobjectnamespaces,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=durableobjectnamespaces/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=durableobjectnamespaces/finalizers,verbs=update
-// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 
 // Reconcile fetches the namespace, renders the shard pods from its Worker, applies the
 // children and writes the status once.

@@ -105,6 +105,23 @@ func TestNamespacedModeNeedsOnlyRoles(t *testing.T) {
 			t.Errorf("manager may get pods/log in %s: %v, want %v", ns, got, want)
 		}
 	}
+	// The children are written by server-side apply (patch, create) and removed by the
+	// garbage collector: the manager may not update or delete a workload or Service.
+	for _, a := range []authorizationv1.ResourceAttributes{
+		{Verb: "update", Group: "apps", Resource: "deployments"},
+		{Verb: "delete", Group: "apps", Resource: "deployments"},
+		{Verb: "update", Group: "apps", Resource: "statefulsets"},
+		{Verb: "delete", Group: "apps", Resource: "statefulsets"},
+		{Verb: "update", Resource: "services"},
+		{Verb: "delete", Resource: "services"},
+		{Verb: "update", Resource: "configmaps"},
+		{Verb: "delete", Resource: "secrets"},
+	} {
+		a.Namespace = watchedNS
+		if managerMay(t, admin, a) {
+			t.Errorf("the manager may %s %s in %s", a.Verb, a.Resource, watchedNS)
+		}
+	}
 	startManager(t, cfg)
 
 	w := &fleetv1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Namespace: watchedNS, Name: "hello"}, Spec: fleetv1alpha1.WorkerSpec{
@@ -170,10 +187,17 @@ func startManager(t *testing.T, cfg *rest.Config) {
 // ServiceAccount may get pods/log in ns.
 func mayReadPodLogs(t *testing.T, admin client.Client, ns string) bool {
 	t.Helper()
+	return managerMay(t, admin, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "pods", Subresource: "log"})
+}
+
+// managerMay asks the API server whether the manager's ServiceAccount may do what a
+// names.
+func managerMay(t *testing.T, admin client.Client, a authorizationv1.ResourceAttributes) bool {
+	t.Helper()
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User:               managerUser,
 		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + operatorNS, "system:authenticated"},
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "pods", Subresource: "log"},
+		ResourceAttributes: &a,
 	}}
 	if err := admin.Create(context.Background(), sar); err != nil {
 		t.Fatal(err)

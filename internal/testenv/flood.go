@@ -9,13 +9,21 @@ import (
 	"time"
 )
 
-// Flood opens n connections with dial, 64 at a time, and returns how many connected and
-// those the server had not closed when checked (a server shedding past its caps closes
-// them at once). The closed ones are let go as it goes, so a flood holds few
-// descriptors whatever n is.
-func Flood(dial func() (net.Conn, error), n int) (opened int, held []net.Conn) {
-	const chunk = 1000
+// FloodRate is the connections a second the flood tests open: 20,000 in 10 s.
+const FloodRate = 2000
+
+// Flood opens n connections with dial, 64 at a time and at most perSecond a second,
+// and returns how many connected and those the server had not closed when checked (a
+// server shedding past its caps closes them at once). The closed ones are let go as it
+// goes, so a flood holds few descriptors whatever n is. The rate keeps an attacker on
+// the victim's own cores from measuring only their contention.
+func Flood(dial func() (net.Conn, error), n, perSecond int) (opened int, held []net.Conn) {
+	const chunk = 500
+	begin := time.Now()
 	for start := 0; start < n; start += chunk {
+		if ahead := time.Duration(start) * time.Second / time.Duration(perSecond); time.Since(begin) < ahead {
+			time.Sleep(ahead - time.Since(begin))
+		}
 		out := make([]net.Conn, min(chunk, n-start))
 		var next atomic.Int64
 		var wg sync.WaitGroup
@@ -82,4 +90,26 @@ func P99(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[(len(s)*99+99)/100-1]
+}
+
+// TimeUntil times GETs made with get one after another until done is closed, and at
+// least n of them.
+func TimeUntil(get func() error, n int, done <-chan struct{}) ([]time.Duration, []error) {
+	var out []time.Duration
+	var errs []error
+	for i := 0; ; i++ {
+		if i >= n {
+			select {
+			case <-done:
+				return out, errs
+			default:
+			}
+		}
+		start := time.Now()
+		if err := get(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, time.Since(start))
+	}
 }

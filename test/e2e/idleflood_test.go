@@ -53,16 +53,21 @@ func TestIdleFloodOnWorkerdPorts(t *testing.T) {
 	}
 	var held []net.Conn
 	opened := 0
-	var attacked []time.Duration
-	done := make(chan struct{})
-	go func() { defer close(done); attacked = latencies(t, url, 200) }()
-	for _, addr := range targets {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 5 * time.Second}
-		n, open := testenv.Flood(func() (net.Conn, error) { return d.Dial("tcp", addr) }, floodPerPort())
-		opened += n
-		held = append(held, open...)
+	flooding := make(chan struct{})
+	go func() {
+		defer close(flooding)
+		for _, addr := range targets {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 5 * time.Second}
+			n, open := testenv.Flood(func() (net.Conn, error) { return d.Dial("tcp", addr) }, floodPerPort(), testenv.FloodRate)
+			opened += n
+			held = append(held, open...)
+		}
+	}()
+	attacked, errs := testenv.TimeUntil(func() error { _, err := get(url); return err }, 200, flooding)
+	<-flooding
+	for _, err := range errs {
+		t.Errorf("GET %s under attack: %v", url, err)
 	}
-	<-done
 	t.Cleanup(func() { testenv.CloseAll(held) })
 	time.Sleep(sidecar.DefaultCrossPodHandshakeTimeout + 2*time.Second)
 	open := len(testenv.StillOpen(held))

@@ -51,16 +51,21 @@ func TestIdleFloodFromAnotherNamespace(t *testing.T) {
 		net.JoinHostPort(chat[0].Status.PodIP, strconv.Itoa(podcontract.SidecarPort)),
 		net.JoinHostPort(shard.Status.PodIP, strconv.Itoa(podcontract.GatewayPort)),
 	}
-	var attacked []time.Duration
-	done := make(chan struct{})
-	go func() { defer close(done); attacked = callLatencies(t, url, 200) }()
 	opened, held := 0, []net.Conn(nil)
-	for _, addr := range targets {
-		n, open := testenv.Flood(dialFromNetns(pid, addr), floodPerPort)
-		opened += n
-		held = append(held, open...)
+	flooding := make(chan struct{})
+	go func() {
+		defer close(flooding)
+		for _, addr := range targets {
+			n, open := testenv.Flood(dialFromNetns(pid, addr), floodPerPort, testenv.FloodRate)
+			opened += n
+			held = append(held, open...)
+		}
+	}()
+	attacked, errs := testenv.TimeUntil(func() error { _, err := get(url); return err }, 200, flooding)
+	<-flooding
+	for _, err := range errs {
+		t.Errorf("GET %s under attack: %v", url, err)
 	}
-	<-done
 	t.Cleanup(func() { testenv.CloseAll(held) })
 	wait := sidecar.DefaultCrossPodHandshakeTimeout + 2*time.Second
 	time.Sleep(wait)

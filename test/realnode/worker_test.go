@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -260,16 +261,29 @@ func TestImageSourceServes(t *testing.T) {
 // Ready and checks GET /x through its Service answers want.
 func workerServes(t *testing.T, name string, source map[string]any, want string) {
 	t.Helper()
+	url := applyWorker(t, name, map[string]any{"source": source}) + "/x"
+	var body string
+	eventually(t, time.Minute, "GET "+url, func() (err error) {
+		body, err = get(url)
+		return err
+	})
+	if !strings.Contains(body, want) {
+		t.Errorf("body %q, want %q", body, want)
+	}
+}
+
+// applyWorker applies a one-replica Worker with the spec fields given, removed at the
+// test's end, waits for it to be Ready and returns its Service's URL.
+func applyWorker(t *testing.T, name string, fields map[string]any) string {
+	t.Helper()
 	ctx := context.Background()
+	spec := map[string]any{"compatibilityDate": "2026-11-01", "replicas": int64(1)}
+	maps.Copy(spec, fields)
 	w := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": fleetGroup + "/v1alpha1",
 		"kind":       "Worker",
 		"metadata":   map[string]any{"name": name, "namespace": sampleNS},
-		"spec": map[string]any{
-			"compatibilityDate": "2026-11-01",
-			"replicas":          int64(1),
-			"source":            source,
-		},
+		"spec":       spec,
 	}}
 	removeAtEnd(t, []*unstructured.Unstructured{w})
 	if err := cluster.apply(ctx, []*unstructured.Unstructured{w}, time.Minute); err != nil {
@@ -284,15 +298,7 @@ func workerServes(t *testing.T, name string, source map[string]any, want string)
 		t.Fatal(err)
 	}
 	port, _ := httpPort(svc)
-	url := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port.Port))) + "/x"
-	var body string
-	eventually(t, time.Minute, "GET "+url, func() (err error) {
-		body, err = get(url)
-		return err
-	})
-	if !strings.Contains(body, want) {
-		t.Errorf("body %q, want %q", body, want)
-	}
+	return "http://" + net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port.Port)))
 }
 
 // TestWorkerdRestartedAfterKill: killing a hello pod's workerd process (SIGKILL, in its
