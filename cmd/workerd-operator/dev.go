@@ -101,8 +101,7 @@ func runDev(o *devOptions, out, log io.Writer) error {
 	if err := printServiceURLs(ctx, c, out); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "dev: no tenant isolation: pods are processes of this machine sharing its loopback and files, so any pod can reach "+
-		"another's loopback-only ports and no NetworkPolicy applies; use a real cluster for more than one tenant (docs/local-cluster.md#limits-what-a-real-kubelet-does-and-this-does-not)")
+	fmt.Fprintln(out, devIsolationNotice)
 	fmt.Fprintln(out, "dev: running; press Ctrl-C to stop")
 	<-ctx.Done()
 	return nil

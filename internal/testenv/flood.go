@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// FloodRate is the connections a second the flood tests open: 20,000 in 10 s.
-const FloodRate = 2000
+// FloodRate is the connections a second the flood tests open: 20,000 in 20 s.
+const FloodRate = 1000
 
 // Flood opens n connections with dial, 64 at a time and at most perSecond a second,
 // and returns how many connected and those the server had not closed when checked (a

@@ -109,9 +109,10 @@ func managerPID(t *testing.T) int {
 	return 0
 }
 
-// dialFromNetns dials addr from the network namespace of process pid: each dial runs on
-// a thread of its own moved into that namespace, which ends with it (the goroutine exits
-// locked to it), so no other goroutine ever runs there.
+// dialFromNetns dials addr from the network namespace of process pid. Each dial moves
+// its thread there and back: a thread must not end in another namespace, since the
+// node's processes were started with Pdeathsig, which the kernel sends when the thread
+// that started them ends. A thread that cannot return stays parked for the test's life.
 func dialFromNetns(pid int, addr string) func() (net.Conn, error) {
 	return func() (net.Conn, error) {
 		type result struct {
@@ -121,22 +122,37 @@ func dialFromNetns(pid int, addr string) func() (net.Conn, error) {
 		ch := make(chan result, 1)
 		go func() {
 			runtime.LockOSThread()
-			f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+			home, err := os.Open("/proc/thread-self/ns/net")
 			if err != nil {
+				runtime.UnlockOSThread()
 				ch <- result{err: err}
 				return
 			}
-			defer f.Close()
-			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-				ch <- result{err: fmt.Errorf("setns: %w", err)}
-				return
+			defer home.Close()
+			c, err := dialInNetns(pid, addr)
+			if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); err != nil {
+				ch <- result{c, err}
+				select {} // in the pod's namespace for good: never run anything else
 			}
-			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			runtime.UnlockOSThread()
 			ch <- result{c, err}
 		}()
 		r := <-ch
 		return r.c, r.err
 	}
+}
+
+// dialInNetns moves the calling thread (locked) into pid's network namespace and dials.
+func dialInNetns(pid int, addr string) (net.Conn, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+		return nil, fmt.Errorf("setns: %w", err)
+	}
+	return net.DialTimeout("tcp", addr, 5*time.Second)
 }
 
 // callLatencies times n GETs of url, each of which must answer.
