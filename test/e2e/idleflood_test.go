@@ -44,61 +44,22 @@ func TestIdleFloodOnWorkerdPorts(t *testing.T) {
 	victims := []*corev1.Pod{&chat[0], shard}
 	restartsBefore := victimRestarts(t, victims)
 	url := serviceURL(t, "chat") + "/rooms/e2e-flood/messages"
-	base := latencies(t, url, 200)
-	targets := []string{
-		net.JoinHostPort(chat[0].Status.PodIP, strconv.Itoa(podcontract.TriggerPort)),
-		net.JoinHostPort(chat[0].Status.PodIP, strconv.Itoa(podcontract.RPCPort)),
-		net.JoinHostPort(chat[0].Status.PodIP, strconv.Itoa(podcontract.SidecarPort)),
-		net.JoinHostPort(shard.Status.PodIP, strconv.Itoa(podcontract.GatewayPort)),
-	}
-	var held []net.Conn
-	opened := 0
-	flooding := make(chan struct{})
-	go func() {
-		defer close(flooding)
-		for _, addr := range targets {
-			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 5 * time.Second}
-			n, open := testenv.Flood(func() (net.Conn, error) { return d.Dial("tcp", addr) }, floodPerPort(), testenv.FloodRate)
-			opened += n
-			held = append(held, open...)
-		}
-	}()
-	attacked, errs := testenv.TimeUntil(func() error { _, err := get(url); return err }, 200, flooding)
-	<-flooding
-	for _, err := range errs {
-		t.Errorf("GET %s under attack: %v", url, err)
-	}
-	t.Cleanup(func() { testenv.CloseAll(held) })
-	time.Sleep(sidecar.DefaultCrossPodHandshakeTimeout + 2*time.Second)
-	open := len(testenv.StillOpen(held))
-	t.Logf("flood: %d connections from %s opened to %v; %d still open after %s", opened, src, targets, open, sidecar.DefaultCrossPodHandshakeTimeout+2*time.Second)
-	if open > 0 {
-		t.Errorf("%d idle connections without a handshake outlived the handshake timeout", open)
-	}
-	p99Base, p99Attacked := testenv.P99(base), testenv.P99(attacked)
-	t.Logf("chat Durable Object call p99: unattacked %s, attacked %s", p99Base, p99Attacked)
-	// 2× (issue 34's bar), with a 25 ms floor: single-digit-millisecond p99s on a
-	// shared 2-core machine vary by more than 2× without any attack.
-	if limit := max(2*p99Base, p99Base+25*time.Millisecond); p99Attacked > limit {
-		t.Errorf("p99 under attack %s, want at most %s", p99Attacked, limit)
-	}
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 5 * time.Second}
+	testenv.IdleFlood{
+		Targets: []string{
+			net.JoinHostPort(chat[0].Status.PodIP, strconv.Itoa(podcontract.TriggerPort)),
+			net.JoinHostPort(chat[0].Status.PodIP, strconv.Itoa(podcontract.RPCPort)),
+			net.JoinHostPort(chat[0].Status.PodIP, strconv.Itoa(podcontract.SidecarPort)),
+			net.JoinHostPort(shard.Status.PodIP, strconv.Itoa(podcontract.GatewayPort)),
+		},
+		PerTarget: floodPerPort(),
+		Dial:      func(addr string) (net.Conn, error) { return d.Dial("tcp", addr) },
+		Call:      func() error { _, err := get(url); return err },
+		Wait:      sidecar.DefaultCrossPodHandshakeTimeout + 2*time.Second,
+	}.Run(t)
 	if after := victimRestarts(t, victims); after != restartsBefore {
 		t.Errorf("victim container restarts %d → %d", restartsBefore, after)
 	}
-}
-
-// latencies times n GETs of url, each of which must answer 200.
-func latencies(t *testing.T, url string, n int) []time.Duration {
-	out := make([]time.Duration, 0, n)
-	for range n {
-		start := time.Now()
-		if _, err := get(url); err != nil {
-			t.Errorf("GET %s: %v", url, err)
-			continue
-		}
-		out = append(out, time.Since(start))
-	}
-	return out
 }
 
 // victimRestarts sums the restart counts of the pods' containers, sidecar included.

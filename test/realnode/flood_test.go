@@ -44,45 +44,18 @@ func TestIdleFloodFromAnotherNamespace(t *testing.T) {
 	victims := []corev1.Pod{chat[0], *shard}
 	before := restartCounts(t, victims)
 	url := serviceURL(t, "chat") + "/rooms/realnode-flood/messages"
-	base := callLatencies(t, url, 200)
-	targets := []string{
-		net.JoinHostPort(chat[0].Status.PodIP, strconv.Itoa(podcontract.TriggerPort)),
-		net.JoinHostPort(chat[0].Status.PodIP, strconv.Itoa(podcontract.RPCPort)),
-		net.JoinHostPort(chat[0].Status.PodIP, strconv.Itoa(podcontract.SidecarPort)),
-		net.JoinHostPort(shard.Status.PodIP, strconv.Itoa(podcontract.GatewayPort)),
-	}
-	opened, held := 0, []net.Conn(nil)
-	flooding := make(chan struct{})
-	go func() {
-		defer close(flooding)
-		for _, addr := range targets {
-			n, open := testenv.Flood(dialFromNetns(pid, addr), floodPerPort, testenv.FloodRate)
-			opened += n
-			held = append(held, open...)
-		}
-	}()
-	attacked, errs := testenv.TimeUntil(func() error { _, err := get(url); return err }, 200, flooding)
-	<-flooding
-	for _, err := range errs {
-		t.Errorf("GET %s under attack: %v", url, err)
-	}
-	t.Cleanup(func() { testenv.CloseAll(held) })
-	wait := sidecar.DefaultCrossPodHandshakeTimeout + 2*time.Second
-	time.Sleep(wait)
-	open := len(testenv.StillOpen(held))
-	t.Logf("flood: %d connections from the manager pod's network namespace to %v; %d still open after %s", opened, targets, open, wait)
-	if opened < len(targets)*floodPerPort/2 {
-		t.Errorf("only %d of %d connections were opened: the flood did not happen", opened, len(targets)*floodPerPort)
-	}
-	if open > 0 {
-		t.Errorf("%d idle connections without a handshake outlived the handshake timeout", open)
-	}
-	p99Base, p99Attacked := testenv.P99(base), testenv.P99(attacked)
-	t.Logf("chat Durable Object call p99: unattacked %s, attacked %s", p99Base, p99Attacked)
-	// 2× (issue 34's bar), with a 25 ms floor for single-digit-millisecond p99s.
-	if limit := max(2*p99Base, p99Base+25*time.Millisecond); p99Attacked > limit {
-		t.Errorf("p99 under attack %s, want at most %s", p99Attacked, limit)
-	}
+	testenv.IdleFlood{
+		Targets: []string{
+			net.JoinHostPort(chat[0].Status.PodIP, strconv.Itoa(podcontract.TriggerPort)),
+			net.JoinHostPort(chat[0].Status.PodIP, strconv.Itoa(podcontract.RPCPort)),
+			net.JoinHostPort(chat[0].Status.PodIP, strconv.Itoa(podcontract.SidecarPort)),
+			net.JoinHostPort(shard.Status.PodIP, strconv.Itoa(podcontract.GatewayPort)),
+		},
+		PerTarget: floodPerPort,
+		Dial:      func(addr string) (net.Conn, error) { return dialFromNetns(pid, addr) },
+		Call:      func() error { _, err := get(url); return err },
+		Wait:      sidecar.DefaultCrossPodHandshakeTimeout + 2*time.Second,
+	}.Run(t)
 	if after := restartCounts(t, victims); after != before {
 		t.Errorf("victim pods: %s, then %s", before, after)
 	}
@@ -113,33 +86,31 @@ func managerPID(t *testing.T) int {
 // its thread there and back: a thread must not end in another namespace, since the
 // node's processes were started with Pdeathsig, which the kernel sends when the thread
 // that started them ends. A thread that cannot return stays parked for the test's life.
-func dialFromNetns(pid int, addr string) func() (net.Conn, error) {
-	return func() (net.Conn, error) {
-		type result struct {
-			c   net.Conn
-			err error
-		}
-		ch := make(chan result, 1)
-		go func() {
-			runtime.LockOSThread()
-			home, err := os.Open("/proc/thread-self/ns/net")
-			if err != nil {
-				runtime.UnlockOSThread()
-				ch <- result{err: err}
-				return
-			}
-			defer home.Close()
-			c, err := dialInNetns(pid, addr)
-			if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); err != nil {
-				ch <- result{c, err}
-				select {} // in the pod's namespace for good: never run anything else
-			}
-			runtime.UnlockOSThread()
-			ch <- result{c, err}
-		}()
-		r := <-ch
-		return r.c, r.err
+func dialFromNetns(pid int, addr string) (net.Conn, error) {
+	type result struct {
+		c   net.Conn
+		err error
 	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		home, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer home.Close()
+		c, err := dialInNetns(pid, addr)
+		if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); err != nil {
+			ch <- result{c, err}
+			select {} // in the pod's namespace for good: never run anything else
+		}
+		runtime.UnlockOSThread()
+		ch <- result{c, err}
+	}()
+	r := <-ch
+	return r.c, r.err
 }
 
 // dialInNetns moves the calling thread (locked) into pid's network namespace and dials.
@@ -153,20 +124,6 @@ func dialInNetns(pid int, addr string) (net.Conn, error) {
 		return nil, fmt.Errorf("setns: %w", err)
 	}
 	return net.DialTimeout("tcp", addr, 5*time.Second)
-}
-
-// callLatencies times n GETs of url, each of which must answer.
-func callLatencies(t *testing.T, url string, n int) []time.Duration {
-	out := make([]time.Duration, 0, n)
-	for range n {
-		start := time.Now()
-		if _, err := get(url); err != nil {
-			t.Errorf("GET %s: %v", url, err)
-			continue
-		}
-		out = append(out, time.Since(start))
-	}
-	return out
 }
 
 // restartCounts names each pod's UID and its containers' restarts, init containers
