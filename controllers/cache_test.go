@@ -128,8 +128,8 @@ func listItems(l client.ObjectList) ([]client.Object, error) {
 	return out, nil
 }
 
-// A tenant can put the managed-by label on its own ConfigMaps and Secrets; the cache
-// keeps their metadata only (issue: "tenants can make the manager cache their objects
+// A tenant can put the managed-by label on its own Pods, ConfigMaps and Secrets; the
+// cache keeps their metadata (and a Pod's status) only (issue: "tenants can make the manager cache their objects
 // whole"), while the internal TLS Secret, which the operator reads, keeps its data.
 func TestCacheKeepsNoTenantData(t *testing.T) {
 	ctx := context.Background()
@@ -141,6 +141,8 @@ func TestCacheKeepsNoTenantData(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "posing", Labels: label}, StringData: map[string]string{"k": big}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: podcontract.InternalTLSSecret, Labels: label},
 			StringData: map[string]string{podcontract.InternalTLSCert: "cert"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "posing", Labels: label, Annotations: map[string]string{"k": big[:200<<10]}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x", Env: []corev1.EnvVar{{Name: "K", Value: big}}}}}},
 	} {
 		if err := k8sClient.Create(ctx, o); err != nil {
 			t.Fatal(err)
@@ -155,6 +157,13 @@ func TestCacheKeepsNoTenantData(t *testing.T) {
 		}
 		if err := mgrCache.Get(ctx, client.ObjectKey{Namespace: ns, Name: "posing"}, sec); err != nil {
 			return err
+		}
+		pod := &corev1.Pod{}
+		if err := mgrCache.Get(ctx, client.ObjectKey{Namespace: ns, Name: "posing"}, pod); err != nil {
+			return err
+		}
+		if len(pod.Annotations) != 0 || len(pod.Spec.Containers) != 0 {
+			return fmt.Errorf("cached Pod: %d annotations, %d containers; want its metadata and status only", len(pod.Annotations), len(pod.Spec.Containers))
 		}
 		if len(cm.Data) != 0 || len(sec.Data) != 0 {
 			return fmt.Errorf("cached data: ConfigMap %d keys, Secret %d keys; want none", len(cm.Data), len(sec.Data))

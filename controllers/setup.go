@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -105,7 +104,7 @@ func workerLogScanner(mgr ctrl.Manager, interval time.Duration) (*common.LogScan
 func CacheOptions(namespaces []string, managerNamespace string) cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{podcontract.LabelManagedBy: podcontract.ManagedBy})
 	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:       {Label: managed, Transform: dropManagedFields},
+		&corev1.Pod{}:       {Label: managed, Transform: podMeta},
 		&corev1.ConfigMap{}: {Label: managed, Transform: configMapMeta},
 		&corev1.Secret{}:    {Label: managed, Transform: secretMeta},
 	}}
@@ -135,14 +134,17 @@ func watched(namespaces []string, managerNamespace string) []string {
 }
 
 // Any tenant can put the managed-by label on its own objects, so the cache keeps of
-// them only what the reconcilers read: no ConfigMap's data (the rendered ones are
+// them only what the reconcilers read: no Pod's spec or annotations, no ConfigMap's data (the rendered ones are
 // applied, never read back; a D1Database's migrations are read live), a Secret's
 // data only for the internal TLS Secrets the operator reads, and no managedFields.
 // A tenant's labelled ConfigMaps then cost the manager their metadata, not their data.
 
-func dropManagedFields(o any) (any, error) {
-	if m, ok := o.(metav1.Object); ok {
-		m.SetManagedFields(nil)
+// podMeta keeps of a Pod what the reconcilers, the log scan and the cron dispatcher
+// read: its metadata but annotations and managedFields, and its status. Its spec,
+// which a tenant's labelled Pod could fill, is dropped.
+func podMeta(o any) (any, error) {
+	if p, ok := o.(*corev1.Pod); ok {
+		p.ManagedFields, p.Annotations, p.Spec = nil, nil, corev1.PodSpec{}
 	}
 	return o, nil
 }
