@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -141,7 +142,7 @@ func TestCacheKeepsNoTenantData(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "posing", Labels: label}, StringData: map[string]string{"k": big}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: podcontract.InternalTLSSecret, Labels: label},
 			StringData: map[string]string{podcontract.InternalTLSCert: "cert"}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "posing", Labels: label, Annotations: map[string]string{"k": big[:200<<10]}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "posing", Labels: manyLabels(label, 2000), Annotations: map[string]string{"k": big[:200<<10]}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x", Env: []corev1.EnvVar{{Name: "K", Value: big}}}}}},
 	} {
 		if err := k8sClient.Create(ctx, o); err != nil {
@@ -162,8 +163,9 @@ func TestCacheKeepsNoTenantData(t *testing.T) {
 		if err := mgrCache.Get(ctx, client.ObjectKey{Namespace: ns, Name: "posing"}, pod); err != nil {
 			return err
 		}
-		if len(pod.Annotations) != 0 || len(pod.Spec.Containers) != 0 {
-			return fmt.Errorf("cached Pod: %d annotations, %d containers; want its metadata and status only", len(pod.Annotations), len(pod.Spec.Containers))
+		if len(pod.Annotations) != 0 || len(pod.Spec.Containers) != 0 || len(pod.Labels) != 1 {
+			return fmt.Errorf("cached Pod: %d annotations, %d containers, %d labels; want its name, the operator's label and its status only",
+				len(pod.Annotations), len(pod.Spec.Containers), len(pod.Labels))
 		}
 		if len(cm.Data) != 0 || len(sec.Data) != 0 {
 			return fmt.Errorf("cached data: ConfigMap %d keys, Secret %d keys; want none", len(cm.Data), len(sec.Data))
@@ -173,4 +175,13 @@ func TestCacheKeepsNoTenantData(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// manyLabels is base and n labels of the tenant's own.
+func manyLabels(base map[string]string, n int) map[string]string {
+	out := maps.Clone(base)
+	for i := range n {
+		out[fmt.Sprintf("tenant.example/l%d", i)] = strings.Repeat("v", 63)
+	}
+	return out
 }

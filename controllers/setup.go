@@ -2,6 +2,7 @@ package controller
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -140,13 +141,29 @@ func watched(namespaces []string, managerNamespace string) []string {
 // A tenant's labelled ConfigMaps then cost the manager their metadata, not their data.
 
 // podMeta keeps of a Pod what the reconcilers, the log scan and the cron dispatcher
-// read: its metadata but annotations and managedFields, and its status. Its spec,
-// which a tenant's labelled Pod could fill, is dropped.
+// read: its name, the operator's labels (at most maxPodLabels) and its status. Its
+// spec, annotations, other labels, owners, finalizers and managed fields, which a
+// tenant's labelled Pod could fill, are dropped.
 func podMeta(o any) (any, error) {
 	if p, ok := o.(*corev1.Pod); ok {
-		p.ManagedFields, p.Annotations, p.Spec = nil, nil, corev1.PodSpec{}
+		p.ManagedFields, p.Annotations, p.OwnerReferences, p.Finalizers = nil, nil, nil, nil
+		p.Spec = corev1.PodSpec{}
+		p.Labels = operatorLabels(p.Labels)
 	}
 	return o, nil
+}
+
+// maxPodLabels bounds the labels kept of a cached Pod: the operator sets fewer.
+const maxPodLabels = 16
+
+func operatorLabels(in map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range in {
+		if len(out) < maxPodLabels && (strings.HasPrefix(k, podcontract.OperatorLabelPrefix) || strings.HasPrefix(k, "app.kubernetes.io/")) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func configMapMeta(o any) (any, error) {
