@@ -66,6 +66,9 @@ func errMetadataTooLarge() *Error {
 func errInvalidObjectName() *Error {
 	return &Error{http.StatusBadRequest, CodeInvalidObjectName, "The specified object name is not valid."}
 }
+func errEmptyKey() *Error {
+	return &Error{http.StatusBadRequest, CodeInvalidObjectName, "the empty key cannot be stored: S3-compatible stores have no empty object key (docs/r2.md, Semantics and limits)"}
+}
 func errInvalidMaxKeys() *Error {
 	return &Error{http.StatusBadRequest, CodeInvalidMaxKeys, "MaxKeys params must be positive integer <= 1000."}
 }

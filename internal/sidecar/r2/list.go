@@ -39,6 +39,7 @@ func (c *call) list() error {
 			return err
 		}
 	}
+
 	writeMeta(c.w, out)
 	return nil
 }

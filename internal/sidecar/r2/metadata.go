@@ -84,6 +84,8 @@ func listedMeta(info minio.ObjectInfo) objectMeta {
 	m := objectMeta{
 		Name: info.Key, Version: hex.EncodeToString(v[:16]), Size: info.Size, Etag: etag,
 		Uploaded: uploaded, StorageClass: "Standard", Checksums: map[string]string{},
+		// What a list does not include is empty, as R2 lists it ({} in the Worker).
+		HTTPFields: &httpFields{}, CustomFields: []record{},
 	}
 	if len(etag) == 32 && isHex(etag) {
 		m.Checksums["0"] = etag

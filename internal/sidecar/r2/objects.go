@@ -41,6 +41,9 @@ func (c *call) head() error {
 	if err := checkKey(c.req.Object); err != nil {
 		return err
 	}
+	if c.req.Object == "" {
+		return errNoSuchKey() // never stored (checkPut)
+	}
 	m, err := c.stat(c.req.Object)
 	if err != nil {
 		return err
@@ -48,9 +51,14 @@ func (c *call) head() error {
 	if m == nil {
 		return errNoSuchKey()
 	}
+	m.Range = wholeRange(m.Size)
 	writeMeta(c.w, m)
 	return nil
 }
+
+// wholeRange is the range R2 reports for a head, or a get without a (single) range:
+// the whole object (miniflare's R2 tests, "head: returns metadata for existing keys").
+func wholeRange(size int64) *outRange { return &outRange{Offset: 0, Length: size} }
 
 // get answers with the metadata followed by the value (or its range). A failed onlyIf
 // answers 412 with the object's metadata, which workerd returns without a body. A get
@@ -60,12 +68,16 @@ func (c *call) get() error {
 	if err := checkKey(c.req.Object); err != nil {
 		return err
 	}
+	if c.req.Object == "" {
+		return errNoSuchKey() // never stored (checkPut)
+	}
 	if c.req.OnlyIf == nil && c.req.Range == nil && c.req.RangeHeader == nil {
 		body, info, _, err := c.b.core.GetObject(c.ctx, c.b.cfg.Bucket, c.req.Object, minio.GetObjectOptions{})
 		if err != nil {
 			return err
 		}
 		m := metaOf(c.req.Object, info)
+		m.Range = wholeRange(info.Size)
 		return c.writeBody(&m, body, info.Size)
 	}
 	m, err := c.stat(c.req.Object)
@@ -86,6 +98,7 @@ func (c *call) get() error {
 	opts := minio.GetObjectOptions{}
 	_ = opts.SetMatchETag(m.Etag)
 	length := m.Size
+	m.Range = wholeRange(m.Size)
 	if rng != nil {
 		_ = opts.SetRange(rng.start, rng.end)
 		length = rng.end - rng.start + 1
@@ -167,6 +180,9 @@ func metadataLen(r *http.Request) int64 {
 func checkPut(r *request) error {
 	if err := checkKey(r.Object); err != nil {
 		return err
+	}
+	if r.Object == "" {
+		return errEmptyKey()
 	}
 	if customSize(r.CustomFields) > MaxMetadataBytes {
 		return errMetadataTooLarge()

@@ -97,8 +97,8 @@ type objectMeta struct {
 	Size         int64             `json:"size"`
 	Etag         string            `json:"etag"`
 	Uploaded     int64             `json:"uploaded"` // ms since the epoch
-	HTTPFields   *httpFields       `json:"httpFields,omitempty"`
-	CustomFields []record          `json:"customFields,omitempty"`
+	HTTPFields   *httpFields       `json:"httpFields"`
+	CustomFields []record          `json:"customFields"`
 	Range        *outRange         `json:"range,omitempty"`
 	Checksums    map[string]string `json:"checksums,omitempty"` // "0" md5 ... "4" sha512, hex
 	StorageClass string            `json:"storageClass"`
