@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -197,17 +198,56 @@ func newLedger(t *testing.T, s3 fleetv1alpha1.S3BucketSource) {
 
 // loseVolume deletes pod's claim "data-<pod>" and then the pod without a grace period:
 // the volume and everything the pod had not shipped are gone, as with a lost disk.
-func loseVolume(t *testing.T, pod string) {
+func loseVolume(t *testing.T, pod string) types.UID {
 	t.Helper()
 	ctx := context.Background()
+	p := &corev1.Pod{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: sampleNS, Name: pod}, p); err != nil {
+		t.Fatal(err)
+	}
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "data-" + pod}}
 	if err := k8sClient.Delete(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: pod}}
 	if err := k8sClient.Delete(ctx, p, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
+	return p.UID
+}
+
+// replacementStarted is when the first container of pod's replacement (a pod of that
+// name other than uid) started, rounded up to the second the API gives. A node stops
+// the processes of a force-deleted pod only after its grace period (preStop included:
+// "Pod termination", https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination-forced),
+// and its replacement starts once they stopped; until then the old processes keep
+// acknowledging writes to a volume the test counts as lost, which a lost disk would
+// have failed.
+func replacementStarted(t *testing.T, pod string, uid types.UID) time.Time {
+	t.Helper()
+	p := &corev1.Pod{}
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: sampleNS, Name: pod}, p); err != nil {
+		t.Fatal(err)
+	}
+	if p.UID == uid {
+		t.Fatalf("pod %s was not replaced", pod)
+	}
+	var first time.Time
+	for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+		at := metav1.Time{}
+		switch {
+		case s.State.Running != nil:
+			at = s.State.Running.StartedAt
+		case s.State.Terminated != nil:
+			at = s.State.Terminated.StartedAt
+		}
+		if !at.IsZero() && (first.IsZero() || at.Before(&metav1.Time{Time: first})) {
+			first = at.Time
+		}
+	}
+	if first.IsZero() {
+		t.Fatalf("pod %s: no container of the replacement has started", pod)
+	}
+	return first.Add(time.Second)
 }
 
 // ledgerState is what /state answers.
@@ -219,10 +259,14 @@ type ledgerState struct {
 // may wait to reach the bucket (docs/backup.md: a pass every second plus its upload).
 const backupRPO = 3 * time.Second
 
-// forceDeleteLag bounds how long the processes of a pod deleted with a zero grace
-// period keep serving after the API has deleted it: the node kills them when it sees
-// the deletion. Writes they acknowledge meanwhile go to the lost volume.
-const forceDeleteLag = 2 * time.Second
+// lostPods are the pods TestBackupSurvivesDiskLoss deletes with their claims, by the
+// stores of the ledger's /state each one holds (queue deliveries are recorded in D1).
+var lostPods = map[string][]string{
+	"Durable Objects":  {"ledger-do-do-0"},
+	"KV":               {"ledger-kv-kv-0"},
+	"D1":               {"ledger-db-d1-0"},
+	"queue deliveries": {"ledger-q-queue-0", "ledger-db-d1-0"},
+}
 
 // TestBackupSurvivesDiskLoss is Done means 1 and 4 of issue 33: Worker pods write each
 // operation to Durable Objects on 2 shards, a KV namespace, a D1 database and a queue at
@@ -289,8 +333,9 @@ func TestBackupSurvivesDiskLoss(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second)
 	lost := time.Now()
+	lostUIDs := map[string]types.UID{}
 	for _, pod := range []string{"ledger-do-do-0", "ledger-kv-kv-0", "ledger-db-d1-0", "ledger-q-queue-0", "ledger-flow-wf-0"} {
-		loseVolume(t, pod)
+		lostUIDs[pod] = loseVolume(t, pod)
 	}
 	t.Logf("claims and pods deleted at %s", lost.Format(time.RFC3339Nano))
 	time.Sleep(15 * time.Second)
@@ -303,6 +348,14 @@ func TestBackupSurvivesDiskLoss(t *testing.T) {
 		o.SetName(name)
 		waitReady(t, o, 5*time.Minute)
 	}
+	ends := map[string]time.Time{}
+	for what, pods := range lostPods {
+		for _, pod := range pods {
+			if at := replacementStarted(t, pod, lostUIDs[pod]); at.After(ends[what]) {
+				ends[what] = at
+			}
+		}
+	}
 	var st ledgerState
 	eventually(t, 3*time.Minute, "every acknowledged write delivered", func() error {
 		body, err := getWith(hc, url+"/state")
@@ -312,9 +365,9 @@ func TestBackupSurvivesDiskLoss(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return checkLedger(t, st, acked, lost, false)
+		return checkLedger(t, st, acked, lost, ends, false)
 	})
-	_ = checkLedger(t, st, acked, lost, true)
+	_ = checkLedger(t, st, acked, lost, ends, true)
 	// The workflow instances resume from their last committed step: waiting for their
 	// event, their first step run once.
 	for _, k := range flows {
@@ -359,10 +412,10 @@ func waitFlow(t *testing.T, hc *http.Client, url, k, want string) flowStatus {
 }
 
 // checkLedger compares the stores with the acknowledged writes: every write
-// acknowledged before lost − backupRPO or after lost + forceDeleteLag must be in every
-// store, no key twice; the ones acknowledged inside that window and missing are
-// counted (logged when final).
-func checkLedger(t *testing.T, st ledgerState, acked map[string]time.Time, lost time.Time, final bool) error {
+// acknowledged before lost − backupRPO or after the store's lost pods were replaced
+// (ends) must be in the store, no key twice; the ones acknowledged inside that window
+// and missing are counted (logged when final).
+func checkLedger(t *testing.T, st ledgerState, acked map[string]time.Time, lost time.Time, ends map[string]time.Time, final bool) error {
 	for what, have := range map[string][]string{"Durable Objects": st.Tally, "KV": st.KV, "D1": st.Items, "queue deliveries": st.Delivered} {
 		set := map[string]bool{}
 		for _, k := range have {
@@ -376,7 +429,7 @@ func checkLedger(t *testing.T, st ledgerState, acked map[string]time.Time, lost 
 			if set[k] {
 				continue
 			}
-			if at.After(lost.Add(-backupRPO)) && at.Before(lost.Add(forceDeleteLag)) {
+			if at.After(lost.Add(-backupRPO)) && at.Before(ends[what]) {
 				inWindow = append(inWindow, k)
 			} else {
 				missing = append(missing, fmt.Sprintf("%s (acknowledged %+.1fs from the loss)", k, at.Sub(lost).Seconds()))
@@ -387,7 +440,14 @@ func checkLedger(t *testing.T, st ledgerState, acked map[string]time.Time, lost 
 			return fmt.Errorf("%s: %d acknowledged writes missing outside the RPO window, e.g. %v", what, len(missing), missing[:min(5, len(missing))])
 		}
 		if final {
-			t.Logf("%s: %d acknowledged writes present; %d lost, acknowledged from %v before the loss to %v after it", what, len(acked)-len(inWindow), len(inWindow), backupRPO, forceDeleteLag)
+			before := 0
+			for _, k := range inWindow {
+				if acked[k].Before(lost) {
+					before++
+				}
+			}
+			t.Logf("%s: %d acknowledged writes present; missing: %d acknowledged in the %v before the loss, %d in the %.1fs after it until the old pod's processes stopped",
+				what, len(acked)-len(inWindow), before, backupRPO, len(inWindow)-before, ends[what].Sub(lost).Seconds())
 		}
 	}
 	return nil

@@ -105,7 +105,7 @@ func chatEventsOnce(t *testing.T, url, room string) error {
 }
 
 // chatPodUIDs maps the names of the chat sample's pods (its Worker's and its rooms'
-// shards) to their UIDs.
+// shards) to their UIDs, marked when the pod is terminating.
 func chatPodUIDs(t *testing.T) map[string]string {
 	t.Helper()
 	pods := &corev1.PodList{}
@@ -116,6 +116,9 @@ func chatPodUIDs(t *testing.T) map[string]string {
 	for _, p := range pods.Items {
 		if strings.HasPrefix(p.Name, render.ShardSetName("rooms")+"-") || p.Labels[podcontract.LabelWorker] == "chat" {
 			out[p.Name] = string(p.UID)
+			if p.DeletionTimestamp != nil {
+				out[p.Name] += " terminating"
+			}
 		}
 	}
 	return out
@@ -149,10 +152,23 @@ func listen(t *testing.T, url string) chan string {
 	go func() {
 		defer close(out)
 		defer resp.Body.Close()
+		event := ""
 		for sc.Scan() {
-			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			line := sc.Text()
+			if e, ok := strings.CutPrefix(line, "event: "); ok {
+				event = e
+			} else if d, ok := strings.CutPrefix(line, "data: "); ok && event == "" {
 				out <- d
+			} else if ok {
+				// Not a message (the sample ends its stream with an error event):
+				// passed on as is, so the caller's check names it.
+				out <- "event " + event + ": " + d
+			} else if line == "" {
+				event = ""
 			}
+		}
+		if err := sc.Err(); err != nil && ctx.Err() == nil {
+			out <- "the stream broke: " + err.Error()
 		}
 	}()
 	return out
