@@ -286,6 +286,9 @@ func TestQueueConformance(t *testing.T) {
 		{"q-retry-all", `null`, queuesAPI},
 		{"q-ack-all", `null`, queuesAPI},
 		{"q-too-big", `"Queue send failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (128 KB per message)"},
+		{"q-too-big-1mib", `"Queue send failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (128 KB per message; 1 MiB of text)"},
+		{"q-too-big-v8", `"Queue send failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (128 KB per message; a 200,000-character string in an object)"},
+		{"q-batch-too-big", `"Queue sendBatch failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (256 KB per sendBatch; 3 messages of 100,000 bytes)"},
 		{"q-batch-101", `"Queue sendBatch failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (100 messages per sendBatch)"},
 	} {
 		if r := runCase(t, addr, tc.name); string(r.Value) != tc.want || r.Error != "" {

@@ -92,6 +92,9 @@ const cases = {
   "q-retry-all": async (env) => void (await env.Q.sendBatch([{ body: { id: "ra-1", retryAllOnce: true } }])),
   "q-ack-all": async (env) => void (await env.Q.sendBatch([{ body: { id: "aa-1", ackAll: true } }])),
   "q-too-big": (env) => err(() => env.Q.send("x".repeat(128 * 1000 + 1), { contentType: "text" })),
+  "q-too-big-1mib": (env) => err(() => env.Q.send("x".repeat(1 << 20), { contentType: "text" })),
+  "q-too-big-v8": (env) => err(() => env.Q.send({ s: "x".repeat(200000) })),
+  "q-batch-too-big": (env) => err(() => env.Q.sendBatch([1, 2, 3].map(() => ({ body: "x".repeat(100000), contentType: "text" })))),
   "q-batch-101": (env) => err(() => env.Q.sendBatch(Array.from({ length: 101 }, (_, i) => ({ body: i })))),
   "q-deliveries": async (env) => {
     const out = {};
