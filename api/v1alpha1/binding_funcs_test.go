@@ -35,7 +35,7 @@ func TestBindingHelpers(t *testing.T) {
 		{b: v1alpha1.Binding{Text: s("a"), Workflow: ref("flow")}},
 		{b: v1alpha1.Binding{KVNamespace: ref("cache")}, kind: v1alpha1.BindingKVNamespace, refKind: v1alpha1.ReferenceKVNamespace, refName: "cache"},
 		{b: v1alpha1.Binding{D1Database: ref("db")}, kind: v1alpha1.BindingD1Database, refKind: v1alpha1.ReferenceD1Database, refName: "db"},
-		{b: v1alpha1.Binding{Queue: ref("jobs")}, kind: v1alpha1.BindingQueue, refKind: v1alpha1.ReferenceQueue, refName: "jobs"},
+		{b: v1alpha1.Binding{Queue: &v1alpha1.QueueBinding{Name: "jobs"}}, kind: v1alpha1.BindingQueue, refKind: v1alpha1.ReferenceQueue, refName: "jobs"},
 	}
 	for _, tc := range cases {
 		if got := tc.b.Kind(); got != tc.kind {

@@ -242,6 +242,10 @@ func TestWorkerValidation(t *testing.T) {
 		{name: "module name with ..", mutate: mods(module("a/../b.js", "ESModule", nil)), wantField: "spec.source.inline.modules[0].name"},
 		{name: "module name absolute", mutate: mods(module("/etc/passwd", "ESModule", nil)), wantField: "spec.source.inline.modules[0].name"},
 		{name: "duplicate module names", mutate: mods(module("a.js", "ESModule", nil), module("a.js", "ESModule", nil)), wantField: "spec.source.inline.modules[1]"},
+		// delivery_delay: 0 to 43200 s (https://developers.cloudflare.com/queues/configuration/configure-queues/).
+		{name: "queue with a delivery delay of 12 hours", mutate: bindings(obj{"name": "Q", "queue": obj{"name": "jobs", "deliveryDelay": int64(43200)}})},
+		{name: "queue delivery delay over 12 hours", mutate: bindings(obj{"name": "Q", "queue": obj{"name": "jobs", "deliveryDelay": int64(43201)}}), wantField: "spec.bindings[0].queue.deliveryDelay"},
+		{name: "queue delivery delay negative", mutate: bindings(obj{"name": "Q", "queue": obj{"name": "jobs", "deliveryDelay": int64(-1)}}), wantField: "spec.bindings[0].queue.deliveryDelay"},
 		{name: "binding with two values", mutate: bindings(obj{"name": "A", "text": "x", "json": "{}"}), wantField: "spec.bindings[0]"},
 		{name: "binding with no value", mutate: bindings(obj{"name": "A"}), wantField: "spec.bindings[0]"},
 		{name: "binding name not an identifier", mutate: bindings(obj{"name": "my-var", "text": "x"}), wantField: "spec.bindings[0].name"},

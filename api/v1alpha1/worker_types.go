@@ -437,7 +437,7 @@ type Binding struct {
 
 	// queue binds a Queue of the same namespace as a producer (docs/queues.md).
 	// +optional
-	Queue *LocalObjectReference `json:"queue,omitempty"`
+	Queue *QueueBinding `json:"queue,omitempty"`
 	// r2Bucket binds an R2Bucket of the same namespace (docs/r2.md).
 	// +optional
 	R2Bucket *LocalObjectReference `json:"r2Bucket,omitempty"`
@@ -447,6 +447,23 @@ type Binding struct {
 	// Hyperdrive's pooling and caching (docs/outbound.md).
 	// +optional
 	Hyperdrive *HyperdriveBinding `json:"hyperdrive,omitempty"`
+}
+
+// QueueBinding is a producer's binding to a Queue of the same namespace: wrangler's
+// queues.producers entry (https://developers.cloudflare.com/queues/configuration/configure-queues/).
+type QueueBinding struct {
+	// name of the Queue, in the same namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// deliveryDelay delays each message this Worker sends by that many seconds, unless
+	// the send, the batch or the message sets delaySeconds (wrangler's delivery_delay,
+	// 0 to 43200 as on Cloudflare). Default: no delay.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=43200
+	// +optional
+	DeliveryDelay *int32 `json:"deliveryDelay,omitempty"`
 }
 
 // HyperdriveBinding names the Secret that holds the database's address and

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -190,7 +191,16 @@ type dataKind struct {
 	in    Input
 	kind  DataKind
 	bound map[string]string // address by store name
+	// delayed: a queue binding has a deliveryDelay, so the pod needs QueueProducerModule.
+	delayed bool
 }
+
+// QueueProducerModule is the internal extension module (shim queue-producer.js) that
+// wraps workerd's queue binding for a producer with a deliveryDelay (docs/queues.md).
+const (
+	QueueProducerModule = "workerd-operator:queue-producer"
+	queueProducerFile   = "queue-producer.js"
+)
 
 func newDataKind(kind DataKind) func(Input) (bindingKind, error) {
 	return func(in Input) (bindingKind, error) {
@@ -222,6 +232,11 @@ func (k *dataKind) bind(field string, b v1alpha1.Binding) (string, error) {
 	case DataKV:
 		return kv("kvNamespace", svc), nil
 	case DataQueue:
+		if d := b.Queue.DeliveryDelay; d != nil && *d > 0 {
+			k.delayed = true
+			return wrapped(QueueProducerModule, tuple(named("queue"), kv("queue", svc)),
+				tuple(named("deliveryDelay"), kv("json", Quote(strconv.Itoa(int(*d)))))), nil
+		}
 		return kv("queue", svc), nil
 	}
 	return wrapped(d1APIModule, tuple(named("fetcher"), kv("service", svc))), nil
@@ -230,6 +245,12 @@ func (k *dataKind) bind(field string, b v1alpha1.Binding) (string, error) {
 func (k *dataKind) contribute(x *extras) error {
 	for _, n := range sortedKeys(k.bound) {
 		x.services.item(named(dataService(k.kind, n)), kv("external", external(k.in.Options, k.in.Worker.Namespace, k.bound[n], rpcOptions())))
+	}
+	if k.delayed {
+		x.addExtension(QueueProducerModule, queueProducerFile)
+		if err := x.addShims(queueProducerFile); err != nil {
+			return err
+		}
 	}
 	if h := k.in.DataHost; h != nil && h.Kind == k.kind {
 		return k.writeHost(x, *h)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/localrun"
@@ -125,7 +126,9 @@ func dataBindings(w *v1alpha1.Worker, gateways map[render.DataRef]string) (map[r
 		case render.DataD1:
 			w.Spec.Bindings = append(w.Spec.Bindings, v1alpha1.Binding{Name: "DB", D1Database: o})
 		case render.DataQueue:
-			w.Spec.Bindings = append(w.Spec.Bindings, v1alpha1.Binding{Name: "Q", Queue: o})
+			// QD: the same Queue with wrangler's delivery_delay of 2 s.
+			w.Spec.Bindings = append(w.Spec.Bindings, v1alpha1.Binding{Name: "Q", Queue: &v1alpha1.QueueBinding{Name: ref.Name}},
+				v1alpha1.Binding{Name: "QD", Queue: &v1alpha1.QueueBinding{Name: ref.Name, DeliveryDelay: ptr.To[int32](2)}})
 		}
 	}
 	return stores, externals
@@ -249,7 +252,10 @@ func TestDataBindingsConformance(t *testing.T) {
 	}
 }
 
-const queuesAPI = "https://developers.cloudflare.com/queues/configuration/javascript-apis/"
+const (
+	queuesAPI       = "https://developers.cloudflare.com/queues/configuration/javascript-apis/"
+	configureQueues = "https://developers.cloudflare.com/queues/configuration/configure-queues/"
+)
 
 // TestQueueConformance runs a Queue through real workerd: its host pod runs the
 // consumer Worker's code (testdata/data/conformance.js, which records every delivery
@@ -285,6 +291,9 @@ func TestQueueConformance(t *testing.T) {
 		{"q-retry-dlq", `null`, queuesAPI},
 		{"q-retry-all", `null`, queuesAPI},
 		{"q-ack-all", `null`, queuesAPI},
+		{"q-delivery-delay", `null`, configureQueues + " (a producer's delivery_delay)"},
+		{"q-delivery-delay-batch", `null`, configureQueues + " (a producer's delivery_delay applies to sendBatch)"},
+		{"q-delivery-delay-overridden", `null`, configureQueues + " (delaySeconds on the send or the message overrides delivery_delay)"},
 		{"q-too-big", `"Queue send failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (128 KB per message)"},
 		{"q-too-big-1mib", `"Queue send failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (128 KB per message; 1 MiB of text)"},
 		{"q-too-big-v8", `"Queue send failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (128 KB per message; a 200,000-character string in an object)"},
@@ -316,6 +325,12 @@ func TestQueueConformance(t *testing.T) {
 		"q/jobs/ra-1/1":                 `{"kind":"[object Object]","body":{"id":"ra-1","retryAllOnce":true},"attempts":1,"ts":true}`,
 		"q/jobs/ra-1/2":                 `{"kind":"[object Object]","body":{"id":"ra-1","retryAllOnce":true},"attempts":2,"ts":true}`,
 		"q/jobs/aa-1/1":                 `{"kind":"[object Object]","body":{"id":"aa-1","ackAll":true},"attempts":1,"ts":true}`,
+		// Through QD (delivery_delay 2): delivered 2 s after the send at the earliest,
+		// unless the send or the message said delaySeconds 0.
+		"q/jobs/pd-send/1":        `{"kind":"[object Object]","body":{"id":"pd-send"},"attempts":1,"ts":true,"waited2s":true}`,
+		"q/jobs/pd-batch/1":       `{"kind":"[object Object]","body":{"id":"pd-batch"},"attempts":1,"ts":true,"waited2s":true}`,
+		"q/jobs/pd-send-0/1":      `{"kind":"[object Object]","body":{"id":"pd-send-0"},"attempts":1,"ts":true,"waited2s":false}`,
+		"q/jobs/pd-batch-msg-0/1": `{"kind":"[object Object]","body":{"id":"pd-batch-msg-0"},"attempts":1,"ts":true,"waited2s":false}`,
 	}
 	var got map[string]json.RawMessage
 	deadline := time.Now().Add(90 * time.Second)

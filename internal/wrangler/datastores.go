@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 )
@@ -98,14 +99,29 @@ func (c *converter) queues(path string, v any) {
 			c.unsupported(p, "needs binding and queue")
 			continue
 		}
-		c.only(p, m, "binding", "queue", "remote")
-		c.addBinding(v1alpha1.Binding{Name: binding, Queue: &v1alpha1.LocalObjectReference{Name: dnsName(queue)}})
+		c.only(p, m, "binding", "queue", "remote", "delivery_delay")
+		qb := &v1alpha1.QueueBinding{Name: dnsName(queue)}
+		if d, set := m["delivery_delay"]; set {
+			if n, isInt := integer(d); isInt && n >= 0 && n <= maxDeliveryDelay {
+				qb.DeliveryDelay = ptr.To(int32(n))
+			} else {
+				c.unsupported(p+".delivery_delay", fmt.Sprintf("%v is not a whole number of seconds from 0 to %d (%s)", d, maxDeliveryDelay, configureQueuesURL))
+			}
+		}
+		c.addBinding(v1alpha1.Binding{Name: binding, Queue: qb})
 		c.queue(dnsName(queue))
 	}
 	for i, e := range list(top["consumers"]) {
 		c.consumer(fmt.Sprintf("%s.consumers[%d]", path, i), e)
 	}
 }
+
+// maxDeliveryDelay is the longest delivery_delay Cloudflare takes, in seconds (12 hours,
+// configureQueuesURL); the CRD's bound on spec.bindings[].queue.deliveryDelay.
+const (
+	maxDeliveryDelay   = 43200
+	configureQueuesURL = "https://developers.cloudflare.com/queues/configuration/configure-queues/"
+)
 
 // queue returns the Queue named name, made on first use.
 func (c *converter) queue(name string) *v1alpha1.Queue {

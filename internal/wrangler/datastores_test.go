@@ -16,7 +16,7 @@ func TestDataStoreKeys(t *testing.T) {
   "kv_namespaces": [{"binding": "CACHE", "id": "abc"}],
   "d1_databases": [{"binding": "DB", "database_name": "shop-db", "database_id": "x", "migrations_dir": "db/migrations"}],
   "queues": {
-    "producers": [{"binding": "JOBS", "queue": "jobs"}],
+    "producers": [{"binding": "JOBS", "queue": "jobs"}, {"binding": "LATER", "queue": "jobs", "delivery_delay": 30}],
     "consumers": [{"queue": "jobs", "max_batch_size": 5, "max_retries": 2, "dead_letter_queue": "jobs-dlq", "retry_delay": 10}]
   }
 }`,
@@ -34,7 +34,7 @@ func TestDataStoreKeys(t *testing.T) {
 	}
 	y := b.String()
 	for _, want := range []string{
-		"kvNamespace:\n      name: shop-cache", "d1Database:\n      name: shop-db", "queue:\n      name: jobs",
+		"kvNamespace:\n      name: shop-cache", "d1Database:\n      name: shop-db", "queue:\n      name: jobs", "name: LATER\n    queue:\n      deliveryDelay: 30\n      name: jobs",
 		"kind: KVNamespace\nmetadata:\n  name: shop-cache",
 		"kind: ConfigMap\nmetadata:\n  name: shop-db-migrations", "0001_a.sql: CREATE TABLE a (id INTEGER);",
 		"kind: D1Database\nmetadata:\n  name: shop-db\nspec:\n  migrations:\n    configMap:\n      name: shop-db-migrations",
@@ -46,6 +46,27 @@ func TestDataStoreKeys(t *testing.T) {
 	}
 	if strings.Contains(y, "notes.txt") {
 		t.Errorf("a non-.sql file became a migration:\n%s", y)
+	}
+}
+
+// A producer's delivery_delay outside Cloudflare's 0 to 43200 seconds is refused, naming
+// the key, the bound and the page.
+func TestQueueProducerDeliveryDelayRange(t *testing.T) {
+	for _, d := range []string{"43201", "-1", "1.5", `"30"`} {
+		dir := writeProject(t, map[string]string{
+			"wrangler.jsonc": `{"name": "shop", "main": "index.js", "compatibility_date": "2025-01-01",
+  "queues": {"producers": [{"binding": "Q", "queue": "jobs", "delivery_delay": ` + d + `}]}}`,
+			"index.js": "export default {}",
+		})
+		_, err := Import(Options{Path: dir})
+		if err == nil {
+			t.Fatalf("delivery_delay %s imported", d)
+		}
+		for _, want := range []string{"queues.producers[0].delivery_delay", "43200", configureQueuesURL} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("delivery_delay %s: error %q does not name %s", d, err, want)
+			}
+		}
 	}
 }
 

@@ -168,7 +168,7 @@ func newLedger(t *testing.T, s3 fleetv1alpha1.S3BucketSource) {
 			Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
 				Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: ptr.To(ledgerModule)}}}},
 			Bindings: []fleetv1alpha1.Binding{{Name: "TALLY", DurableObjectNamespace: ref("ledger-do")}, {Name: "KV", KVNamespace: ref("ledger-kv")},
-				{Name: "DB", D1Database: ref("ledger-db")}, {Name: "Q", Queue: ref("ledger-q")}, {Name: "FLOW", Workflow: ref("ledger-flow")}},
+				{Name: "DB", D1Database: ref("ledger-db")}, {Name: "Q", Queue: &fleetv1alpha1.QueueBinding{Name: "ledger-q"}}, {Name: "FLOW", Workflow: ref("ledger-flow")}},
 		}},
 		&fleetv1alpha1.Workflow{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "ledger-flow"},
 			Spec: fleetv1alpha1.WorkflowSpec{WorkerRef: *ref("ledger"), ClassName: "Flow",

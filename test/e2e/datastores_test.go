@@ -91,7 +91,7 @@ func newStash(t *testing.T) []client.Object {
 			CompatibilityDate: "2026-11-01", Replicas: ptr.To[int32](3),
 			Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
 				Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: ptr.To(stashModule)}}}},
-			Bindings: []fleetv1alpha1.Binding{{Name: "KV", KVNamespace: ref("stash-kv")}, {Name: "DB", D1Database: ref("stash-db")}, {Name: "Q", Queue: ref("stash-q")}},
+			Bindings: []fleetv1alpha1.Binding{{Name: "KV", KVNamespace: ref("stash-kv")}, {Name: "DB", D1Database: ref("stash-db")}, {Name: "Q", Queue: &fleetv1alpha1.QueueBinding{Name: "stash-q"}}},
 		}},
 	}
 	for _, o := range objs {

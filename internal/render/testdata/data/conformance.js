@@ -91,6 +91,13 @@ const cases = {
   "q-retry-dlq": async (env) => void (await env.Q.send({ id: "always-fails", fail: true })),
   "q-retry-all": async (env) => void (await env.Q.sendBatch([{ body: { id: "ra-1", retryAllOnce: true } }])),
   "q-ack-all": async (env) => void (await env.Q.sendBatch([{ body: { id: "aa-1", ackAll: true } }])),
+  // QD is the same queue with delivery_delay 2 (the test's dataBindings).
+  "q-delivery-delay": async (env) => void (await env.QD.send({ id: "pd-send", sentAt: Date.now() })),
+  "q-delivery-delay-batch": async (env) => void (await env.QD.sendBatch([{ body: { id: "pd-batch", sentAt: Date.now() } }])),
+  "q-delivery-delay-overridden": async (env) => {
+    await env.QD.send({ id: "pd-send-0", sentAt: Date.now() }, { delaySeconds: 0 });
+    await env.QD.sendBatch([{ body: { id: "pd-batch-msg-0", sentAt: Date.now() }, delaySeconds: 0 }]);
+  },
   "q-too-big": (env) => err(() => env.Q.send("x".repeat(128 * 1000 + 1), { contentType: "text" })),
   "q-too-big-1mib": (env) => err(() => env.Q.send("x".repeat(1 << 20), { contentType: "text" })),
   "q-too-big-v8": (env) => err(() => env.Q.send({ s: "x".repeat(200000) })),
@@ -174,8 +181,11 @@ async function consume(batch, env) {
     const b = m.body;
     const id = b?.id ?? (typeof b === "string" ? b : Object.prototype.toString.call(b));
     const kind = Object.prototype.toString.call(b);
-    const shown = b instanceof ArrayBuffer ? [...new Uint8Array(b)] : b instanceof Date ? b.getTime() : b;
-    await env.KV.put(`q/${batch.queue}/${id}/${m.attempts}`, JSON.stringify({ kind, body: shown, attempts: m.attempts, ts: m.timestamp instanceof Date }));
+    let shown = b instanceof ArrayBuffer ? [...new Uint8Array(b)] : b instanceof Date ? b.getTime() : b;
+    // A body with sentAt records whether it waited 2 s (delivery_delay), not the time.
+    const waited2s = b?.sentAt === undefined ? undefined : Date.now() - b.sentAt >= 2000;
+    if (waited2s !== undefined) shown = { id: b.id };
+    await env.KV.put(`q/${batch.queue}/${id}/${m.attempts}`, JSON.stringify({ kind, body: shown, attempts: m.attempts, ts: m.timestamp instanceof Date, waited2s }));
     if (batch.queue.endsWith("-dlq")) m.ack(); // dead letters: recorded, done
     else if (b?.ackAll) all = "ack";
     else if (b?.retryAllOnce) all = m.attempts === 1 ? "retry" : "ack";
