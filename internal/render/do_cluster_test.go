@@ -184,6 +184,7 @@ func (p *proc) kill() {
 // doCluster is 2 shard processes and 3 Worker replicas, each on the rendered config.
 type doCluster struct {
 	shards   []*proc
+	logs     []*syncBuf // each shard's sidecar's log lines
 	replicas []*proc
 	storage  []string // each shard's localDisk directory
 	target   render.DurableObjectTarget
@@ -264,8 +265,10 @@ func startDOClusterTLS(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 			listen = testenv.FreeLoopbackAddr(t)
 			frontTLS(t, podcontract.GatewaySocket, gw, listen, shardDir)
 		}
+		logs := &syncBuf{}
+		c.logs = append(c.logs, logs)
 		p := &proc{t: t, bin: bin, dir: shardDir, sockets: 5,
-			args: append(base(startSidecar(t)), "--socket-addr="+podcontract.GatewaySocket+"="+listen, "--directory-path="+render.DOStorageService+"="+st),
+			args: append(base(startTelemetrySidecar(t, logs)), "--socket-addr="+podcontract.GatewaySocket+"="+listen, "--directory-path="+render.DOStorageService+"="+st),
 			env:  []string{render.PodNameEnv + "=" + target.ShardNames[i]}}
 		p.start()
 		t.Cleanup(p.kill)

@@ -41,7 +41,42 @@ func TestDurableObjectWebSockets(t *testing.T) {
 	t.Run("limits", func(t *testing.T) { wsLimits(t, c) })
 	t.Run("close", func(t *testing.T) { wsClose(t, c) })
 	t.Run("connect", func(t *testing.T) { wsConnect(t, c) })
+	t.Run("console", func(t *testing.T) { wsConsole(t, c) })
 	t.Run("drain", func(t *testing.T) { wsDrain(t, c) })
+}
+
+// wsConsole: console.log in a hibernatable socket's webSocketMessage and webSocketClose
+// handlers and in a plain socket's message listener each reach the shard's sidecar as a
+// JSON log line, as every other console call does (docs/observability.md).
+func wsConsole(t *testing.T, c *doCluster) {
+	const shard = 0
+	room, _ := nameOnShard(t, c, "console", shard)
+	hib := dialRoom(t, c.replicas[0], room, "ada", "")
+	plain := dialRoom(t, c.replicas[1], room, "bob", "plain")
+	for ws, say := range map[*websocket.Conn]string{hib: "log:from-hibernatable", plain: "log:from-plain"} {
+		if got := testenv.RoundTrip(t, ws, say); got != "logged" {
+			t.Fatalf("%s: %q, want logged", say, got)
+		}
+	}
+	_ = hib.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(4001, "bye"))
+	_ = hib.Close()
+	want := []string{`"message":"ws log from-hibernatable"`, `"message":"ws log from-plain"`, `"message":"ws close 4001 bye"`}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		logs, missing := c.logs[shard].String(), []string{}
+		for _, w := range want {
+			if !strings.Contains(logs, w) {
+				missing = append(missing, w)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shard %d's sidecar logged no %v:\n%s", shard, missing, logs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // wsBroadcast: 4 rooms (2 per shard), 10 hibernatable clients each, alternating

@@ -5,11 +5,18 @@
 // summary record for the sidecar (env.SIDECAR, POST env.TAIL_PATH, a JSON array of
 // records per batch), which turns them into Prometheus series and JSON log lines.
 // env.WORKER is the Worker's name.
+//
+// What an invocation logs after its response (a plain WebSocket's message listeners, a
+// waitUntil, a stream's pump) is not held until its outcome, which may be hours away:
+// each such log or exception goes at once as a partial record ("partial": true), which
+// the sidecar writes as log lines and counts as logs, not as an invocation.
 // Bounds per invocation, so one chatty invocation cannot make a huge record.
 const MAX_LOGS = 256;
 const MAX_SPANS = 64;
 const MAX_EXCEPTIONS = 16;
 const MAX_TEXT = 16 * 1024;
+// LATE_OUTCOME_MS: how long logs made before the return wait for the outcome's record.
+const LATE_OUTCOME_MS = 1000;
 
 function text(parts) {
   const s = (Array.isArray(parts) ? parts : [parts])
@@ -63,7 +70,20 @@ function newRecord(onset, env) {
     logs: [],
     exceptions: [],
     dropped: 0,
+    // responded: the invocation's return event has been seen (logs go out at once).
+    responded: false,
   };
+}
+
+// partial sends what rec logged since its last record as a record of its own, marked
+// partial, and starts rec's logs and exceptions afresh.
+function partial(rec, env) {
+  const { responded, own, spans, subrequests, ...rest } = rec;
+  const out = { ...rest, partial: true, subrequests: {}, spans: [] };
+  rec.logs = [];
+  rec.exceptions = [];
+  rec.dropped = 0;
+  return send(out, env);
 }
 
 // span notes a spanOpen (a subrequest when its parent is the invocation's own span) or
@@ -95,11 +115,11 @@ function onEvent(rec, item, env) {
     case "log":
       if (rec.logs.length < MAX_LOGS) rec.logs.push({ at: ms(item.timestamp), level: ev.level, message: text(ev.message) });
       else rec.dropped++;
-      return null;
+      return rec.responded ? partial(rec, env) : null;
     case "exception":
       if (rec.exceptions.length < MAX_EXCEPTIONS) rec.exceptions.push({ at: ms(item.timestamp), name: String(ev.name || "Error"), message: text(ev.message || ""), stack: text(ev.stack || "") });
       else rec.dropped++;
-      return null;
+      return rec.responded ? partial(rec, env) : null;
     case "spanOpen":
       span(rec, ev, item, true);
       return null;
@@ -113,8 +133,17 @@ function onEvent(rec, item, env) {
       return null;
     case "return":
       if (ev.info && typeof ev.info.statusCode === "number") rec.status = ev.info.statusCode;
+      rec.responded = true;
+      // Some invocations report their outcome long after their return (a hibernatable
+      // WebSocket's close handler): what they logged goes out if the outcome is late.
+      if (rec.logs.length + rec.exceptions.length > 0) {
+        setTimeout(() => {
+          if (rec.responded && rec.logs.length + rec.exceptions.length > 0) partial(rec, env);
+        }, LATE_OUTCOME_MS);
+      }
       return null;
     case "outcome":
+      delete rec.responded;
       rec.outcome = ev.outcome;
       rec.cpuMs = ev.cpuTime || 0;
       // workerd reports wallTime 0; the span of the invocation is the distance from

@@ -92,6 +92,23 @@ func (m *Metrics) observe(r *Record) {
 	ep := b.value("entrypoint", w, r.Entrypoint)
 	h := b.value("handler", w, r.Trigger)
 	method := b.value("method", w+"\x00"+ep, r.Method)
+	if !r.Partial {
+		m.observeInvocation(r, w, ep, h, method)
+	}
+	for _, e := range r.Exceptions {
+		m.exceptions.WithLabelValues(w, ep, h, b.value("name", w, e.Name)).Inc()
+	}
+	for _, l := range r.Logs {
+		m.logs.WithLabelValues(w, b.value("level", w, l.Level)).Inc()
+	}
+	if r.Dropped > 0 {
+		m.truncated.WithLabelValues(w).Add(float64(r.Dropped))
+	}
+}
+
+// observeInvocation counts a finished invocation: its outcome, times and subrequests.
+func (m *Metrics) observeInvocation(r *Record, w, ep, h, method string) {
+	b := m.limits
 	outcome := b.value("outcome", w, r.Outcome)
 	model := b.value("execution_model", w, r.ExecutionModel)
 	m.invocations.WithLabelValues(w, ep, h, method, model, outcome, statusClass(r.Status)).Inc()
@@ -103,15 +120,6 @@ func (m *Metrics) observe(r *Record) {
 	}
 	for kind, n := range r.Subrequests {
 		m.subrequests.WithLabelValues(w, ep, h, b.value("kind", w, kind)).Add(float64(n))
-	}
-	for _, e := range r.Exceptions {
-		m.exceptions.WithLabelValues(w, ep, h, b.value("name", w, e.Name)).Inc()
-	}
-	for _, l := range r.Logs {
-		m.logs.WithLabelValues(w, b.value("level", w, l.Level)).Inc()
-	}
-	if r.Dropped > 0 {
-		m.truncated.WithLabelValues(w).Add(float64(r.Dropped))
 	}
 }
 

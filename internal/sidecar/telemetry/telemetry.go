@@ -54,6 +54,10 @@ type Record struct {
 	Logs         []Log          `json:"logs"`
 	Exceptions   []Exception    `json:"exceptions"`
 	Dropped      int            `json:"dropped"`
+	// Partial: the logs and exceptions of an invocation still running, past its
+	// response (a WebSocket's listeners, a waitUntil): written and counted as logs and
+	// exceptions, not as an invocation, which its final record is.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // Span is a span the invocation opened (a subrequest or binding call, or one nested in it).
@@ -87,7 +91,8 @@ type Options struct {
 	Metrics *Metrics
 	// Logs receives the JSON log lines; nil writes none.
 	Logs io.Writer
-	// Sinks receive every record after the metrics and logs (e.g. the OTLP exporter).
+	// Sinks receive every finished (not partial) record after the metrics and logs (e.g.
+	// the OTLP exporter).
 	Sinks []func(*Record)
 }
 
@@ -107,7 +112,9 @@ func Handler(o Options) http.Handler {
 				o.Metrics.observe(rec)
 			}
 			for _, s := range o.Sinks {
-				s(rec)
+				if !rec.Partial {
+					s(rec)
+				}
 			}
 		})
 		if errors.Is(err, errBatchTooLarge) {

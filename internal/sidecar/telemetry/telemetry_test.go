@@ -145,3 +145,53 @@ func largeBatch(t *testing.T, records, lines int, line string, want int) {
 		t.Errorf("%v invocations counted, want %d", got, records)
 	}
 }
+
+// A partial record (the logs of an invocation still running past its response) is
+// written as log lines and counted as logs, never as an invocation; its final record
+// counts the invocation once.
+func TestPartialRecord(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var logs bytes.Buffer
+	var sunk int
+	h := telemetry.Handler(telemetry.Options{Metrics: telemetry.NewMetrics(reg, 8), Logs: &logs, Sinks: []func(*telemetry.Record){func(*telemetry.Record) { sunk++ }}})
+	for _, body := range []string{
+		`[{"worker":"w","entrypoint":"Room","trigger":"fetch","invocationId":"i1","partial":true,"logs":[{"at":0,"level":"log","message":"later"}]}]`,
+		`[{"worker":"w","entrypoint":"Room","trigger":"fetch","invocationId":"i1","outcome":"ok","status":101,"logs":[]}]`,
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
+		if rec.Code != http.StatusNoContent {
+			t.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+	if got := testutil.ToFloat64(counterOf(t, reg, telemetry.InvocationsTotal)); got != 1 {
+		t.Errorf("%v invocations, want 1", got)
+	}
+	if got := testutil.ToFloat64(counterOf(t, reg, telemetry.LogsTotal)); got != 1 {
+		t.Errorf("%v logs, want 1", got)
+	}
+	if sunk != 1 {
+		t.Errorf("the sinks (spans) got %d records, want the final one", sunk)
+	}
+	if !strings.Contains(logs.String(), `"requestId":"i1","message":"later"`) {
+		t.Errorf("log lines %q", logs.String())
+	}
+}
+
+// counterOf sums every series of the counter family name.
+func counterOf(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
+	for _, f := range fams {
+		if f.GetName() == name {
+			for _, s := range f.Metric {
+				c.Add(s.Counter.GetValue())
+			}
+		}
+	}
+	return c
+}

@@ -17,6 +17,8 @@
 //   "timeout:<ms>" -> setHibernatableWebSocketEventTimeout(ms), answers the getter.
 //   "lastclose"  -> the {code, reason} its webSocketClose handler last stored.
 //   "bounds"     -> each Hibernation API bound tried at and past its limit (bounds()).
+//   "log:<x>"    -> console.log("ws log <x>"), answers "logged"; the webSocketClose
+//                   handler logs "ws close <code> <reason>" the same way.
 // GET /tcp?name=<room>&say=<x> -> stub.connect() to the room (its connect() handler
 // answers "<room>:<x>").
 // constructions counts constructor runs of this object (stored), so a test can see an
@@ -83,6 +85,10 @@ export class Room extends DurableObject {
       return ws.send(String(this.ctx.getHibernatableWebSocketEventTimeout()));
     }
     if (msg === "bounds") return ws.send(JSON.stringify(this.bounds()));
+    if (msg.startsWith("log:")) {
+      console.log("ws log " + msg.slice(4));
+      return ws.send("logged");
+    }
     if (msg === "lastclose") return ws.send(JSON.stringify((await this.ctx.storage.get("lastClose")) ?? null));
     if (msg === "info") {
       ws.send(JSON.stringify({
@@ -130,6 +136,7 @@ export class Room extends DurableObject {
   }
 
   async webSocketClose(ws, code, reason) {
+    console.log(`ws close ${code} ${reason}`);
     await this.ctx.storage.put("lastClose", { code, reason });
   }
 
