@@ -218,8 +218,12 @@ func (k *dataKind) bind(field string, b v1alpha1.Binding) (string, error) {
 	}
 	var svc string
 	if h := k.in.DataHost; h != nil && h.Kind == k.kind && h.Name == name {
-		// The store is in this process: bind it directly.
+		// The store is in this process: bind it directly (a D1 database through the
+		// front that applies its migrations, as its gateway does).
 		svc = tuple(named(dataStoreService), kv("props", tuple(kv("json", Quote(fmt.Sprintf(`{%q: %q}`, dataKinds[k.kind].prop, storeID(*h)))))))
+		if k.kind == DataD1 {
+			svc = tuple(named(d1GatewayService), kv("entrypoint", Quote("D1Gateway")))
+		}
 	} else {
 		addr, ok := k.in.DataStores[DataRef{k.kind, name}]
 		if !ok || addr == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -212,12 +213,8 @@ var dataCases = []struct {
 func TestDataBindingsConformance(t *testing.T) {
 	bin := testenv.WorkerdBinary(t)
 	kvDir, d1Dir := t.TempDir(), t.TempDir()
-	kvRef, d1Ref := render.DataRef{Kind: render.DataKV, Name: "store"}, render.DataRef{Kind: render.DataD1, Name: "db"}
-	kvSpec := render.DataHost{Kind: render.DataKV, Namespace: "default", Name: "store"}
-	d1Spec := render.DataHost{Kind: render.DataD1, Namespace: "default", Name: "db", Migrations: []render.Migration{
-		{Name: "10_more.sql", SQL: "INSERT INTO notes (body) VALUES ('two');"},
-		{Name: "9_init.sql", SQL: "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);\nINSERT INTO notes (body) VALUES ('one');"},
-	}}
+	kvSpec, d1Spec := dataSpecs()
+	kvRef, d1Ref := refOf(kvSpec), refOf(d1Spec)
 	kvHost, d1Host := startDataHost(t, bin, kvDir, kvSpec), startDataHost(t, bin, d1Dir, d1Spec)
 	c := startDataClient(t, bin, map[render.DataRef]string{kvRef: kvHost.Addrs[podcontract.GatewaySocket], d1Ref: d1Host.Addrs[podcontract.GatewaySocket]})
 	for _, tc := range dataCases {
@@ -257,53 +254,34 @@ const (
 	configureQueues = "https://developers.cloudflare.com/queues/configuration/configure-queues/"
 )
 
+// queueCases are the sends of the Queue conformance tests and their answers.
+var queueCases = []struct{ name, want, source string }{
+	{"q-send", `["backlogBytes","backlogCount","oldestMessageTimestamp"]`, queuesAPI + "#queuesendresponse (metadata.metrics)"},
+	{"q-send-types", `"sent"`, queuesAPI + "#queuesendoptions (contentType text, json, bytes, v8)"},
+	{"q-send-batch", `"number"`, queuesAPI + "#queue (sendBatch, per-message delaySeconds)"},
+	{"q-delay", `null`, queuesAPI + "#queuesendoptions (delaySeconds)"},
+	{"q-retry-dlq", `null`, queuesAPI},
+	{"q-retry-all", `null`, queuesAPI},
+	{"q-ack-all", `null`, queuesAPI},
+	{"q-delivery-delay", `null`, configureQueues + " (a producer's delivery_delay)"},
+	{"q-delivery-delay-batch", `null`, configureQueues + " (a producer's delivery_delay applies to sendBatch)"},
+	{"q-delivery-delay-overridden", `null`, configureQueues + " (delaySeconds on the send or the message overrides delivery_delay)"},
+	{"q-too-big", `"Queue send failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (128 KB per message)"},
+	{"q-too-big-1mib", `"Queue send failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (128 KB per message; 1 MiB of text)"},
+	{"q-too-big-v8", `"Queue send failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (128 KB per message; a 200,000-character string in an object)"},
+	{"q-batch-too-big", `"Queue sendBatch failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (256 KB per sendBatch; 3 messages of 100,000 bytes)"},
+	{"q-batch-101", `"Queue sendBatch failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (100 messages per sendBatch)"},
+}
+
 // TestQueueConformance runs a Queue through real workerd: its host pod runs the
 // consumer Worker's code (testdata/data/conformance.js, which records every delivery
 // in a KVNamespace) with /workerd/queues.js, and a producer Worker sends to it through
 // the gateway. Consumer settings: maxBatchTimeout 0, maxRetries 2, deadLetterQueue
-// jobs-dlq consumed by the same Worker.
+// jobs-dlq consumed by the same Worker. Then the same sends from the consumer's own
+// process, where the Queue is workerd's built-in queues.js bound directly, answer the
+// same and end in the same deliveries: a difference is ours.
 func TestQueueConformance(t *testing.T) {
 	bin := testenv.WorkerdBinary(t)
-	kvRef, qRef := render.DataRef{Kind: render.DataKV, Name: "store"}, render.DataRef{Kind: render.DataQueue, Name: "jobs"}
-	kvHost := startDataHost(t, bin, t.TempDir(), render.DataHost{Kind: render.DataKV, Namespace: "default", Name: "store"})
-	js, err := os.ReadFile(filepath.Join("testdata", "data", "conformance.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := string(js)
-	consumer := &v1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Name: "consumer", Namespace: "default"}, Spec: v1alpha1.WorkerSpec{
-		CompatibilityDate: "2025-01-01",
-		Source:            v1alpha1.WorkerSource{Inline: &v1alpha1.InlineSource{Modules: []v1alpha1.Module{{Name: "main.js", Type: v1alpha1.ModuleESModule, Content: &src}}}},
-	}}
-	stores, externals := dataBindings(consumer, map[render.DataRef]string{kvRef: kvHost.Addrs[podcontract.GatewaySocket]})
-	zero, two := int32(0), int32(2)
-	h := render.DataHost{Kind: render.DataQueue, Namespace: "default", Name: "jobs",
-		Consumer:           &render.QueueConsumer{MaxBatchTimeout: &zero, MaxRetries: &two, DeadLetterQueue: "jobs-dlq"},
-		DeadLetterConsumer: &render.QueueConsumer{MaxBatchTimeout: &zero}}
-	qHost := startHost(t, bin, t.TempDir(), render.Input{Worker: consumer, DataHost: &h, DataStores: stores}, externals)
-	c := startDataClient(t, bin, map[render.DataRef]string{kvRef: kvHost.Addrs[podcontract.GatewaySocket], qRef: qHost.Addrs[podcontract.GatewaySocket]})
-	addr := c.Addrs[podcontract.HTTPSocket]
-	for _, tc := range []struct{ name, want, source string }{
-		{"q-send", `["backlogBytes","backlogCount","oldestMessageTimestamp"]`, queuesAPI + "#queuesendresponse (metadata.metrics)"},
-		{"q-send-types", `"sent"`, queuesAPI + "#queuesendoptions (contentType text, json, bytes, v8)"},
-		{"q-send-batch", `"number"`, queuesAPI + "#queue (sendBatch, per-message delaySeconds)"},
-		{"q-delay", `null`, queuesAPI + "#queuesendoptions (delaySeconds)"},
-		{"q-retry-dlq", `null`, queuesAPI},
-		{"q-retry-all", `null`, queuesAPI},
-		{"q-ack-all", `null`, queuesAPI},
-		{"q-delivery-delay", `null`, configureQueues + " (a producer's delivery_delay)"},
-		{"q-delivery-delay-batch", `null`, configureQueues + " (a producer's delivery_delay applies to sendBatch)"},
-		{"q-delivery-delay-overridden", `null`, configureQueues + " (delaySeconds on the send or the message overrides delivery_delay)"},
-		{"q-too-big", `"Queue send failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (128 KB per message)"},
-		{"q-too-big-1mib", `"Queue send failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (128 KB per message; 1 MiB of text)"},
-		{"q-too-big-v8", `"Queue send failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (128 KB per message; a 200,000-character string in an object)"},
-		{"q-batch-too-big", `"Queue sendBatch failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (256 KB per sendBatch; 3 messages of 100,000 bytes)"},
-		{"q-batch-101", `"Queue sendBatch failed: Payload Too Large"`, "https://developers.cloudflare.com/queues/platform/limits/ (100 messages per sendBatch)"},
-	} {
-		if r := runCase(t, addr, tc.name); string(r.Value) != tc.want || r.Error != "" {
-			t.Errorf("%s: got %s %q, want %s (source: %s)", tc.name, r.Value, r.Error, tc.want, tc.source)
-		}
-	}
 	// Every message is delivered; a retried one again with attempts+1, the one that
 	// always fails maxRetries+1 = 3 times, then it goes to the dead letter queue, whose
 	// consumer (the same Worker) gets it once, with batch.queue "jobs-dlq"
@@ -332,25 +310,78 @@ func TestQueueConformance(t *testing.T) {
 		"q/jobs/pd-send-0/1":      `{"kind":"[object Object]","body":{"id":"pd-send-0"},"attempts":1,"ts":true,"waited2s":false}`,
 		"q/jobs/pd-batch-msg-0/1": `{"kind":"[object Object]","body":{"id":"pd-batch-msg-0"},"attempts":1,"ts":true,"waited2s":false}`,
 	}
-	var got map[string]json.RawMessage
+	pods := runQueue(t, bin, false, len(want))
+	for _, tc := range queueCases {
+		if r := pods.sends[tc.name]; string(r.Value) != tc.want || r.Error != "" {
+			t.Errorf("%s: got %s %q, want %s (source: %s)", tc.name, r.Value, r.Error, tc.want, tc.source)
+		}
+	}
+	for k, w := range want {
+		if string(pods.deliveries[k]) != w {
+			t.Errorf("delivery %s: got %s, want %s", k, pods.deliveries[k], w)
+		}
+	}
+	for k := range pods.deliveries {
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected delivery %s: %s", k, pods.deliveries[k])
+		}
+	}
+	builtIn := runQueue(t, bin, true, len(want))
+	for _, tc := range queueCases {
+		if p, b := pods.sends[tc.name], builtIn.sends[tc.name]; string(p.Value) != string(b.Value) || p.Error != b.Error {
+			t.Errorf("%s: through the pods %s %q, workerd's built-in queue %s %q", tc.name, p.Value, p.Error, b.Value, b.Error)
+		}
+	}
+	if !maps.EqualFunc(pods.deliveries, builtIn.deliveries, func(a, b json.RawMessage) bool { return string(a) == string(b) }) {
+		t.Errorf("deliveries through the pods:\n%s\nwith workerd's built-in queue:\n%s", pods.deliveries, builtIn.deliveries)
+	}
+}
+
+// queueRun is what one run of the Queue conformance sends answered and delivered.
+type queueRun struct {
+	sends      map[string]caseResult
+	deliveries map[string]json.RawMessage
+}
+
+// runQueue starts a KV namespace and the Queue "jobs" hosted by its consumer (the
+// conformance Worker), runs queueCases from a producer — a client Worker through the
+// Queue's gateway, or with inProcess the consumer's own process, where the queue is
+// bound directly — and waits for n deliveries (or 90 s).
+func runQueue(t *testing.T, bin string, inProcess bool, n int) queueRun {
+	t.Helper()
+	kvSpec := render.DataHost{Kind: render.DataKV, Namespace: "default", Name: "store"}
+	kvHost := startDataHost(t, bin, t.TempDir(), kvSpec)
+	gateways := map[render.DataRef]string{refOf(kvSpec): kvHost.Addrs[podcontract.GatewaySocket]}
+	zero, two := int32(0), int32(2)
+	h := render.DataHost{Kind: render.DataQueue, Namespace: "default", Name: "jobs",
+		Consumer:           &render.QueueConsumer{MaxBatchTimeout: &zero, MaxRetries: &two, DeadLetterQueue: "jobs-dlq"},
+		DeadLetterConsumer: &render.QueueConsumer{MaxBatchTimeout: &zero}}
+	consumer := dataWorker(t, "conformance.js")
+	consumer.Name = "consumer"
+	hostGateways := maps.Clone(gateways)
+	if inProcess {
+		hostGateways[refOf(h)] = ""
+	}
+	stores, externals := dataBindings(consumer, hostGateways)
+	delete(externals, string(h.Kind)+":"+h.Name)
+	qHost := startHost(t, bin, t.TempDir(), render.Input{Worker: consumer, DataHost: &h, DataStores: stores}, externals)
+	addr := qHost.Addrs[podcontract.HTTPSocket]
+	if !inProcess {
+		gateways[refOf(h)] = qHost.Addrs[podcontract.GatewaySocket]
+		addr = startDataClient(t, bin, gateways).Addrs[podcontract.HTTPSocket]
+	}
+	run := queueRun{sends: map[string]caseResult{}}
+	for _, tc := range queueCases {
+		run.sends[tc.name] = runCase(t, addr, tc.name)
+	}
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		r := runCase(t, addr, "q-deliveries")
-		got = nil
-		_ = json.Unmarshal(r.Value, &got)
-		if len(got) >= len(want) || time.Now().After(deadline) {
-			break
+		run.deliveries = nil
+		_ = json.Unmarshal(r.Value, &run.deliveries)
+		if len(run.deliveries) >= n || time.Now().After(deadline) {
+			return run
 		}
 		time.Sleep(200 * time.Millisecond)
-	}
-	for k, w := range want {
-		if string(got[k]) != w {
-			t.Errorf("delivery %s: got %s, want %s", k, got[k], w)
-		}
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("unexpected delivery %s: %s", k, got[k])
-		}
 	}
 }
