@@ -90,10 +90,26 @@ async function call(sidecar, method, path, body) {
   try { data = JSON.parse(text); } catch { data = undefined; }
   if (!res.ok) {
     const err = data?.error;
-    throw new WorkflowError(err?.code ?? String(res.status), err?.message ?? `workflows: sidecar answered ${res.status}: ${text.slice(0, 200)}`);
+    throw refusal(err?.code, err?.message ?? `workflows: sidecar answered ${res.status}: ${text.slice(0, 200)}`, res.status, body?.id);
   }
   return data;
 }
+
+// refusal is the engine's refusal as the Worker sees it. The refusals the pinned
+// workerd's own engine also makes are what it throws (an Error, the WorkflowError's name
+// in its message, as it arrives over JS RPC; internal/workflows TestMatchesBuiltInEngine);
+// the others are WorkflowErrors with the engine's code.
+function refusal(code, message, status, id) {
+  switch (code) {
+    case "instance.invalid_id": return new Error("WorkflowError: Workflow instance has invalid id");
+    case "instance.not_found": return new Error("instance.not_found");
+    case INSTANCE_EXISTS: return new Error(`WorkflowError: (instance.already_exists) Workflow instance with id "${id}" already exists`);
+  }
+  return new WorkflowError(code ?? String(status), message);
+}
+
+// INSTANCE_EXISTS is the engine's code for an id in use (api.CodeInstanceExists).
+const INSTANCE_EXISTS = "10405";
 
 class WorkflowInstance {
   #sidecar; #wf;
@@ -120,7 +136,7 @@ class Workflow {
   async create(options = {}) {
     // "" is an invalid id, not a request for a generated one (the engine's API cannot tell
     // them apart): Cloudflare's isValidWorkflowInstanceId rejects it.
-    if (options.id === "") throw new WorkflowError("instance.invalid_id", "Workflow instance has invalid id: the id is empty");
+    if (options.id === "") throw refusal("instance.invalid_id");
     const i = await call(this.#sidecar, "POST", `${encodeURIComponent(this.#wf)}/instances`, { id: options.id, params: options.params });
     return new WorkflowInstance(this.#sidecar, this.#wf, i.id);
   }

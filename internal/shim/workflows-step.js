@@ -106,7 +106,7 @@ export class Step extends RpcTarget {
   #answer(ans) {
     switch (ans.action) {
       case "cached": return ans.result;
-      case "throw": throw makeError(ans.error);
+      case "throw": throw deliveredError(ans.error);
       case "suspend": return this.#halt("suspended");
       default: return this.#halt("aborted");
     }
@@ -177,15 +177,18 @@ async function attempt(ctx, ans, fn) {
     if (ans.maxResultBytes && bytes > ans.maxResultBytes) return { ok: true, resultBytes: bytes }; // the engine fails it as too large
     return { ok: true, result: json === undefined ? undefined : JSON.parse(json) };
   } catch (e) {
-    if (e instanceof NotSerialisable) return { ok: false, nonRetryable: true, error: { name: "WorkflowFatalError", message: e.message } };
+    if (e instanceof NotSerialisable) return { ok: false, fatal: true, error: { name: "WorkflowFatalError", message: e.message } };
     return { ok: false, error: { name: String(e?.name ?? "Error"), message: String(e?.message ?? e) } };
   }
 }
 
-// A step value that cannot be stored fails the step for good, without retries, as a
-// WorkflowFatalError (Cloudflare's engine: workers-sdk packages/workflows-shared/src/context.ts).
+// A step value that cannot be stored ends the instance, errored with a
+// WorkflowFatalError that run() cannot catch, as the pinned workerd's own engine does
+// (internal/workflows TestMatchesBuiltInEngine).
 class NotSerialisable extends Error {}
-function notSerialisable(name) { return new NotSerialisable(`Value returned from step "${name}" is not serialisable`); }
+function notSerialisable(name) {
+  return new NotSerialisable(`The execution of the Workflow instance was terminated, as the step "${name}" returned a value which is not serialisable`);
+}
 
 // configAsGiven is the step's config as its callback sees it: the config given merged
 // over the engine's resolved one, values as given ("1 second" stays a string), and no
@@ -213,7 +216,7 @@ function checkSerialisable(v, seen = new Set()) {
 const CONFIG_DOCS = "https://developers.cloudflare.com/workflows/build/sleeping-and-retrying/";
 const MAX_STEP_NAME_LENGTH = 256;
 
-function fatal(message) { return makeError({ name: "WorkflowFatalError", message }); }
+function fatal(message) { return deliveredError({ name: "WorkflowFatalError", message }); }
 
 function checkStepName(name) {
   if (name.length > MAX_STEP_NAME_LENGTH || /[\x00-\x1F]/.test(name)) {
@@ -297,6 +300,20 @@ export function makeError(info) {
   const e = new Error(info?.message ?? "");
   e.name = info?.name ?? "Error";
   return e;
+}
+
+// JS_ERROR_TYPES keep their name across a JS RPC boundary, as does workerd's own
+// NonRetryableError (cloudflare:workflows); any other error arrives as an Error whose
+// message starts with its name.
+const JS_ERROR_TYPES = new Set(["Error", "TypeError", "RangeError", "ReferenceError", "SyntaxError", "EvalError", "URIError", "AggregateError", "NonRetryableError"]);
+
+// deliveredError is the engine's error as run() receives it: as the pinned workerd's
+// own engine delivers it over JS RPC, an error of another name is an Error whose
+// message is "<name>: <message>" (internal/workflows TestMatchesBuiltInEngine).
+export function deliveredError(info) {
+  const name = info?.name ?? "Error";
+  if (JS_ERROR_TYPES.has(name)) return makeError(info);
+  return new Error(`${name}: ${info?.message ?? ""}`);
 }
 
 function withTimeout(p, ms, logicalMs) {

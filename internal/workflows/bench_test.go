@@ -4,15 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/workerd-operator/workerd-operator/internal/testenv"
 	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
@@ -66,33 +63,11 @@ type benchEngine struct {
 
 type benchRound struct{ rate, p50, p99 float64 }
 
-// startBuiltin starts workerd with its own engine on testdata/worker.js.
+// startBuiltin starts workerd with its own engine on testdata/worker.js, workflow
+// "bench" (class Bench) bound as BENCH.
 func startBuiltin(b *testing.B) *benchEngine {
-	dir := b.TempDir()
-	src, err := os.ReadFile("testdata/worker.js")
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg := `{"name": "bench", "main": "worker.js", "compatibility_date": "2026-09-10", "no_bundle": true,
- "workflows": [{"name": "bench", "binding": "BENCH", "class_name": "Bench"}]}`
-	for name, data := range map[string][]byte{"worker.js": src, "wrangler.json": []byte(cfg)} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	addr := testenv.FreeLoopbackAddr(b)
-	logs := &syncBuffer{}
-	cmd := exec.Command(testenv.WorkerdBinary(b), "serve", "wrangler.json", "--experimental", "--socket-addr=http="+addr)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logs, logs
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	p := &proc{cmd: cmd, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.exited) }()
-	b.Cleanup(p.kill)
-	h := &harness{t: b, logs: logs, client: newHarnessClient()}
-	h.waitUp("workerd (built-in engine)", p, "http://"+addr+"/")
-	return &benchEngine{name: "builtin", h: h, base: "http://" + addr, measure: func() func() {
+	h, cmd := startBuiltinEngine(b, wfDef{api.WorkflowConfig{Name: "bench"}, "Bench", "BENCH"})
+	return &benchEngine{name: "builtin", h: h, base: "http://" + h.httpAddr, measure: func() func() {
 		c := cpuSeconds(cmd.Process.Pid)
 		return func() { b.Logf("CPU seconds in the run: workerd %.2f", cpuSeconds(cmd.Process.Pid)-c) }
 	}}

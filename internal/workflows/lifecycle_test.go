@@ -40,7 +40,7 @@ func TestEvents(t *testing.T) {
 		})
 		h.api("POST", "/workflows/events/instances/late/events", map[string]any{"type": "late", "payload": "the event"}, nil)
 		in := h.waitStatus("events", "late", api.StatusComplete, api.StatusErrored)
-		if got := string(in.Output); got != `["WorkflowTimeoutError","the event"]` {
+		if got := string(in.Output); got != `["Error","the event"]` {
 			t.Fatalf("output %s (status %s, error %+v)", got, in.Status, in.Error)
 		}
 	})
@@ -64,7 +64,7 @@ func TestEvents(t *testing.T) {
 		}
 		h.startWorkerd()
 		in := h.waitStatus("events", "after-deadline", api.StatusComplete, api.StatusErrored)
-		if got := string(in.Output); got != `["WorkflowTimeoutError","the event"]` {
+		if got := string(in.Output); got != `["Error","the event"]` {
 			t.Fatalf("output %s (status %s, error %+v)", got, in.Status, in.Error)
 		}
 	})

@@ -51,6 +51,9 @@ type AttemptReport struct {
 	Error       *api.ErrorInfo `json:"error,omitempty"`
 	// NonRetryable: the step fails for good whatever its retries (its delay function failed).
 	NonRetryable bool `json:"nonRetryable,omitempty"`
+	// Fatal: the step ends the instance, errored with Error, whatever run() does about it
+	// (its value cannot be serialised, as the built-in engine rules).
+	Fatal bool `json:"fatal,omitempty"`
 	// RetryDelay is what the step's retries.delay function returned for this failed
 	// attempt (ms or a duration string); the backoff applies to it. Absent: the config's delay.
 	RetryDelay json.RawMessage `json:"retryDelay,omitempty"`
@@ -534,6 +537,15 @@ func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 		errInfo = &api.ErrorInfo{Name: "Error", Message: "step failed"}
 	}
 	a.Error = errInfo
+	if r.Fatal {
+		s.Attempts = append(s.Attempts, a)
+		s.Done, s.Error, s.CommittedAt = true, errInfo, now
+		in.Status, in.Ended, in.Error = api.StatusErrored, now, errInfo
+		if err := store.PutStep(tx, in.Workflow, in.ID, s); err != nil {
+			return nil, err
+		}
+		return &StepAnswer{Action: "throw", Error: errInfo}, store.PutInstance(tx, in)
+	}
 	if nonRetryable || r.NonRetryable || errInfo.Name == "NonRetryableError" || r.Attempt > s.Config.Retries.Limit {
 		s.Attempts = append(s.Attempts, a)
 		s.Done, s.Error, s.CommittedAt = true, errInfo, now

@@ -192,6 +192,25 @@ export class ShortWait extends WorkflowEntrypoint {
   }
 }
 
+// What run() sees of the engine's errors (builtin_test.go), per event.payload.case: a
+// timed-out waitForEvent or step, an empty step name, a result that cannot be
+// serialised; the error caught, as {name, message, code}, is the output.
+export class Shapes extends WorkflowEntrypoint {
+  async run(event, step) {
+    const cases = {
+      wait: () => step.waitForEvent("w", { type: "never", timeout: 200 }),
+      step: () => step.do("slow", { timeout: 200, retries: { limit: 0, delay: 0 } }, async () => { await scheduler.wait(1500); }),
+      emptyName: () => step.do("", async () => 1),
+      unserialisable: () => step.do("fn", async () => ({ f: () => 1 })),
+    };
+    try {
+      return { returned: await cases[event.payload.case]() };
+    } catch (e) {
+      return { name: e.name, message: e.message, code: e.code ?? null };
+    }
+  }
+}
+
 // The test drives bindings through this fetch handler: POST /<BINDING>/<op> with JSON.
 // Oversized step results and error messages (caps_test.go).
 export class Big extends WorkflowEntrypoint {
