@@ -54,6 +54,9 @@ const (
 	dataStoreService = "workerd-operator:store"
 	// d1GatewayService fronts d1.js with the migrations (shim datahost.js D1Gateway).
 	d1GatewayService = "workerd-operator:d1-gateway"
+	// queueGatewayService fronts queues.js, marking its refusals with Cloudflare's
+	// error codes (shim datahost.js QueueGateway).
+	queueGatewayService = "workerd-operator:queue-gateway"
 	dataHostFile     = "datahost.js"
 	// d1APIModule is workerd's D1 binding module (a `wrapped` binding over a service).
 	d1APIModule = "cloudflare-internal:d1-api"
@@ -218,11 +221,11 @@ func (k *dataKind) bind(field string, b v1alpha1.Binding) (string, error) {
 	}
 	var svc string
 	if h := k.in.DataHost; h != nil && h.Kind == k.kind && h.Name == name {
-		// The store is in this process: bind it directly (a D1 database through the
-		// front that applies its migrations, as its gateway does).
+		// The store is in this process: bind it directly (through its front, when it has
+		// one, as its gateway does).
 		svc = tuple(named(dataStoreService), kv("props", tuple(kv("json", Quote(fmt.Sprintf(`{%q: %q}`, dataKinds[k.kind].prop, storeID(*h)))))))
-		if k.kind == DataD1 {
-			svc = tuple(named(d1GatewayService), kv("entrypoint", Quote("D1Gateway")))
+		if front, ok := frontOf(k.kind); ok {
+			svc = front
 		}
 	} else {
 		addr, ok := k.in.DataStores[DataRef{k.kind, name}]
@@ -297,18 +300,45 @@ func (k *dataKind) writeHost(x *extras, h DataHost) error {
 		c.item(named(DataBlobsService), "disk = (writable = true)")
 	}
 	target := tuple(named(dataStoreService), kv("props", tuple(kv("json", Quote(string(props))))))
-	if h.Kind == DataD1 {
-		if err := k.writeD1Gateway(c, h, target); err != nil {
+	if front, ok := frontOf(h.Kind); ok {
+		if err := k.writeFront(c, h, target); err != nil {
 			return err
 		}
 		if err := x.addShims(dataHostFile); err != nil {
 			return err
 		}
-		target = tuple(named(d1GatewayService), kv("entrypoint", Quote("D1Gateway")))
+		target = front
+	}
+	if h.Kind == DataD1 {
 		// Not ready until the migrations are applied (health.js, datahost.js).
 		x.healthBindings = append(x.healthBindings, tuple(named("DATA"), kv("service", target)))
 	}
 	x.sockets.item(named(podcontract.GatewaySocket), serverSocket(rpcOptions()), kv("service", target))
+	return nil
+}
+
+// frontOf is the service in front of a store of kind (shim datahost.js), if it has one.
+func frontOf(kind DataKind) (string, bool) {
+	switch kind {
+	case DataD1:
+		return tuple(named(d1GatewayService), kv("entrypoint", Quote("D1Gateway"))), true
+	case DataQueue:
+		return tuple(named(queueGatewayService), kv("entrypoint", Quote("QueueGateway"))), true
+	}
+	return "", false
+}
+
+// writeFront writes the worker in front of store: for D1, the one that applies the
+// migrations; for a Queue, the one that marks its refusals.
+func (k *dataKind) writeFront(c *capnp, h DataHost, store string) error {
+	if h.Kind == DataD1 {
+		return k.writeD1Gateway(c, h, store)
+	}
+	c.openWorker(queueGatewayService)
+	c.field("modules", list(shimModule(dataHostFile)))
+	c.field("compatibilityDate", Quote(ShimCompatibilityDate))
+	c.field("bindings", list(tuple(named("STORE"), kv("service", store))))
+	c.closeWorker()
 	return nil
 }
 

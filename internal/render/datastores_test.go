@@ -337,6 +337,31 @@ func TestQueueConformance(t *testing.T) {
 	}
 }
 
+// TestQueueErrorCodes: from compatibility date 2026-03-12 (queue_expose_error_codes),
+// workerd's queue binding throws "<cause> (<code>)" from the headers of the Queue's
+// refusal; through the host's gateway an oversized send gets Cloudflare's code and cause
+// (https://developers.cloudflare.com/queues/reference/error-codes/), not workerd's
+// "Unknown Internal Error (15000)" for a refusal without them.
+func TestQueueErrorCodes(t *testing.T) {
+	bin := testenv.WorkerdBinary(t)
+	h := render.DataHost{Kind: render.DataQueue, Namespace: "default", Name: "jobs"}
+	q := startDataHost(t, bin, t.TempDir(), h)
+	w := dataWorker(t, "conformance.js")
+	w.Spec.CompatibilityDate = "2026-03-12"
+	c := startDataWorker(t, bin, w, map[render.DataRef]string{refOf(h): q.Addrs[podcontract.GatewaySocket]})
+	for name, want := range map[string]string{
+		"q-too-big":       `"Message size out of bounds (10204)"`,
+		"q-too-big-1mib":  `"Message size out of bounds (10204)"`,
+		"q-too-big-v8":    `"Message size out of bounds (10204)"`,
+		"q-batch-too-big": `"Batch size out of bounds (10205)"`,
+		"q-batch-101":     `"Batch count out of bounds (10206)"`,
+	} {
+		if r := runCase(t, c.Addrs[podcontract.HTTPSocket], name); string(r.Value) != want || r.Error != "" {
+			t.Errorf("%s: got %s %q, want %s", name, r.Value, r.Error, want)
+		}
+	}
+}
+
 // queueRun is what one run of the Queue conformance sends answered and delivered.
 type queueRun struct {
 	sends      map[string]caseResult

@@ -85,3 +85,35 @@ export class D1Gateway extends WorkerEntrypoint {
     return this.env.STORE.fetch(request);
   }
 }
+
+// QueueGateway is what the gateway socket serves on a Queue's pod: workerd's queues.js,
+// its refusals marked with the CF-Queues-Error-Code and CF-Queues-Error-Cause headers of
+// Cloudflare's error codes (https://developers.cloudflare.com/queues/reference/error-codes/),
+// which workerd's queue binding puts in the error it throws ("Message size out of bounds
+// (10204)") from compatibility date 2026-03-12 (queue_expose_error_codes); before it, the
+// binding says "Queue send failed: Payload Too Large" as it always did. queues.js sends
+// neither header, which the binding reports as "Unknown Internal Error (15000)".
+export class QueueGateway extends WorkerEntrypoint {
+  async fetch(request) {
+    const res = await this.env.STORE.fetch(request);
+    if (res.ok) return res;
+    const text = await res.text();
+    const [code, cause] = queueError(res.status, text);
+    const headers = new Headers(res.headers);
+    headers.set("CF-Queues-Error-Code", String(code));
+    headers.set("CF-Queues-Error-Cause", cause);
+    return new Response(text, { status: res.status, statusText: res.statusText, headers });
+  }
+}
+
+// queueError maps a refusal of queues.js (its status and its answer's text) to
+// Cloudflare's error code and cause.
+function queueError(status, text) {
+  if (status === 413) {
+    if (text.includes("batch message count")) return [10206, "Batch count out of bounds"];
+    if (text.includes("batch size")) return [10205, "Batch size out of bounds"];
+    return [10204, "Message size out of bounds"];
+  }
+  if (status === 429) return [10250, "Queue is overloaded"];
+  return [15000, `Unknown Internal Error: HTTP ${status} ${text.slice(0, 200)}`];
+}

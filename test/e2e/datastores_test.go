@@ -32,6 +32,15 @@ const stashModule = `export default {
       case "/put": await env.KV.put(k, "v-" + k); return new Response("ok");
       case "/insert": await env.DB.prepare("INSERT INTO items (v) VALUES (?)").bind(k).run(); return new Response("ok");
       case "/send": await env.Q.send({ k }); return new Response("ok");
+      case "/too-big": {
+        // An oversized text message, or a batch of three 100,000-byte messages.
+        const n = Number(u.searchParams.get("n"));
+        try {
+          if (u.searchParams.has("batch")) await env.Q.sendBatch([1, 2, 3].map(() => ({ body: "x".repeat(n), contentType: "text" })));
+          else await env.Q.send("x".repeat(n), { contentType: "text" });
+          return new Response("sent");
+        } catch (e) { return new Response(String(e.message)); }
+      }
       case "/check": {
         const from = Number(u.searchParams.get("from")), to = Number(u.searchParams.get("to"));
         const kv = [];
@@ -170,6 +179,20 @@ func TestDataStoresSurviveKills(t *testing.T) {
 	waitWorkerReady(t, "stash")
 	url := serviceURL(t, "stash")
 	hc := &http.Client{Timeout: 30 * time.Second}
+	// Oversized sends through the pods get Cloudflare's limits (128 KB a message, 256 KB a
+	// batch: https://developers.cloudflare.com/queues/platform/limits/) and, at this
+	// compatibility date, its error codes in the message
+	// (https://developers.cloudflare.com/queues/reference/error-codes/), as docs/queues.md says.
+	for q, want := range map[string]string{"n=1048576": "Message size out of bounds (10204)", "n=128001": "Message size out of bounds (10204)",
+		"n=100000&batch=1": "Batch size out of bounds (10205)"} {
+		eventually(t, time.Minute, "oversized send "+q, func() error {
+			got, err := getWith(hc, url+"/too-big?"+q)
+			if err == nil && got != want {
+				err = fmt.Errorf("%s: %q, want %q", q, got, want)
+			}
+			return err
+		})
+	}
 	n, kills := *dataWrites, *dataKills
 	next := make(chan int)
 	var mu sync.Mutex
