@@ -116,7 +116,14 @@ func (a httpAPI) wait(w http.ResponseWriter, r *http.Request) {
 		o, err = a.m.Wait(r.Context(), key(r), *req.Handle, timeout)
 	}
 	if err != nil && r.Context().Err() != nil {
-		return // the caller is gone; nothing was consumed
+		// The context can end while the caller still waits for the answer: net/http
+		// cancels a connection's context when its background read fails, and every later
+		// request on that connection then starts canceled (endDuplex caused that once).
+		// A wait that ends early consumed nothing, so it answers as a timed-out one, and
+		// its connection closes: a caller still there waits again on a fresh one, one
+		// that is gone never reads it.
+		w.Header().Set("Connection", "close")
+		o, err = Outcome{Kind: OutcomeTimeout}, nil
 	}
 	reply(w, err, func() any { return o })
 }

@@ -22,7 +22,7 @@ type deadlineRenewer interface{ RenewDeadline() }
 // further line is buffered. Each line has the sidecar's body timeout to arrive; a line over
 // the request body limit ends the pipeline with MESSAGE_TOO_LARGE.
 func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
-	rc, ok := startDuplex(w)
+	rc, ok := startDuplex(w, r)
 	if !ok {
 		return
 	}
@@ -58,7 +58,8 @@ func (a httpAPI) pipeline(w http.ResponseWriter, r *http.Request) {
 // startDuplex answers 200 with JSON lines at once, and lets the handler read its body
 // while it writes (full duplex); ok is false when that failed (answered or gone). A
 // handler that started one calls endDuplex before it returns.
-func startDuplex(w http.ResponseWriter) (rc *http.ResponseController, ok bool) {
+func startDuplex(w http.ResponseWriter, r *http.Request) (rc *http.ResponseController, ok bool) {
+	r.Body = &duplexBody{ReadCloser: r.Body}
 	rc = http.NewResponseController(w)
 	if err := rc.EnableFullDuplex(); err != nil {
 		writeError(w, err)
@@ -74,9 +75,36 @@ func startDuplex(w http.ResponseWriter) (rc *http.ResponseController, ok bool) {
 // body is closed, so the connection is closed. Otherwise net/http would read the rest of
 // the body until the body timeout before ending the answer, and then panic (and log it)
 // reading the next request on the connection (https://github.com/golang/go/issues/68560).
+// A body read to its end is only closed: the connection is kept, and a deadline past
+// would fail net/http's background read on it, which cancels the context of every later
+// request on that connection (a channel wait then ends at once).
 func endDuplex(rc *http.ResponseController, body io.Closer) {
-	_ = rc.SetReadDeadline(time.Now())
+	if b, ok := body.(*duplexBody); !ok || !b.ended {
+		_ = rc.SetReadDeadline(time.Now())
+	}
 	_ = body.Close()
+}
+
+// duplexBody is a duplex request's body, noting whether it was read to its end.
+type duplexBody struct {
+	io.ReadCloser
+	ended bool
+}
+
+func (b *duplexBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.ended = true
+	}
+	return n, err
+}
+
+// RenewDeadline renews the body's deadline (deadlineRenewer) when the body underneath
+// has one.
+func (b *duplexBody) RenewDeadline() {
+	if r, ok := b.ReadCloser.(deadlineRenewer); ok {
+		r.RenewDeadline()
+	}
 }
 
 // endOnShutdown makes a duplex request's next read of its body fail once the manager

@@ -39,7 +39,7 @@ const streamLimitSource = "project decision, docs/channels.md: streamed handles 
 // batch is acknowledged once that write succeeded, as on the stream route. Each command
 // line has the sidecar's body timeout to arrive.
 func (a httpAPI) streams(w http.ResponseWriter, r *http.Request) {
-	rc, ok := startDuplex(w)
+	rc, ok := startDuplex(w, r)
 	if !ok {
 		return
 	}
