@@ -57,7 +57,7 @@ const (
 	// queueGatewayService fronts queues.js, marking its refusals with Cloudflare's
 	// error codes (shim datahost.js QueueGateway).
 	queueGatewayService = "workerd-operator:queue-gateway"
-	dataHostFile     = "datahost.js"
+	dataHostFile        = "datahost.js"
 	// d1APIModule is workerd's D1 binding module (a `wrapped` binding over a service).
 	d1APIModule = "cloudflare-internal:d1-api"
 )
