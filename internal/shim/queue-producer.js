@@ -17,6 +17,9 @@ class QueueProducer {
   sendBatch(messages, options) {
     return this.#queue.sendBatch(messages, { ...options, delaySeconds: options?.delaySeconds ?? this.#delay });
   }
+  metrics() {
+    return this.#queue.metrics();
+  }
 }
 
 export default function makeBinding(env) {

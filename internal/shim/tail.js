@@ -9,14 +9,15 @@
 // What an invocation logs after its response (a plain WebSocket's message listeners, a
 // waitUntil, a stream's pump) is not held until its outcome, which may be hours away:
 // each such log or exception goes at once as a partial record ("partial": true), which
-// the sidecar writes as log lines and counts as logs, not as an invocation.
+// the sidecar writes as log lines and counts as logs, not as an invocation. So does what
+// a hibernatable WebSocket handler logged, at its return. Every record goes out from a
+// promise returned to workerd, which waits for it: a flush left running on its own would
+// end with its tail session and leave `flushing` set for good.
 // Bounds per invocation, so one chatty invocation cannot make a huge record.
 const MAX_LOGS = 256;
 const MAX_SPANS = 64;
 const MAX_EXCEPTIONS = 16;
 const MAX_TEXT = 16 * 1024;
-// LATE_OUTCOME_MS: how long logs made before the return wait for the outcome's record.
-const LATE_OUTCOME_MS = 1000;
 
 function text(parts) {
   const s = (Array.isArray(parts) ? parts : [parts])
@@ -134,13 +135,9 @@ function onEvent(rec, item, env) {
     case "return":
       if (ev.info && typeof ev.info.statusCode === "number") rec.status = ev.info.statusCode;
       rec.responded = true;
-      // Some invocations report their outcome long after their return (a hibernatable
-      // WebSocket's close handler): what they logged goes out if the outcome is late.
-      if (rec.logs.length + rec.exceptions.length > 0) {
-        setTimeout(() => {
-          if (rec.responded && rec.logs.length + rec.exceptions.length > 0) partial(rec, env);
-        }, LATE_OUTCOME_MS);
-      }
+      // workerd reports a hibernatable WebSocket handler's outcome late (a close
+      // handler's, seconds or more after it returned): what it logged goes at its return.
+      if (rec.trigger === "hibernatableWebSocket" && rec.logs.length + rec.exceptions.length > 0) return partial(rec, env);
       return null;
     case "outcome":
       delete rec.responded;

@@ -259,7 +259,7 @@ function retriesProblem(r) {
 
 // willRetry: a failed attempt that the engine will retry (as it decides in Attempt).
 function willRetry(report, ans) {
-  return !report.ok && !report.nonRetryable && report.error?.name !== "NonRetryableError" && ans.attempt <= (ans.config?.retries?.limit ?? 0);
+  return !report.ok && !report.nonRetryable && !report.fatal && report.error?.name !== "NonRetryableError" && ans.attempt <= (ans.config?.retries?.limit ?? 0);
 }
 
 const DELAY_FUNCTION_TIMEOUT_MS = 5000;

@@ -537,7 +537,9 @@ func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 		errInfo = &api.ErrorInfo{Name: "Error", Message: "step failed"}
 	}
 	a.Error = errInfo
-	if r.Fatal {
+	// A fatal report errors the instance, unless it has ended or a terminate is pending:
+	// those win, as for any step that is done.
+	if r.Fatal && !api.Finite(in.Status) && in.TerminateRequested == 0 {
 		s.Attempts = append(s.Attempts, a)
 		s.Done, s.Error, s.CommittedAt = true, errInfo, now
 		in.Status, in.Ended, in.Error = api.StatusErrored, now, errInfo
@@ -546,7 +548,7 @@ func (e *Engine) attemptTx(tx *bolt.Tx, c *attemptCommit) (*StepAnswer, error) {
 		}
 		return &StepAnswer{Action: "throw", Error: errInfo}, store.PutInstance(tx, in)
 	}
-	if nonRetryable || r.NonRetryable || errInfo.Name == "NonRetryableError" || r.Attempt > s.Config.Retries.Limit {
+	if nonRetryable || r.NonRetryable || r.Fatal || errInfo.Name == "NonRetryableError" || r.Attempt > s.Config.Retries.Limit {
 		s.Attempts = append(s.Attempts, a)
 		s.Done, s.Error, s.CommittedAt = true, errInfo, now
 		return e.settleTx(tx, in, s, c)
