@@ -9,15 +9,14 @@
 // What an invocation logs after its response (a plain WebSocket's message listeners, a
 // waitUntil, a stream's pump) is not held until its outcome, which may be hours away:
 // each such log or exception goes at once as a partial record ("partial": true), which
-// the sidecar writes as log lines and counts as logs, not as an invocation. So does what
-// a hibernatable WebSocket handler logged, at its return. Every record goes out from a
-// promise returned to workerd, which waits for it: a flush left running on its own would
-// end with its tail session and leave `flushing` set for good.
+// the sidecar writes as log lines and counts as logs, not as an invocation.
 // Bounds per invocation, so one chatty invocation cannot make a huge record.
 const MAX_LOGS = 256;
 const MAX_SPANS = 64;
 const MAX_EXCEPTIONS = 16;
 const MAX_TEXT = 16 * 1024;
+// LATE_OUTCOME_MS: how long logs made before the return wait for the outcome's record.
+const LATE_OUTCOME_MS = 1000;
 
 function text(parts) {
   const s = (Array.isArray(parts) ? parts : [parts])
@@ -135,9 +134,13 @@ function onEvent(rec, item, env) {
     case "return":
       if (ev.info && typeof ev.info.statusCode === "number") rec.status = ev.info.statusCode;
       rec.responded = true;
-      // workerd reports a hibernatable WebSocket handler's outcome late (a close
-      // handler's, seconds or more after it returned): what it logged goes at its return.
-      if (rec.trigger === "hibernatableWebSocket" && rec.logs.length + rec.exceptions.length > 0) return partial(rec, env);
+      // Some invocations report their outcome long after their return (a hibernatable
+      // WebSocket's close handler): what they logged goes out if the outcome is late.
+      if (rec.logs.length + rec.exceptions.length > 0) {
+        setTimeout(() => {
+          if (rec.responded && rec.logs.length + rec.exceptions.length > 0) partial(rec, env);
+        }, LATE_OUTCOME_MS);
+      }
       return null;
     case "outcome":
       delete rec.responded;
@@ -163,14 +166,20 @@ const MAX_BATCH = 256;
 const MAX_BATCH_CHARS = 4 * 1024 * 1024;
 let queue = [];
 let queuedChars = 0;
-let flushing = false;
+// flushing is when the running flush last made progress (ms since the epoch), 0 with
+// none. A flush started by the late-outcome timer is awaited by nobody: if its tail
+// session ends under it, it never finishes. So one that made no progress for STUCK_MS is
+// taken for gone and the next record starts another (the batch it held is lost).
+const STUCK_MS = 5000;
+let flushing = 0;
+let flusher = null;
 
 function send(rec, env) {
   const s = JSON.stringify(rec);
   queue.push(s);
   queuedChars += s.length;
-  if (flushing) return null;
-  flushing = true;
+  if (flushing !== 0 && Date.now() - flushing < STUCK_MS) return null;
+  flushing = Date.now();
   return flush(env);
 }
 
@@ -187,9 +196,12 @@ function nextBatch() {
 }
 
 async function flush(env) {
+  const me = {};
+  flusher = me;
   try {
     while (queue.length > 0) {
       if (queue.length < MAX_BATCH && queuedChars < MAX_BATCH_CHARS) await new Promise((r) => setTimeout(r, BATCH_MS));
+      if (flusher === me) flushing = Date.now();
       const batch = nextBatch();
       try {
         const res = await env.SIDECAR.fetch("http://sidecar" + env.TAIL_PATH, {
@@ -203,7 +215,10 @@ async function flush(env) {
       }
     }
   } finally {
-    flushing = false;
+    if (flusher === me) {
+      flushing = 0;
+      flusher = null;
+    }
   }
 }
 
