@@ -12,11 +12,15 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/specs"
 )
 
+// The PodDisruptionBudget of every StatefulSet; the garbage collector deletes it with
+// its owner, so no delete.
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch
+
 // ApplyShardSet applies the NetworkPolicy (SyncNetworkPolicy: deleted when
-// networkPolicies is off), ConfigMap, Service and StatefulSet of owner (a
-// DurableObjectNamespace or a Workflow), records an Applied event when the pods'
-// version changes, deletes owner's ConfigMaps of older versions (those matching
-// selector) and returns the live StatefulSet.
+// networkPolicies is off), ConfigMap, Service, PodDisruptionBudget and StatefulSet of
+// owner (a DurableObjectNamespace, a Workflow or a data store), records an Applied
+// event when the pods' version changes, deletes owner's ConfigMaps of older versions
+// (those matching selector) and returns the live StatefulSet.
 func ApplyShardSet(ctx context.Context, c client.Client, ev Events, owner client.Object, selector map[string]string, set specs.ShardSet, networkPolicies bool) (*appsv1.StatefulSet, error) {
 	key := client.ObjectKeyFromObject(set.StatefulSet)
 	sts := &appsv1.StatefulSet{}
@@ -27,7 +31,7 @@ func ApplyShardSet(ctx context.Context, c client.Client, ev Events, owner client
 	if err := SyncNetworkPolicy(ctx, c, owner, set.NetworkPolicy, networkPolicies); err != nil {
 		return nil, err
 	}
-	if err := ApplyAll(ctx, c, set.ConfigMap, set.Service, set.StatefulSet); err != nil {
+	if err := ApplyAll(ctx, c, set.ConfigMap, set.Service, set.PodDisruptionBudget, set.StatefulSet); err != nil {
 		return nil, err
 	}
 	version := set.StatefulSet.Spec.Template.Annotations[podcontract.AnnotationVersion]

@@ -4,6 +4,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -15,13 +16,15 @@ import (
 )
 
 // ShardSet are the objects a DurableObjectNamespace or a Workflow owns: the pods'
-// rendered ConfigMap, a StatefulSet, its headless Service and the pods' NetworkPolicy
-// (applied when Options.NetworkPolicies is on).
+// rendered ConfigMap, a StatefulSet, its headless Service, the pods' NetworkPolicy
+// (applied when Options.NetworkPolicies is on) and their PodDisruptionBudget.
 type ShardSet struct {
 	ConfigMap     *corev1.ConfigMap
 	StatefulSet   *appsv1.StatefulSet
 	Service       *corev1.Service
 	NetworkPolicy *networkingv1.NetworkPolicy
+	// PodDisruptionBudget lets a node drain evict one of the set's pods at a time.
+	PodDisruptionBudget *policyv1.PodDisruptionBudget
 }
 
 // shardSetParams describe a StatefulSet of stateful pods running a Worker's code:
@@ -53,10 +56,12 @@ type shardSetParams struct {
 	extraFiles []render.File
 }
 
-// buildShardSet builds the ConfigMap, StatefulSet, headless Service and NetworkPolicy of p from the
-// Worker pod template of w (same containers, security context, probes, scheduling
-// fields): the Worker labels become p's, the sidecar's store moves from an emptyDir to
-// the pod's PVC ("data", subPath "sidecar"), and p's additions are applied. Pure.
+// buildShardSet builds the ConfigMap, StatefulSet, headless Service, NetworkPolicy and
+// PodDisruptionBudget of p from the Worker pod template of w (same containers, security
+// context, probes, scheduling fields; the pods spread over nodes unless the Worker sets
+// its own spread): the Worker labels become p's, the sidecar's store moves from an
+// emptyDir to the pod's PVC ("data", subPath "sidecar"), and p's additions are applied.
+// Pure.
 func buildShardSet(w *fleetv1alpha1.Worker, out *render.Output, inputsHash string, opts Options, p shardSetParams) ShardSet {
 	own := []metav1.OwnerReference{p.owner}
 	if len(p.extraFiles) > 0 {
@@ -107,7 +112,8 @@ func buildShardSet(w *fleetv1alpha1.Worker, out *render.Output, inputsHash strin
 	np := buildNetworkPolicy(metav1.ObjectMeta{Name: p.name, Namespace: p.namespace, Labels: p.labels, OwnerReferences: own},
 		p.selector, &sts.Spec.Template.Spec, opts, w)
 	p.backup.egress(np)
-	return ShardSet{ConfigMap: cm, StatefulSet: sts, Service: svc, NetworkPolicy: np}
+	pdb := buildDisruptionBudget(metav1.ObjectMeta{Name: p.name, Namespace: p.namespace, Labels: p.labels, OwnerReferences: own}, p.selector)
+	return ShardSet{ConfigMap: cm, StatefulSet: sts, Service: svc, NetworkPolicy: np, PodDisruptionBudget: pdb}
 }
 
 // shardPodTemplate is the Worker pod template of w with p's labels, the config volume
@@ -157,6 +163,7 @@ func shardPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash st
 		}
 	}
 	p.backup.apply(pod, opts)
+	defaultSpread(pod, p.selector, statefulSetSpreadKeys)
 	return tmpl
 }
 

@@ -262,6 +262,8 @@ func sidecarContainerSpec(opts Options) corev1.Container {
 }
 
 func buildWorkerDeployment(w *fleetv1alpha1.Worker, out *render.Output, inputsHash string, opts Options) *appsv1.Deployment {
+	tmpl := workerPodTemplate(w, out, inputsHash, opts)
+	defaultSpread(&tmpl.Spec, WorkerSelector(w.Name), deploymentSpreadKeys)
 	return &appsv1.Deployment{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -283,7 +285,7 @@ func buildWorkerDeployment(w *fleetv1alpha1.Worker, out *render.Output, inputsHa
 				},
 			},
 			RevisionHistoryLimit: ptr.To[int32](3),
-			Template:             workerPodTemplate(w, out, inputsHash, opts),
+			Template:             tmpl,
 		},
 	}
 }
