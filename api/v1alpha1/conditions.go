@@ -28,6 +28,10 @@ const (
 	ReasonRollingOut = "RollingOut"
 	// ReasonRolloutComplete: the current pod template is fully rolled out.
 	ReasonRolloutComplete = "RolloutComplete"
+	// ReasonResharding: a DurableObjectNamespace's shard count is changing
+	// (docs/scaling.md); ReasonResharded: the change finished.
+	ReasonResharding = "Resharding"
+	ReasonResharded  = "Resharded"
 	// ReasonPodsUnavailable: fewer ready pods than asked for.
 	ReasonPodsUnavailable = "PodsUnavailable"
 	// ReasonSecretNotFound: a secretKeyRef binding names a Secret or key that does not

@@ -7,6 +7,7 @@ import (
 // DurableObjectNamespaceSpec hosts one Durable Object class of a Worker on a
 // StatefulSet of shards; every object id lives on exactly one shard
 // (jumpHash(id, shards)).
+// +kubebuilder:validation:XValidation:rule="(has(self.shards) ? self.shards : 1) == (has(oldSelf.shards) ? oldSelf.shards : 1) || has(self.backup)",message="shards: a change moves objects between shards through the namespace's backup; set spec.backup first (docs/scaling.md)"
 type DurableObjectNamespaceSpec struct {
 	// workerRef names the Worker whose code defines the class. Immutable.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workerRef is immutable: the objects' storage belongs to this Worker's class"
@@ -26,7 +27,8 @@ type DurableObjectNamespaceSpec struct {
 	SQL bool `json:"sql,omitempty"`
 
 	// shards is the number of pods the objects are spread over, 1 to 64. Default 1.
-	// Changing it would move objects; until resharding exists the webhook rejects changes.
+	// A change moves the objects whose shard changes (jumpHash) through the
+	// namespace's backup, so it needs spec.backup (docs/scaling.md).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64
 	// +optional
@@ -124,6 +126,40 @@ type DurableObjectNamespaceStatus struct {
 	// backup is where the store's backup stands (spec.backup).
 	// +optional
 	Backup *BackupStatus `json:"backup,omitempty"`
+	// resharding is the change of spec.shards under way (docs/scaling.md).
+	// +optional
+	Resharding *ReshardStatus `json:"resharding,omitempty"`
+	// lastReshard is the last change of the shard count that finished.
+	// +optional
+	LastReshard *ReshardStatus `json:"lastReshard,omitempty"`
+}
+
+// ReshardPhase is where a change of the shard count stands.
+// +kubebuilder:validation:Enum=Stopping;Starting
+type ReshardPhase string
+
+const (
+	// ReshardStopping: the old shard set stops; each pod ships its last changes to
+	// the backup and seals. Calls wait for their object's owner meanwhile.
+	ReshardStopping ReshardPhase = "Stopping"
+	// ReshardStarting: the new shard set starts; each pod first takes the objects it
+	// now owns from the backup and hands over those it no longer owns.
+	ReshardStarting ReshardPhase = "Starting"
+)
+
+// ReshardStatus describes a change of the shard count.
+type ReshardStatus struct {
+	// from is the shard count objects move from, to the one they move to.
+	From int32 `json:"from"`
+	To   int32 `json:"to"`
+	// phase is set while the change is under way.
+	// +optional
+	Phase ReshardPhase `json:"phase,omitempty"`
+	// startedAt is when the old shard set began to stop.
+	StartedAt metav1.Time `json:"startedAt"`
+	// finishedAt is when every shard of the new set was ready.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 }
 
 // DurableObjectNamespace is one Durable Object class of a Worker, sharded over pods.

@@ -50,6 +50,7 @@ func runRestoreStore(ctx context.Context, dir, blobs string, stderr io.Writer) e
 	log := stderrLogger(stderr)
 	o := backup.RecoverOptions{Dir: dir, BlobsDir: blobs}
 	var shards int32
+	var reshard *backup.Reshard
 	for _, src := range []struct {
 		name, key, secret string
 		dst               **backup.Source
@@ -69,6 +70,9 @@ func runRestoreStore(ctx context.Context, dir, blobs string, stderr io.Writer) e
 			return fmt.Errorf("%s: $%s: pointInTime: %w", podcontract.RestoreCommand, src.name, err)
 		}
 		*src.dst, shards = &backup.Source{Target: t, PointInTime: at}, c.Shards
+		if src.dst == &o.Backup {
+			reshard = c.Reshard
+		}
 		if c.Engine {
 			o.Files = []string{store.FileName}
 		}
@@ -80,6 +84,12 @@ func runRestoreStore(ctx context.Context, dir, blobs string, stderr io.Writer) e
 	var err error
 	if o.Ordinal, o.Owns, err = shardOwnership(shards); err != nil {
 		return fmt.Errorf("%s: %w", podcontract.RestoreCommand, err)
+	}
+	if reshard != nil {
+		o.Reshard = reshard
+		if _, o.OwnedBefore, err = shardOwnership(reshard.From); err != nil {
+			return fmt.Errorf("%s: reshard: %w", podcontract.RestoreCommand, err)
+		}
 	}
 	what, err := backup.Recover(ctx, o, log)
 	if err != nil {
@@ -138,7 +148,15 @@ func attachBackup(ctx context.Context, srv *sidecar.Server, o *sidecarOptions, e
 		srv.Registry().MustRegister(col)
 	}
 	srv.Handle(backup.StatusPrefix, r)
-	srv.OnShutdown(r.Close)
+	// On shutdown workerd has exited (the sidecar is a native sidecar, stopped after
+	// it): the last pass holds every acknowledged write, and the seal says so to a
+	// reshard's new shard set (docs/scaling.md).
+	srv.OnShutdown(func(ctx context.Context) error {
+		if err := r.Close(ctx); err != nil {
+			return err
+		}
+		return r.Seal(ctx)
+	})
 	fmt.Fprintf(stderr, "sidecar: backing up %s to s3 %s/%s/%s\n", bo.Dir, t.Endpoint, t.Bucket, t.Prefix)
 	return nil
 }

@@ -223,7 +223,7 @@ func resolveDurableObjects(ctx context.Context, c client.Client, w *fleetv1alpha
 	out := map[string]render.DurableObjectTarget{}
 	ropts := render.Options{ClusterDomain: opts.ClusterDomain}
 	if host != nil {
-		t, err := render.TargetFor(host, ropts)
+		t, err := render.HostTargetFor(host, ropts)
 		if err != nil {
 			return nil, &errBlocked{reason: fleetv1alpha1.ReasonInvalidSpec, message: err.Error()}
 		}

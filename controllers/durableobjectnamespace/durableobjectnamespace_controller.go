@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -50,12 +51,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !d.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	sts, err := r.reconcileChildren(ctx, d)
+	next, err := r.nextReshardPhase(ctx, d)
+	if next != nil {
+		return ctrl.Result{Requeue: true}, r.persistReshard(ctx, d, next)
+	}
+	var sts *appsv1.StatefulSet
+	if err == nil {
+		sts, err = r.reconcileChildren(ctx, d)
+	}
 	pods, perr := common.ListPods(ctx, r.Client, d.Namespace, specs.DONSSelector(d))
 	if err == nil {
 		err = perr
 	}
-	st := computeStatus(d, sts, pods, err)
+	base := *d.Status.DeepCopy()
+	if err == nil && allReady(d, sts) {
+		r.finishReshard(ctx, d, &base)
+	}
+	st := computeStatus(d, base, sts, pods, err)
 	if d.Spec.Backup != nil {
 		if b := r.Events.Backup(ctx, r.Client, r.Options, d, d.BackupPath(), pods); b != nil {
 			st.Backup = b
@@ -94,8 +106,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, d *fleetv1alpha1.Dur
 // computeStatus is the one place the status is computed: uniqueKey (fixed once
 // set), shard counts from the StatefulSet, Degraded/lastFailure from the shard pods
 // (failure.ClassifyPods), Ready when every shard is ready and runs the current revision.
-func computeStatus(d *fleetv1alpha1.DurableObjectNamespace, sts *appsv1.StatefulSet, pods []corev1.Pod, err error) fleetv1alpha1.DurableObjectNamespaceStatus {
-	st := *d.Status.DeepCopy()
+func computeStatus(d *fleetv1alpha1.DurableObjectNamespace, st fleetv1alpha1.DurableObjectNamespaceStatus, sts *appsv1.StatefulSet, pods []corev1.Pod, err error) fleetv1alpha1.DurableObjectNamespaceStatus {
 	gen := d.Generation
 	if st.UniqueKey == "" {
 		st.UniqueKey = render.UniqueKey(d)
@@ -103,7 +114,10 @@ func computeStatus(d *fleetv1alpha1.DurableObjectNamespace, sts *appsv1.Stateful
 	if common.SetPassConditions(&st.Conditions, &st.LastFailure, gen, pods, nil, err) {
 		return st
 	}
-	desired := render.Shards(d)
+	desired := d.ShardSetReplicas()
+	if st.Resharding == nil && d.Status.Resharding != nil {
+		desired = d.ShardSetShards() // the change just finished
+	}
 	st.ObservedGeneration = gen
 	st.Shards = sts.Status.Replicas
 	st.ReadyShards = sts.Status.ReadyReplicas
@@ -112,6 +126,10 @@ func computeStatus(d *fleetv1alpha1.DurableObjectNamespace, sts *appsv1.Stateful
 		(sts.Status.UpdateRevision == "" || sts.Status.CurrentRevision == sts.Status.UpdateRevision) &&
 		sts.Status.UpdatedReplicas == desired
 	switch {
+	case st.Resharding != nil:
+		c.SetReady(metav1.ConditionFalse, fleetv1alpha1.ReasonResharding,
+			fmt.Sprintf("resharding from %d to %d shards (%s): %d of %d shards ready; calls wait for their object's shard", st.Resharding.From, st.Resharding.To, st.Resharding.Phase, st.ReadyShards, desired),
+			metav1.ConditionTrue, fleetv1alpha1.ReasonResharding, "moving objects to the new shard count")
 	case current && st.ReadyShards == desired && st.Shards == desired:
 		c.SetReady(metav1.ConditionTrue, fleetv1alpha1.ReasonReconciled, fmt.Sprintf("all %d shards are ready", desired),
 			metav1.ConditionFalse, fleetv1alpha1.ReasonRolloutComplete, "rollout complete")
@@ -127,6 +145,14 @@ func computeStatus(d *fleetv1alpha1.DurableObjectNamespace, sts *appsv1.Stateful
 	return st
 }
 
+// allReady: the StatefulSet runs its current revision on every one of its shards.
+func allReady(d *fleetv1alpha1.DurableObjectNamespace, sts *appsv1.StatefulSet) bool {
+	n := d.ShardSetReplicas()
+	return sts != nil && sts.Status.ObservedGeneration >= sts.Generation && n > 0 &&
+		(sts.Status.UpdateRevision == "" || sts.Status.CurrentRevision == sts.Status.UpdateRevision) &&
+		sts.Status.UpdatedReplicas == n && sts.Status.ReadyReplicas == n && sts.Status.Replicas == n
+}
+
 // SetupWithManager registers the reconciler and its watches: owned children, the
 // shard pods (for Degraded), and everything the shards' rendering reads: the Worker
 // named by spec.workerRef and every object that Worker references, siblings included
@@ -138,6 +164,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&networkingv1.NetworkPolicy{}).
+		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(common.PodOwner(podcontract.LabelDONS, podcontract.ComponentDOShard)))
 	return common.WatchWorkerReaders[fleetv1alpha1.DurableObjectNamespaceList](b, r.Client, r.Refs).

@@ -18,7 +18,8 @@ import (
 )
 
 // storeWorker is a Worker whose Durable Object class Store keeps rows in SQLite
-// (ctx.storage.sql) on localDisk: /put?obj=&k=&v= and /get?obj=&k=.
+// (ctx.storage.sql) on localDisk: /put?obj=&k=&v= and /get?obj=&k=; /setalarm?obj=&v=
+// (unix ms) and /getalarm?obj=.
 const storeWorker = `
 import { DurableObject } from "cloudflare:workers";
 export class Store extends DurableObject {
@@ -52,6 +53,13 @@ export class Store extends DurableObject {
       }
       return new Response(kv + " blobs=" + n + " sum=" + sum);
     }
+    if (u.pathname === "/setalarm") {
+      await this.ctx.storage.setAlarm(Number(u.searchParams.get("v")));
+      return new Response("ok");
+    }
+    if (u.pathname === "/getalarm") {
+      return new Response(String(await this.ctx.storage.getAlarm()));
+    }
     if (u.pathname === "/put") {
       this.ctx.storage.sql.exec("INSERT OR REPLACE INTO kv VALUES (?, ?)", k, u.searchParams.get("v"));
       return new Response("ok");
@@ -59,6 +67,7 @@ export class Store extends DurableObject {
     const rows = this.ctx.storage.sql.exec("SELECT v FROM kv WHERE k = ?", k).toArray();
     return new Response(rows.length ? rows[0].v : "<none>");
   }
+  async alarm() {}
 }
 export default {
   fetch(req, env) {

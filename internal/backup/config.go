@@ -28,6 +28,9 @@ type Config struct {
 	// Engine is true on a Workflow engine pod: its store is the sidecar's
 	// workflows.db (internal/workflows/store), not workerd's Durable Object directory.
 	Engine bool `json:"engine,omitempty"`
+	// Reshard is the last change of a Durable Object namespace's shard count: a pod
+	// whose volume has not gone through it moves objects first (docs/scaling.md).
+	Reshard *Reshard `json:"reshard,omitempty"`
 }
 
 // ConfigFromEnv reads the Config in the variable name and the credentials in

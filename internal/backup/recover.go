@@ -44,6 +44,10 @@ type RecoverOptions struct {
 	// Backup is the store's own backup (spec.backup), Restore the backup it starts
 	// from (spec.restore); either may be nil.
 	Backup, Restore *Source
+	// Reshard is the last change of the shard count (nil: none); OwnedBefore tells
+	// whether this shard owned an object id under Reshard.From.
+	Reshard     *Reshard
+	OwnedBefore func(id string) bool
 }
 
 // Recover makes a pod's volume ready before workerd starts and says what it did. An
@@ -54,6 +58,11 @@ type RecoverOptions struct {
 func Recover(ctx context.Context, o RecoverOptions, log logr.Logger) (string, error) {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return "", err
+	}
+	if o.Reshard != nil {
+		if what, err := o.maybeReshard(ctx, log); err != nil || what != "" {
+			return what, err
+		}
 	}
 	if exists(filepath.Join(o.Dir, VolumeMarker)) {
 		return "the volume is initialised; nothing to restore", nil

@@ -379,6 +379,8 @@ func doTarget(d *v1alpha1.DurableObjectNamespace, opts render.Options, a Address
 		return t, err
 	}
 	if a.Shard != nil {
+		// A local run has no resharding: only the shards that run get an address.
+		t.ShardAddresses = t.ShardAddresses[:t.Shards]
 		for i := range t.ShardAddresses {
 			t.ShardAddresses[i] = a.Shard(d, i)
 		}

@@ -216,6 +216,7 @@ func startDOClusterTLS(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 		t.Fatal(err)
 	}
 	// The gateways: fixed loopback ports, so a restarted shard is found at the same address.
+	target.ShardAddresses = target.ShardAddresses[:target.Shards]
 	for i := range target.ShardAddresses {
 		target.ShardAddresses[i] = testenv.FreeLoopbackAddr(t)
 	}
@@ -269,7 +270,7 @@ func startDOClusterTLS(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 		c.logs = append(c.logs, logs)
 		p := &proc{t: t, bin: bin, dir: shardDir, sockets: 5,
 			args: append(base(startTelemetrySidecar(t, logs)), "--socket-addr="+podcontract.GatewaySocket+"="+listen, "--directory-path="+render.DOStorageService+"="+st),
-			env:  []string{render.PodNameEnv + "=" + target.ShardNames[i]}}
+			env:  []string{render.PodNameEnv + "=" + target.ShardName(i)}}
 		p.start()
 		t.Cleanup(p.kill)
 		c.shards = append(c.shards, p)
@@ -520,9 +521,9 @@ func TestDurableObjectsAcrossShards(t *testing.T) {
 		const s = 1
 		down, downID := nameOnShard(t, c, "kill-down", s)
 		up, _ := nameOnShard(t, c, "kill-up", 0)
-		want := fmt.Sprintf("shard %d (%s) is unavailable", s, c.target.ShardNames[s])
+		want := fmt.Sprintf("shard %d (%s) is unavailable", s, c.target.ShardName(s))
 		// A call in flight when the shard is killed is not retried: it may have run.
-		cut := fmt.Sprintf("the connection to shard %d (%s) was lost while the call was in flight", s, c.target.ShardNames[s])
+		cut := fmt.Sprintf("the connection to shard %d (%s) was lost while the call was in flight", s, c.target.ShardName(s))
 		var mu sync.Mutex
 		var okDown, failDown, okUp int
 		var bad []string

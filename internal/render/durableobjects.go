@@ -59,11 +59,12 @@ type DurableObjectTarget struct {
 	Shards int32
 	// SQL is spec.sql (workerd enableSql); PreventEviction is spec.preventEviction.
 	SQL, PreventEviction bool
-	// ShardAddresses are "host:port" of each shard's gateway socket, len Shards
-	// (ShardAddresses; tests pass loopback addresses).
+	// ShardAddresses are "host:port" of the gateway socket of each shard the router
+	// may call: at least Shards of them (TargetFor gives MaxShards; tests pass
+	// loopback addresses).
 	ShardAddresses []string
-	// ShardNames are the shard pods' names (for error messages), len Shards.
-	ShardNames []string
+	// ShardSet names the shard pods ("<ShardSet>-<i>", for error messages).
+	ShardSet string
 	// ChannelsBinding is spec.channels.binding (default DefaultChannelsBinding) when
 	// spec.channels.enabled, else "": the shard pods give the hosted class's Worker a
 	// `wrapped` binding of that name to the channels client (docs/channels.md).
@@ -128,19 +129,26 @@ func UniqueKey(d *v1alpha1.DurableObjectNamespace) string {
 	return namespaceOr(d.Namespace) + "-" + d.Name
 }
 
-// Shards is spec.shards, default 1.
-func Shards(d *v1alpha1.DurableObjectNamespace) int32 {
-	if d.Spec.Shards != nil {
-		return *d.Spec.Shards
-	}
-	return 1
+// TargetFor builds the DurableObjectTarget callers of d route by (Shards is
+// d.RoutingShards()), with in-cluster gateway addresses
+// "<name>-do-<i>.<name>-do.<namespace>.svc.<domain>:9093" (docs/pod-contract.md) for
+// every shard d can ever have (MaxShards): a router learns a new count from the
+// gateways while d is resharded, and must then reach shards its pod was not rendered
+// for. Errors name the field: spec.shards outside 1..64.
+func TargetFor(d *v1alpha1.DurableObjectNamespace, opts Options) (DurableObjectTarget, error) {
+	return targetFor(d, d.RoutingShards(), opts)
 }
 
-// TargetFor builds the DurableObjectTarget of d with in-cluster gateway addresses
-// "<name>-do-<i>.<name>-do.<namespace>.svc.<domain>:9093" (docs/pod-contract.md).
-// Errors name the field: spec.shards outside 1..64.
-func TargetFor(d *v1alpha1.DurableObjectNamespace, opts Options) (DurableObjectTarget, error) {
-	n := Shards(d)
+// ShardName is the name of shard i's pod.
+func (t DurableObjectTarget) ShardName(i int) string { return fmt.Sprintf("%s-%d", t.ShardSet, i) }
+
+// HostTargetFor is the target of d's own shard pods: they serve and route by the
+// count their StatefulSet is built for (d.ShardSetShards()).
+func HostTargetFor(d *v1alpha1.DurableObjectNamespace, opts Options) (DurableObjectTarget, error) {
+	return targetFor(d, d.ShardSetShards(), opts)
+}
+
+func targetFor(d *v1alpha1.DurableObjectNamespace, n int32, opts Options) (DurableObjectTarget, error) {
 	if n < 1 || n > MaxShards {
 		return DurableObjectTarget{}, fmt.Errorf("DurableObjectNamespace %s: spec.shards: %d is outside 1 to %d (api DurableObjectNamespace.spec.shards)", d.Name, n, MaxShards)
 	}
@@ -148,6 +156,7 @@ func TargetFor(d *v1alpha1.DurableObjectNamespace, opts Options) (DurableObjectT
 	t := DurableObjectTarget{
 		Namespace: ns, Name: d.Name, Worker: d.Spec.WorkerRef.Name, ClassName: d.Spec.ClassName,
 		UniqueKey: UniqueKey(d), DrainToken: DrainToken(d), Shards: n, SQL: d.Spec.SQL, PreventEviction: d.Spec.PreventEviction,
+		ShardSet: ShardSetName(d.Name),
 	}
 	if c := d.Spec.Channels; c != nil && c.Enabled {
 		t.ChannelsBinding = c.Binding
@@ -155,11 +164,9 @@ func TargetFor(d *v1alpha1.DurableObjectNamespace, opts Options) (DurableObjectT
 			t.ChannelsBinding = DefaultChannelsBinding
 		}
 	}
-	set := ShardSetName(d.Name)
-	for i := int32(0); i < n; i++ {
-		pod := fmt.Sprintf("%s-%d", set, i)
-		t.ShardNames = append(t.ShardNames, pod)
-		t.ShardAddresses = append(t.ShardAddresses, fmt.Sprintf("%s.%s.%s.svc.%s:%d", pod, set, ns, domain, podcontract.GatewayPort))
+	for i := int32(0); i < MaxShards; i++ {
+		pod := fmt.Sprintf("%s-%d", t.ShardSet, i)
+		t.ShardAddresses = append(t.ShardAddresses, fmt.Sprintf("%s.%s.%s.svc.%s:%d", pod, t.ShardSet, ns, domain, podcontract.GatewayPort))
 	}
 	return t, nil
 }
@@ -204,7 +211,7 @@ func checkTarget(name string, t DurableObjectTarget) error {
 	switch {
 	case t.Shards < 1 || t.Shards > MaxShards:
 		return fmt.Errorf("DurableObjectNamespace %s: spec.shards: %d is outside 1 to %d (api DurableObjectNamespace.spec.shards)", name, t.Shards, MaxShards)
-	case len(t.ShardAddresses) != int(t.Shards):
+	case len(t.ShardAddresses) < int(t.Shards):
 		return fmt.Errorf("DurableObjectNamespace %s: %d shard addresses for %d shards", name, len(t.ShardAddresses), t.Shards)
 	case t.UniqueKey == "":
 		return fmt.Errorf("DurableObjectNamespace %s: status.uniqueKey: empty", name)
@@ -227,10 +234,10 @@ func shardService(name string, i int) string {
 
 func configJSON(t DurableObjectTarget, hosted bool) string {
 	c := map[string]any{
-		"namespace":  t.Namespace + "/" + t.Name,
-		"shards":     t.Shards,
-		"hosted":     hosted,
-		"shardNames": t.ShardNames,
+		"namespace": t.Namespace + "/" + t.Name,
+		"shards":    t.Shards,
+		"hosted":    hosted,
+		"shardSet":  t.ShardSet,
 	}
 	if t.OwnerWaitMs > 0 {
 		c["ownerWaitMs"] = t.OwnerWaitMs

@@ -106,11 +106,19 @@ export default class Gateway extends WorkerEntrypoint {
     const want = shardFor(ref.id, c.shards);
     const self = this.self();
     if (want !== self) {
-      const e = new Error(`Durable Object namespace ${c.namespace}: object ${ref.id} belongs to shard ${want}, this pod (${this.env.POD_NAME}) is shard ${self}; refusing to serve it`);
+      // "of <shards>": a router that routes by another count (the namespace is being
+      // resharded, docs/scaling.md) learns this one and routes again.
+      const e = new Error(`Durable Object namespace ${c.namespace}: object ${ref.id} belongs to shard ${want} of ${c.shards}, this pod (${this.env.POD_NAME}) is shard ${self}; refusing to serve it`);
       e.misrouted = true;
       throw e;
     }
     return id;
+  }
+
+  // shardCount is the count this shard set serves: a router whose owner is away asks
+  // it, since after a reshard to fewer shards that owner never comes back.
+  shardCount() {
+    return this.env.CONFIG.shards;
   }
 
   open(ref) {

@@ -25,6 +25,9 @@
 //                            RangeError naming the limit otherwise.
 
 const MASK = (1n << 64n) - 1n;
+
+// The most shards a namespace can have (api DurableObjectNamespace.spec.shards, render.MaxShards).
+export const MAX_SHARDS = 64;
 const FNV_OFFSET = 14695981039346656037n;
 const FNV_PRIME = 1099511628211n;
 const JUMP_MUL = 2862933555777941757n;
@@ -51,8 +54,8 @@ export function jumpHash(key, n) {
 }
 
 export function shardFor(idString, n) {
-  if (!Number.isInteger(n) || n < 1 || n > 64) {
-    throw new RangeError(`shards must be an integer from 1 to 64 (api DurableObjectNamespace.spec.shards), got ${n}`);
+  if (!Number.isInteger(n) || n < 1 || n > MAX_SHARDS) {
+    throw new RangeError(`shards must be an integer from 1 to ${MAX_SHARDS} (api DurableObjectNamespace.spec.shards), got ${n}`);
   }
   return jumpHash(fnv1a64(idString), n);
 }

@@ -8,9 +8,10 @@
 //             that hosts nothing and only mints ids (ids agree everywhere: they derive
 //             from the uniqueKey).
 //   CONFIG    JSON {namespace: "<ns>/<name>", shards: N, hosted: bool,
-//             shardNames: ["<pod>", ...]} (shardNames for error messages).
-//   SHARD_<i> for each shard i: a service binding to shard i's gateway socket (port
-//             9093), an `external` service with capnpConnectHost, so JS RPC crosses.
+//             shardSet: "<statefulset>"} (shard i is pod "<shardSet>-<i>").
+//   SHARD_<i> for every shard the namespace can have (64): a service binding to shard
+//             i's gateway socket (port 9093), an `external` service with
+//             capnpConnectHost, so JS RPC crosses.
 //   POD_NAME  on shard pods of this namespace: the pod name "<statefulset>-<ordinal>";
 //             the ordinal is this pod's shard.
 //
@@ -20,6 +21,12 @@
 // else they go to SHARD_<s>'s gateway (gateway.js), which calls its local NS. No other
 // shard serves them (one owner per object). Arguments and results must be
 // structured-clone data (router-common.js), in-process too.
+//
+// Resharding (docs/scaling.md): N is where routing starts. A gateway serving another
+// count refuses a call with "belongs to shard s of M"; the router then routes by M
+// from now on and opens again (nothing reached the object). While an owner is away the
+// router asks shard 0 which count it serves, since after a reshard to fewer shards
+// that owner never comes back.
 //
 // Remote calls: open({id, name}) on the gateway returns a session, then
 // session.invoke(method, args) or session.fetch(request) runs on the object. Retry rule
@@ -37,7 +44,7 @@
 // before open() (not yet rolled during an operator upgrade) is called the old way:
 // invoke(ref, method, args), fetch() with the x-workerd-operator-do-id/-name headers.
 
-import { shardFor, assertCrossable } from "workerd-operator:router-common";
+import { MAX_SHARDS, shardFor, assertCrossable } from "workerd-operator:router-common";
 import { backoff, callWithRetry, classifyCall, isRetryable } from "workerd-operator:failure";
 
 // How long a call waits for an owner that is away (being replaced, starting).
@@ -87,7 +94,31 @@ class Router {
   }
 
   shardName(s) {
-    return (this.cfg.shardNames && this.cfg.shardNames[s]) || `shard ${s}`;
+    return this.cfg.shardSet ? `${this.cfg.shardSet}-${s}` : `shard ${s}`;
+  }
+
+  // owner is the shard of id under the count routed by now.
+  owner(id) {
+    return shardFor(id.toString(), this.shards);
+  }
+
+  // adopt routes by n from now on: the count a gateway serves. False when n is the
+  // count already routed by (or not a count).
+  adopt(n) {
+    if (!Number.isInteger(n) || n < 1 || n > MAX_SHARDS || n === this.shards) return false;
+    this.shards = n;
+    return true;
+  }
+
+  // probe asks shard 0's gateway which count it serves while shard s is away, and
+  // adopts it; true when the route changed.
+  async probe(s) {
+    if (s === 0 || !this.env.SHARD_0) return false;
+    try {
+      return this.adopt(await this.env.SHARD_0.shardCount());
+    } catch {
+      return false;
+    }
   }
 
   // unavailable: shard s's owner did not take the call within the wait: it is being
@@ -126,16 +157,29 @@ class Router {
     return isRetryable(classifyCall(err));
   }
 
-  // session opens a session for ref on shard s's gateway, waiting up to waitMs (backoff
-  // 100 ms doubling to 2 s) while its owner is away; then the unavailable Error.
-  async session(s, gw, ref) {
+  // session opens a session for ref on its owner's gateway, waiting up to waitMs
+  // (backoff 100 ms doubling to 2 s) while the owner is away; then the unavailable
+  // Error. It routes again when a gateway or the probe tells a new count.
+  async session(id, ref) {
     const start = Date.now();
+    let reroutes = 0;
     for (let n = 1; ; n++) {
+      const s = this.owner(id);
+      const gw = this.env[`SHARD_${s}`];
+      if (!gw) throw this.unavailable(s, new Error("no gateway binding rendered for it"), 0);
       try {
-        return await gw.open(ref);
+        return { s, gw, session: await gw.open(ref) };
       } catch (err) {
-        if (err && err.remote && /does not implement the method "open"/.test(message(err))) return legacySession(gw, ref);
+        if (err && err.remote && /does not implement the method "open"/.test(message(err))) return { s, gw, session: legacySession(gw, ref) };
+        if (err && err.remote && reroutes < MAX_SHARDS && this.adopt(misroutedCount(err))) {
+          reroutes++;
+          continue;
+        }
         if (!this.ownerAway(err)) throw err;
+        if (n >= 2 && reroutes < MAX_SHARDS && await this.probe(s)) {
+          reroutes++;
+          continue;
+        }
         const ms = backoff(n, 100, 2000);
         if (Date.now() - start + ms > this.waitMs) throw this.unavailable(s, err, Date.now() - start);
         await new Promise((resolve) => setTimeout(resolve, ms));
@@ -147,12 +191,10 @@ class Router {
   // answered is thrown as lost (never retried); an error raised by the owner's runtime
   // with a retryable class is retried on a fresh session, at most `attempts` calls, as
   // callWithRetry does in-process.
-  async remote(s, id, name, use, attempts) {
-    const gw = this.env[`SHARD_${s}`];
-    if (!gw) throw this.unavailable(s, new Error("no gateway binding rendered for it"), 0);
+  async remote(id, name, use, attempts) {
     const ref = { id: id.toString(), name };
     for (let n = 1; ; n++) {
-      const session = await this.session(s, gw, ref);
+      const { s, session } = await this.session(id, ref);
       try {
         return await use(session);
       } catch (err) {
@@ -171,11 +213,9 @@ class Router {
   // (workerd: DataCloneError), so it goes as HTTP to the gateway (the id headers), which
   // answers 101 with the object's socket. open() first: it waits while the owner is away
   // and refuses a misrouted id, as for any other call; it does nothing to the object.
-  async upgrade(s, id, name, req) {
-    const gw = this.env[`SHARD_${s}`];
-    if (!gw) throw this.unavailable(s, new Error("no gateway binding rendered for it"), 0);
+  async upgrade(id, name, req) {
     const ref = { id: id.toString(), name };
-    const session = await this.session(s, gw, ref);
+    const { s, gw, session } = await this.session(id, ref);
     if (typeof session[Symbol.dispose] === "function") session[Symbol.dispose]();
     const headers = new Headers(req.headers);
     headers.set(ID_HEADER, ref.id);
@@ -197,7 +237,7 @@ class Router {
     if (s === this.self) return this.localStub(id).connect(address, options);
     const up = new IdentityTransformStream();
     const down = new IdentityTransformStream();
-    const opened = this.remote(s, id, name, (session) => session.connect(address, options ?? {}, up.readable), 1)
+    const opened = this.remote(id, name, (session) => session.connect(address, options ?? {}, up.readable), 1)
       .then((readable) => {
         const closed = readable.pipeTo(down.writable);
         return { closed };
@@ -226,7 +266,7 @@ class Router {
     if (s === this.self) {
       out = await callWithRetry(() => this.localStub(id)[method](...args));
     } else {
-      out = await this.remote(s, id, name, async (session) => {
+      out = await this.remote(id, name, async (session) => {
         try {
           return await session.invoke(method, args);
         } finally {
@@ -244,10 +284,10 @@ class Router {
       if (req.body === null) return callWithRetry(() => this.localStub(id).fetch(req.clone()));
       return this.localStub(id).fetch(req);
     }
-    if (isWebSocketUpgrade(req)) return this.upgrade(s, id, name, req);
+    if (isWebSocketUpgrade(req)) return this.upgrade(id, name, req);
     // A body can be sent once: such a request is not retried after open() answered.
     const replay = req.body === null;
-    return this.remote(s, id, name, (session) => session.fetch(replay ? req.clone() : req), replay ? 3 : 1);
+    return this.remote(id, name, (session) => session.fetch(replay ? req.clone() : req), replay ? 3 : 1);
   }
 }
 
@@ -270,23 +310,30 @@ function legacySession(gw, ref) {
   };
 }
 
+// misroutedCount is the count a gateway that refused a misrouted call serves (0: the
+// error is not that refusal).
+function misroutedCount(err) {
+  const m = /belongs to shard \d+ of (\d+)/.exec(message(err));
+  return m ? Number(m[1]) : 0;
+}
+
 function message(err) {
   return err && err.message ? err.message : String(err);
 }
 
 function makeStub(r, id, name) {
-  const s = shardFor(id.toString(), r.shards);
+  // The owner is looked up at each call: the count routed by may change (resharding).
   const target = {
     id,
     name,
-    fetch: (input, init) => r.fetch(s, id, name, input, init),
-    connect: (address, options) => r.connect(s, id, name, address, options),
+    fetch: (input, init) => r.fetch(r.owner(id), id, name, input, init),
+    connect: (address, options) => r.connect(r.owner(id), id, name, address, options),
   };
   return new Proxy(target, {
     get(t, p) {
       if (Object.prototype.hasOwnProperty.call(t, p)) return t[p];
       if (typeof p === "symbol" || p === "then" || p === "toJSON") return undefined;
-      return (...args) => r.call(s, id, name, p, args);
+      return (...args) => r.call(r.owner(id), id, name, p, args);
     },
   });
 }

@@ -28,6 +28,8 @@ type StoreBackup struct {
 	Path string
 	// Shards is the store's shard count: a shard restores the objects it owns.
 	Shards int32
+	// Reshard is the latest change of the shard count (docs/scaling.md), nil if none.
+	Reshard *backup.Reshard
 	// Blobs: a KV host, whose blob directory is shipped too. Engine: a Workflow
 	// engine, whose store is the sidecar's workflows.db.
 	Blobs, Engine bool
@@ -151,7 +153,7 @@ func (b StoreBackup) dirArgs(dir, blobs string) []string {
 // config is the backup.Config of a bucket and path for this store.
 func (b StoreBackup) config(s fleetv1alpha1.S3BucketSource, path string) backup.Config {
 	return backup.Config{Endpoint: s.Endpoint, Bucket: s.Bucket, Region: s.Region, Prefix: path,
-		Shards: b.Shards, Engine: b.Engine}
+		Shards: b.Shards, Engine: b.Engine, Reshard: b.Reshard}
 }
 
 // mounts are the store's directories on the PVC, the sidecar's data directory last

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/backup"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 )
@@ -41,7 +42,7 @@ func BuildDONSChildren(d *fleetv1alpha1.DurableObjectNamespace, w *fleetv1alpha1
 	return buildShardSet(w, out, inputsHash, opts, shardSetParams{
 		name: render.ShardSetName(d.Name), namespace: d.Namespace,
 		labels: donsLabels(d), selector: DONSSelector(d), owner: donsOwnerRef(d),
-		replicas: render.Shards(d), storage: d.Spec.Storage,
+		replicas: d.ShardSetReplicas(), storage: d.Spec.Storage,
 		port: corev1.ServicePort{
 			Name: podcontract.GatewaySocket, Port: podcontract.GatewayPort,
 			TargetPort: intstr.FromString(podcontract.GatewaySocket), Protocol: corev1.ProtocolTCP,
@@ -89,5 +90,15 @@ func channelLimitArgs(c *fleetv1alpha1.ChannelsSpec) []string {
 
 // DONSBackup is d's spec.backup and spec.restore as its shard pods need them.
 func DONSBackup(d *fleetv1alpha1.DurableObjectNamespace) StoreBackup {
-	return StoreBackup{Backup: d.Spec.Backup, Restore: d.Spec.Restore, Path: d.BackupPath(), Shards: render.Shards(d)}
+	return StoreBackup{Backup: d.Spec.Backup, Restore: d.Spec.Restore, Path: d.BackupPath(), Shards: d.ShardSetShards(), Reshard: reshardOf(d)}
+}
+
+// reshardOf is the latest change of d's shard count as its restore init container
+// needs it: the count objects move from and when the old set began to stop.
+func reshardOf(d *fleetv1alpha1.DurableObjectNamespace) *backup.Reshard {
+	r := d.LatestReshard()
+	if r == nil {
+		return nil
+	}
+	return &backup.Reshard{From: r.From, Since: r.StartedAt.Time}
 }

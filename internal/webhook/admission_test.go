@@ -375,9 +375,16 @@ func cases(tbl *limits.Table) []admitCase {
 		})...)
 	}
 	cs = append(cs,
-		admitCase{name: "don-shards-change-rejected", obj: newDON("shards-change", limits.Paid, nil),
+		// A change of spec.shards moves objects through the namespace's backup
+		// (docs/scaling.md): refused without one, admitted with one.
+		admitCase{name: "don-shards-change-without-backup-rejected", obj: newDON("shards-change", limits.Paid, nil),
 			update:  func(o client.Object) { o.(*v1alpha1.DurableObjectNamespace).Spec.Shards = ptr(int32(2)) },
-			wantErr: []string{"spec.shards: Forbidden", "may not change from 1 to 2", "until resharding exists"}},
+			wantErr: []string{"spec", "shards: a change moves objects between shards through the namespace's backup", "set spec.backup first (docs/scaling.md)"}},
+		admitCase{name: "don-shards-change-with-backup", obj: newDON("shards-move", limits.Paid, func(s *v1alpha1.DurableObjectNamespaceSpec) {
+			s.Backup = &v1alpha1.BackupSpec{S3: v1alpha1.S3BucketSource{Endpoint: "https://s3.example.com", Bucket: "backups",
+				CredentialsSecret: v1alpha1.LocalObjectReference{Name: "creds"}}}
+		}),
+			update: func(o client.Object) { o.(*v1alpha1.DurableObjectNamespace).Spec.Shards = ptr(int32(8)) }},
 		admitCase{name: "don-update-keeping-shards", obj: newDON("shards-keep", limits.Paid, func(s *v1alpha1.DurableObjectNamespaceSpec) { s.Shards = ptr(int32(3)) }),
 			update: func(o client.Object) { o.(*v1alpha1.DurableObjectNamespace).Spec.PreventEviction = true }},
 		admitCase{name: "don-worker-missing-warns", obj: &v1alpha1.DurableObjectNamespace{

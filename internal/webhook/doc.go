@@ -13,8 +13,9 @@
 // compatibilityDate: each makes workerd exit 1; experimental flags only under the
 // custom profile; table compatflags_pinned.go, checked against the binary by
 // TestCompatFlagsMatchWorkerd), workflow step-config rules, Cloudflare
-// cron expressions (internal/cron.Validate), time zones, and the immutability of a
-// DurableObjectNamespace's shards until resharding exists. Every rejection names the
+// cron expressions (internal/cron.Validate) and time zones (a change of a
+// DurableObjectNamespace's shards without spec.backup is refused by the CRD's CEL
+// rule, docs/scaling.md). Every rejection names the
 // field, the value, the limit, the profile and the source, e.g.
 //
 //	spec.limits.cpuMs: Invalid value: 300001: must be at most 300000 ms (profile

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -100,9 +99,6 @@ func (w *Webhooks) ValidateDurableObjectNamespace(ctx context.Context, old, o *v
 }
 
 func validateDONSpec(c *check, spec *field.Path, old, o *v1alpha1.DurableObjectNamespace) {
-	if old != nil {
-		c.add(validateShardsUnchanged(spec.Child("shards"), old.Spec.Shards, o.Spec.Shards))
-	}
 	if o.Spec.Shards != nil {
 		c.add(validateMin(spec.Child("shards"), int64(*o.Spec.Shards), 1))
 	}
@@ -119,21 +115,4 @@ func validateDONSpec(c *check, spec *field.Path, old, o *v1alpha1.DurableObjectN
 		one("maxMessageBytes", ch.MaxMessageBytes, limits.ChannelMessageBytes)
 		one("maxBacklogBytes", ch.MaxBacklogBytes, limits.ChannelBacklogBytes)
 	}
-}
-
-// validateShardsUnchanged rejects any change of spec.shards (unset counts as 1): every
-// object id lives on shard jumpHash(id, shards), so a change would move objects away
-// from their storage.
-func validateShardsUnchanged(path *field.Path, old, cur *int32) *field.Error {
-	o, n := int32(1), int32(1)
-	if old != nil {
-		o = *old
-	}
-	if cur != nil {
-		n = *cur
-	}
-	if o == n {
-		return nil
-	}
-	return field.Forbidden(path, fmt.Sprintf("may not change from %d to %d: shards is immutable until resharding exists, because every object lives on shard jumpHash(id, shards) and a change would separate objects from their storage; create a new DurableObjectNamespace instead", o, n))
 }

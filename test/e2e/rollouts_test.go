@@ -124,16 +124,23 @@ type loadLoop struct {
 	stop     chan struct{}
 }
 
-func (l *loadLoop) run() {
-	c := &http.Client{Timeout: 150 * time.Second}
-	start, every := time.Now(), time.Second/time.Duration(l.rate)
+// paced calls send(i) for i = 0, 1, ... at rate per second until stop closes. On a
+// schedule, not a ticker: a late send is made up at once, not dropped.
+func paced(rate int, stop <-chan struct{}, send func(i int)) {
+	start, every := time.Now(), time.Second/time.Duration(rate)
 	for i := 0; ; i++ {
-		// On a schedule, not a ticker: a late send is made up at once, not dropped.
 		select {
-		case <-l.stop:
+		case <-stop:
 			return
 		case <-time.After(time.Until(start.Add(time.Duration(i) * every))):
 		}
+		send(i)
+	}
+}
+
+func (l *loadLoop) run() {
+	c := &http.Client{Timeout: 150 * time.Second}
+	paced(l.rate, l.stop, func(i int) {
 		path := fmt.Sprintf("/do?k=k%d", i%16)
 		if i%2 == 1 {
 			path = fmt.Sprintf("/wf?id=w%d", i)
@@ -152,7 +159,7 @@ func (l *loadLoop) run() {
 			}
 			res.ok.Add(1)
 		}()
-	}
+	})
 }
 
 func (l *loadLoop) one(c *http.Client, path string) error {

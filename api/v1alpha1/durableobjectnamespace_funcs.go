@@ -1,0 +1,47 @@
+package v1alpha1
+
+// ShardSetShards is the shard count the namespace's StatefulSet is built for: the
+// target of a change under way, else spec.shards (default 1).
+func (d *DurableObjectNamespace) ShardSetShards() int32 {
+	if r := d.Status.Resharding; r != nil {
+		return r.To
+	}
+	return d.SpecShards()
+}
+
+// RoutingShards is the shard count callers outside the shard set route by: the
+// count being left while a change is under way (callers learn the new one from
+// the new set's gateways, docs/scaling.md), else spec.shards. So a change does not
+// roll the callers' pods while the shards are stopped.
+func (d *DurableObjectNamespace) RoutingShards() int32 {
+	if r := d.Status.Resharding; r != nil {
+		return r.From
+	}
+	return d.SpecShards()
+}
+
+// SpecShards is spec.shards, default 1.
+func (d *DurableObjectNamespace) SpecShards() int32 {
+	if d.Spec.Shards != nil {
+		return *d.Spec.Shards
+	}
+	return 1
+}
+
+// LatestReshard is the change of the shard count under way, else the last one that
+// finished; nil when the count never changed.
+func (d *DurableObjectNamespace) LatestReshard() *ReshardStatus {
+	if d.Status.Resharding != nil {
+		return d.Status.Resharding
+	}
+	return d.Status.LastReshard
+}
+
+// ShardSetReplicas is the StatefulSet's replica count: none while the old shard set
+// stops during a change of the shard count, else ShardSetShards.
+func (d *DurableObjectNamespace) ShardSetReplicas() int32 {
+	if r := d.Status.Resharding; r != nil && r.Phase == ReshardStopping {
+		return 0
+	}
+	return d.ShardSetShards()
+}
