@@ -66,6 +66,11 @@ func (d *DurableObjectNamespace) BackupPath() string {
 	return backupPath(d.Spec.Backup, d.Namespace, "durableobjectnamespaces", d.Name)
 }
 
+// BackupPathOf is the path of backup b of the namespace (b.path or its default).
+func (d *DurableObjectNamespace) BackupPathOf(b *BackupSpec) string {
+	return backupPath(b, d.Namespace, "durableobjectnamespaces", d.Name)
+}
+
 // BackupPath is the database's backup path; "" without spec.backup.
 func (d *D1Database) BackupPath() string {
 	return backupPath(d.Spec.Backup, d.Namespace, "d1databases", d.Name)

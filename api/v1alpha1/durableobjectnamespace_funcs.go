@@ -10,12 +10,16 @@ func (d *DurableObjectNamespace) ShardSetShards() int32 {
 }
 
 // RoutingShards is the shard count callers outside the shard set route by: the
-// count being left while a change is under way (callers learn the new one from
-// the new set's gateways, docs/scaling.md), else spec.shards. So a change does not
-// roll the callers' pods while the shards are stopped.
+// count being left while a change is under way (callers learn the new one from the
+// new set's gateways, docs/scaling.md), else the count last served, else
+// spec.shards (a new namespace). So a change of spec.shards does not roll the
+// callers' pods before or while the shards are stopped.
 func (d *DurableObjectNamespace) RoutingShards() int32 {
 	if r := d.Status.Resharding; r != nil {
 		return r.From
+	}
+	if d.Status.ServedShards > 0 {
+		return d.Status.ServedShards
 	}
 	return d.SpecShards()
 }

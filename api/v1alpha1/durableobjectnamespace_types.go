@@ -7,7 +7,7 @@ import (
 // DurableObjectNamespaceSpec hosts one Durable Object class of a Worker on a
 // StatefulSet of shards; every object id lives on exactly one shard
 // (jumpHash(id, shards)).
-// +kubebuilder:validation:XValidation:rule="(has(self.shards) ? self.shards : 1) == (has(oldSelf.shards) ? oldSelf.shards : 1) || has(self.backup)",message="shards: a change moves objects between shards through the namespace's backup; set spec.backup first (docs/scaling.md)"
+// +kubebuilder:validation:XValidation:rule="(has(self.shards) ? self.shards : 1) == (has(oldSelf.shards) ? oldSelf.shards : 1) || (has(self.backup) && has(oldSelf.backup))",message="shards: a change moves objects between shards through the namespace's backup, which the running shards must already ship; set spec.backup first, then change shards (docs/scaling.md)"
 type DurableObjectNamespaceSpec struct {
 	// workerRef names the Worker whose code defines the class. Immutable.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workerRef is immutable: the objects' storage belongs to this Worker's class"
@@ -115,6 +115,10 @@ type DurableObjectNamespaceStatus struct {
 	// readyShards is the number of shard pods that are ready.
 	// +optional
 	ReadyShards int32 `json:"readyShards,omitempty"`
+	// servedShards is the shard count the namespace last served with every shard ready:
+	// callers route by it (a change of spec.shards reaches them once it is done).
+	// +optional
+	ServedShards int32 `json:"servedShards,omitempty"`
 	// uniqueKey is the workerd uniqueKey of the namespace: object ids derive from it and
 	// it names the storage directory. "<namespace>-<name>", so a namespace re-created
 	// under the same name finds retained data; once set it is never changed.
@@ -157,6 +161,13 @@ type ReshardStatus struct {
 	Phase ReshardPhase `json:"phase,omitempty"`
 	// startedAt is when the old shard set began to stop.
 	StartedAt metav1.Time `json:"startedAt"`
+	// stoppedAt is when no pod of the old shard set was left (the new set starts).
+	// +optional
+	StoppedAt *metav1.Time `json:"stoppedAt,omitempty"`
+	// backup is spec.backup when the change began: the objects move through it even
+	// if spec.backup changes meanwhile.
+	// +optional
+	Backup *BackupSpec `json:"backup,omitempty"`
 	// finishedAt is when every shard of the new set was ready.
 	// +optional
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`

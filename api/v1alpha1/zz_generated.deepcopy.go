@@ -1277,6 +1277,15 @@ func (in *R2BucketStatus) DeepCopy() *R2BucketStatus {
 func (in *ReshardStatus) DeepCopyInto(out *ReshardStatus) {
 	*out = *in
 	in.StartedAt.DeepCopyInto(&out.StartedAt)
+	if in.StoppedAt != nil {
+		in, out := &in.StoppedAt, &out.StoppedAt
+		*out = (*in).DeepCopy()
+	}
+	if in.Backup != nil {
+		in, out := &in.Backup, &out.Backup
+		*out = new(BackupSpec)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.FinishedAt != nil {
 		in, out := &in.FinishedAt, &out.FinishedAt
 		*out = (*in).DeepCopy()

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
@@ -87,9 +88,10 @@ func runRestoreStore(ctx context.Context, dir, blobs string, stderr io.Writer) e
 	}
 	if reshard != nil {
 		o.Reshard = reshard
-		if _, o.OwnedBefore, err = shardOwnership(reshard.From); err != nil {
+		if _, err := render.ShardFor("", reshard.From); err != nil {
 			return fmt.Errorf("%s: reshard: %w", podcontract.RestoreCommand, err)
 		}
+		o.OldOwner = func(id string) int32 { s, _ := render.ShardFor(id, reshard.From); return s }
 	}
 	what, err := backup.Recover(ctx, o, log)
 	if err != nil {
@@ -114,6 +116,9 @@ func shardOwnership(shards int32) (int32, func(id string) bool, error) {
 		return s == ordinal
 	}, nil
 }
+
+// finalPassTimeout bounds the last pass and the seal at shutdown.
+const finalPassTimeout = 30 * time.Second
 
 // attachBackup ships the store's directory to $WORKERD_OPERATOR_BACKUP, set on the
 // pods of a store with spec.backup, until the sidecar shuts down.
@@ -152,6 +157,11 @@ func attachBackup(ctx context.Context, srv *sidecar.Server, o *sidecarOptions, e
 	// it): the last pass holds every acknowledged write, and the seal says so to a
 	// reshard's new shard set (docs/scaling.md).
 	srv.OnShutdown(func(ctx context.Context) error {
+		// Not the shutdown's context, which may have run out waiting for open
+		// requests: the kubelet's grace period bounds this, and a pass cut short only
+		// means no seal.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalPassTimeout)
+		defer cancel()
 		if err := r.Close(ctx); err != nil {
 			return err
 		}

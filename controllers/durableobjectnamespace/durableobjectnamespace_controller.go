@@ -131,6 +131,7 @@ func computeStatus(d *fleetv1alpha1.DurableObjectNamespace, st fleetv1alpha1.Dur
 			fmt.Sprintf("resharding from %d to %d shards (%s): %d of %d shards ready; calls wait for their object's shard", st.Resharding.From, st.Resharding.To, st.Resharding.Phase, st.ReadyShards, desired),
 			metav1.ConditionTrue, fleetv1alpha1.ReasonResharding, "moving objects to the new shard count")
 	case current && st.ReadyShards == desired && st.Shards == desired:
+		st.ServedShards = desired
 		c.SetReady(metav1.ConditionTrue, fleetv1alpha1.ReasonReconciled, fmt.Sprintf("all %d shards are ready", desired),
 			metav1.ConditionFalse, fleetv1alpha1.ReasonRolloutComplete, "rollout complete")
 	case !current:

@@ -46,7 +46,7 @@ func (r *Reconciler) nextReshardPhase(ctx context.Context, d *fleetv1alpha1.Dura
 			return nil, err
 		}
 		next := *cur
-		next.Phase, next.To = fleetv1alpha1.ReshardStarting, d.SpecShards()
+		next.Phase, next.To, next.StoppedAt = fleetv1alpha1.ReshardStarting, d.SpecShards(), ptrTo(metav1.Now())
 		return &next, nil
 	}
 	return nil, nil
@@ -62,7 +62,8 @@ func beginReshard(d *fleetv1alpha1.DurableObjectNamespace, sts *appsv1.StatefulS
 		return nil, common.Blocked(fleetv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
 			"spec.shards: %d → %d needs spec.backup: objects move between shards through the namespace's backup (docs/scaling.md); the %d shards keep serving", live, want, live))
 	}
-	return &fleetv1alpha1.ReshardStatus{From: live, To: want, Phase: fleetv1alpha1.ReshardStopping, StartedAt: metav1.NewTime(time.Now().Truncate(time.Second))}, nil
+	return &fleetv1alpha1.ReshardStatus{From: live, To: want, Phase: fleetv1alpha1.ReshardStopping,
+		StartedAt: metav1.NewTime(time.Now().Truncate(time.Second)), Backup: d.Spec.Backup.DeepCopy()}, nil
 }
 
 // persistReshard writes next as status.resharding, alone, and records the decision.
@@ -85,9 +86,13 @@ func (r *Reconciler) finishReshard(ctx context.Context, d *fleetv1alpha1.Durable
 		return
 	}
 	done := *cur
-	done.Phase, done.FinishedAt = "", ptrTo(metav1.Now())
-	st.Resharding, st.LastReshard = nil, &done
+	done.Phase, done.FinishedAt, done.Backup = "", ptrTo(metav1.Now()), nil
+	st.Resharding, st.LastReshard, st.ServedShards = nil, &done, done.To
 	msg := fmt.Sprintf("resharded from %d to %d shards in %s", done.From, done.To, done.FinishedAt.Sub(done.StartedAt.Time).Round(time.Second))
+	if done.StoppedAt != nil {
+		msg += fmt.Sprintf(" (the old set stopped in %s, the new one started in %s)",
+			done.StoppedAt.Sub(done.StartedAt.Time).Round(time.Second), done.FinishedAt.Sub(done.StoppedAt.Time).Round(time.Second))
+	}
 	log.FromContext(ctx).Info(msg)
 	r.Events.Event(ctx, d, corev1.EventTypeNormal, fleetv1alpha1.ReasonResharded, "Reshard", msg)
 }

@@ -19,7 +19,7 @@ import (
 
 // storeWorker is a Worker whose Durable Object class Store keeps rows in SQLite
 // (ctx.storage.sql) on localDisk: /put?obj=&k=&v= and /get?obj=&k=; /setalarm?obj=&v=
-// (unix ms) and /getalarm?obj=.
+// (unix ms), /getalarm?obj= and /alarms?obj= (how many times its alarm ran).
 const storeWorker = `
 import { DurableObject } from "cloudflare:workers";
 export class Store extends DurableObject {
@@ -60,6 +60,9 @@ export class Store extends DurableObject {
     if (u.pathname === "/getalarm") {
       return new Response(String(await this.ctx.storage.getAlarm()));
     }
+    if (u.pathname === "/alarms") {
+      return new Response(String((await this.ctx.storage.get("alarms")) ?? 0));
+    }
     if (u.pathname === "/put") {
       this.ctx.storage.sql.exec("INSERT OR REPLACE INTO kv VALUES (?, ?)", k, u.searchParams.get("v"));
       return new Response("ok");
@@ -67,7 +70,9 @@ export class Store extends DurableObject {
     const rows = this.ctx.storage.sql.exec("SELECT v FROM kv WHERE k = ?", k).toArray();
     return new Response(rows.length ? rows[0].v : "<none>");
   }
-  async alarm() {}
+  async alarm() {
+    await this.ctx.storage.put("alarms", ((await this.ctx.storage.get("alarms")) ?? 0) + 1);
+  }
 }
 export default {
   fetch(req, env) {

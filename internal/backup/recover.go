@@ -44,10 +44,10 @@ type RecoverOptions struct {
 	// Backup is the store's own backup (spec.backup), Restore the backup it starts
 	// from (spec.restore); either may be nil.
 	Backup, Restore *Source
-	// Reshard is the last change of the shard count (nil: none); OwnedBefore tells
-	// whether this shard owned an object id under Reshard.From.
-	Reshard     *Reshard
-	OwnedBefore func(id string) bool
+	// Reshard is the last change of the shard count (nil: none); OldOwner is the
+	// shard that owned an object id under Reshard.From.
+	Reshard  *Reshard
+	OldOwner func(id string) int32
 }
 
 // Recover makes a pod's volume ready before workerd starts and says what it did. An

@@ -51,6 +51,12 @@ func (t Target) reshardedKey(ordinal int32, r Reshard) string {
 // acknowledged is in the bucket. Called by the sidecar on shutdown, after workerd
 // exited (it is a native sidecar, stopped after the main containers).
 func (r *Replicator) Seal(ctx context.Context) error {
+	r.mu.Lock()
+	lost := r.lost
+	r.mu.Unlock()
+	if lost {
+		return errors.New("backup: no seal: the store's directory was wiped under the pod, so its last pass shipped nothing")
+	}
 	body := []byte(time.Now().UTC().Format(time.RFC3339Nano))
 	_, err := r.mc.PutObject(ctx, r.opts.Bucket, r.opts.sealKey(r.opts.Ordinal), bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
 	return err
@@ -109,7 +115,7 @@ func (o RecoverOptions) maybeReshard(ctx context.Context, log logr.Logger) (stri
 	if o.Backup == nil {
 		return "", errNoBackup
 	}
-	if o.Owns == nil || o.OwnedBefore == nil {
+	if o.Owns == nil || o.OldOwner == nil {
 		return "", errors.New("reshard: the shard's ownership under the old and new counts is required")
 	}
 	mc, err := o.Backup.minio()
@@ -190,7 +196,7 @@ func (o RecoverOptions) moveObjectsAside(aside string) (int, error) {
 			continue
 		}
 		id := ObjectID(path.Base(rel))
-		if o.Owns(id) && o.OwnedBefore(id) {
+		if o.Owns(id) && o.ownedBefore(id) {
 			continue
 		}
 		for _, suffix := range []string{"", "-wal", "-shm"} {
@@ -246,26 +252,84 @@ type alarmRow struct {
 	name sql.NullString
 }
 
-// rebuildAlarms keeps this shard's rows of objects it still owns and adds the rows of
-// the objects moving in, from the old owners' sealed metadata.
+// ownedBefore: this shard owned id under the old count.
+func (o RecoverOptions) ownedBefore(id string) bool { return o.OldOwner(id) == o.Ordinal }
+
+// rebuildAlarms makes this shard's alarm scheduler hold exactly the alarms of the
+// objects it owns now, each as its old owner sealed it (this shard's own rows
+// included: its volume may be new). Rows of another shape, left on a volume kept
+// from an earlier count, are dropped.
 func (o RecoverOptions) rebuildAlarms(ctx context.Context, mc *minio.Client) error {
 	rows, err := o.oldAlarms(ctx, mc)
 	if err != nil {
 		return err
 	}
-	for uk, list := range rows {
-		if err := o.writeAlarms(filepath.Join(o.Dir, uk, MetadataFile), list); err != nil {
-			return err
-		}
+	if err := o.pendingAlarms(rows); err != nil {
+		return err
 	}
 	for uk := range o.localKeys() {
 		if _, ok := rows[uk]; !ok {
-			if err := o.writeAlarms(filepath.Join(o.Dir, uk, MetadataFile), nil); err != nil {
-				return err
-			}
+			rows[uk] = nil
+		}
+	}
+	for uk, list := range rows {
+		if err := writeAlarms(filepath.Join(o.Dir, uk, MetadataFile), list); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// pendingAlarms adds to rows the alarm each object this shard owns holds in its own
+// database (_cf_METADATA key 1, workerd's sqlite-metadata.c++: the alarm the object
+// set, committed with its storage) when no scheduler row has it: a scheduler loses
+// the row of an alarm that was running when its workerd was killed (a shard stopping
+// for a move), while the object still holds the alarm.
+func (o RecoverOptions) pendingAlarms(rows map[string][]alarmRow) error {
+	found, err := databaseFiles(o.Dir)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, list := range rows {
+		for _, r := range list {
+			have[r.id] = true
+		}
+	}
+	for rel := range found {
+		id := ObjectID(path.Base(rel))
+		if path.Base(rel) == MetadataFile || have[id] || !o.Owns(id) {
+			continue
+		}
+		at, ok, err := objectAlarm(filepath.Join(o.Dir, filepath.FromSlash(rel)))
+		if err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
+		}
+		if ok {
+			uk := path.Dir(rel)
+			rows[uk] = append(rows[uk], alarmRow{id: id, at: at})
+		}
+	}
+	return nil
+}
+
+// objectAlarm reads the alarm an object's database holds (ns since the epoch).
+func objectAlarm(file string) (int64, bool, error) {
+	db, err := sql.Open("sqlite", "file:"+file)
+	if err != nil {
+		return 0, false, err
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '_cf_METADATA'`).Scan(&n); err != nil || n == 0 {
+		return 0, false, err
+	}
+	var at sql.NullInt64
+	err = db.QueryRow(`SELECT value FROM _cf_METADATA WHERE key = 1`).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return at.Int64, err == nil && at.Valid, err
 }
 
 // localKeys are the uniqueKey directories of the volume that hold a metadata file.
@@ -280,8 +344,8 @@ func (o RecoverOptions) localKeys() map[string]bool {
 	return out
 }
 
-// oldAlarms reads, by uniqueKey, the alarm rows of the old set's shards (other than
-// this one) for objects that move to this shard.
+// oldAlarms reads, by uniqueKey, the rows of the old set's sealed schedulers for the
+// objects this shard owns now, each from the shard that owned it then.
 func (o RecoverOptions) oldAlarms(ctx context.Context, mc *minio.Client) (map[string][]alarmRow, error) {
 	t := o.Backup.Target
 	out := map[string][]alarmRow{}
@@ -291,9 +355,6 @@ func (o RecoverOptions) oldAlarms(ctx context.Context, mc *minio.Client) (map[st
 	}
 	defer os.RemoveAll(tmp)
 	for k := int32(0); k < o.Reshard.From; k++ {
-		if k == o.Ordinal {
-			continue
-		}
 		prefix := fmt.Sprintf("%s/shards/%d/", t.Prefix, k)
 		files, err := listFiles(ctx, mc, t.Bucket, prefix)
 		if err != nil {
@@ -315,7 +376,7 @@ func (o RecoverOptions) oldAlarms(ctx context.Context, mc *minio.Client) (map[st
 			}
 			uk := path.Dir(file)
 			for _, r := range rows {
-				if o.Owns(r.id) && !o.OwnedBefore(r.id) {
+				if o.Owns(r.id) && o.OldOwner(r.id) == k {
 					out[uk] = append(out[uk], r)
 				}
 			}
@@ -333,9 +394,9 @@ func readAlarms(file string) ([]alarmRow, error) {
 	return readAlarmsDB(db)
 }
 
-// writeAlarms removes the rows of objects this shard no longer owns from file and
-// adds in. The table is created as workerd creates it, so workerd finds it as its own.
-func (o RecoverOptions) writeAlarms(file string, in []alarmRow) error {
+// writeAlarms makes file's alarm table hold exactly rows. The table is created as
+// workerd creates it (alarm-scheduler.c++), so workerd finds it as its own.
+func writeAlarms(file string, rows []alarmRow) error {
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return err
 	}
@@ -348,23 +409,15 @@ func (o RecoverOptions) writeAlarms(file string, in []alarmRow) error {
 	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS _cf_ALARM (actor_id TEXT PRIMARY KEY, scheduled_time INTEGER, actor_name TEXT) WITHOUT ROWID`); err != nil {
 		return err
 	}
-	mine, err := readAlarmsDB(db)
-	if err != nil {
-		return err
-	}
 	tx, err := db.Begin()
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	for _, r := range mine {
-		if !o.Owns(r.id) {
-			if _, err := tx.Exec(`DELETE FROM _cf_ALARM WHERE actor_id = ?`, r.id); err != nil {
-				return err
-			}
-		}
+	if _, err := tx.Exec(`DELETE FROM _cf_ALARM`); err != nil {
+		return err
 	}
-	for _, r := range in {
+	for _, r := range rows {
 		if _, err := tx.Exec(`INSERT OR REPLACE INTO _cf_ALARM (actor_id, scheduled_time, actor_name) VALUES (?, ?, ?)`, r.id, r.at, r.name); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +21,11 @@ import (
 // ownedBy is the ownership of shard ordinal among n (render.ShardFor, as routers route).
 func ownedBy(ordinal, n int32) func(id string) bool {
 	return func(id string) bool { s, _ := render.ShardFor(id, n); return s == ordinal }
+}
+
+// shardOf is the shard of an id among n.
+func shardOf(n int32) func(id string) int32 {
+	return func(id string) int32 { s, _ := render.ShardFor(id, n); return s }
 }
 
 // reshardStore is a store served by n shards (a directory and a workerd each), every
@@ -74,7 +80,7 @@ func (s *reshardStore) reshard(t *testing.T, from, to int32, since time.Time) {
 	}
 	for k := range to {
 		what, err := backup.Recover(context.Background(), backup.RecoverOptions{Dir: s.dirs[k], Ordinal: k,
-			Owns: ownedBy(k, to), OwnedBefore: ownedBy(k, from), Backup: &backup.Source{Target: s.tg},
+			Owns: ownedBy(k, to), OldOwner: shardOf(from), Backup: &backup.Source{Target: s.tg},
 			Reshard: &backup.Reshard{From: from, Since: since}}, testr.New(t))
 		must(t, err)
 		t.Logf("shard %d: %s", k, what)
@@ -142,7 +148,8 @@ func alarmRows(t *testing.T, file string) map[string]int64 {
 	return out
 }
 
-// TestReshardMovesObjectsAndAlarms: 2 → 5 → 3 → 5 shards. Each time every shard ends up
+// TestReshardMovesObjectsAndAlarms: 2 → 5 → 3 → 5 shards (shard 0's volume lost during
+// 5 → 3). Each time every shard ends up
 // with exactly the objects render.ShardFor gives it under the new count, with their
 // newest value and their alarms (moved between the shards' schedulers); running the
 // step again changes nothing.
@@ -156,6 +163,10 @@ func TestReshardMovesObjectsAndAlarms(t *testing.T) {
 		since := time.Now().Add(-time.Second)
 		value := fmt.Sprintf("v%d-%d", step.from, step.to)
 		s.serve(t, step.from, value, true)
+		if step.from == 5 { // shard 0's volume is lost during the move: a new, empty one
+			must(t, os.RemoveAll(s.dirs[0]))
+			must(t, os.MkdirAll(s.dirs[0], 0o700))
+		}
 		s.reshard(t, step.from, step.to, since)
 		s.check(t, step.to, value)
 		s.reshard(t, step.from, step.to, since) // once per pod: a restart changes nothing
@@ -203,9 +214,69 @@ func TestReshardWaitsForTheOldSetsSeals(t *testing.T) {
 	tg := target(s3, "ns/dons/late")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	_, err := backup.Recover(ctx, backup.RecoverOptions{Dir: t.TempDir(), Ordinal: 0, Owns: ownedBy(0, 3), OwnedBefore: ownedBy(0, 2),
+	_, err := backup.Recover(ctx, backup.RecoverOptions{Dir: t.TempDir(), Ordinal: 0, Owns: ownedBy(0, 3), OldOwner: shardOf(2),
 		Backup: &backup.Source{Target: tg}, Reshard: &backup.Reshard{From: 2, Since: time.Now()}}, testr.New(t))
 	if err == nil || !strings.Contains(err.Error(), "shard 0 did not seal") || !strings.Contains(err.Error(), "docs/scaling.md") {
 		t.Fatalf("Recover without the old set's seals: %v, want it to wait for shard 0's seal and name docs/scaling.md", err)
 	}
+}
+
+// TestReshardedAlarmsFire: an alarm due soon after a move runs on the object's new
+// shard, also when its old shard's scheduler had lost its row.
+func TestReshardedAlarmsFire(t *testing.T) {
+	s3 := testenv.StartS3(t, "backups")
+	s := &reshardStore{tg: target(s3, "ns/dons/soon"), ids: map[string]string{}}
+	s.learnIDs(t, 12)
+	due := time.Now().Add(20 * time.Second).UnixMilli()
+	ctx := context.Background()
+	for len(s.dirs) < 2 {
+		s.dirs = append(s.dirs, t.TempDir())
+	}
+	since := time.Now().Add(-time.Second)
+	for k := range int32(2) {
+		w := startWorkerd(t, s.dirs[k])
+		r, err := backup.Start(ctx, backup.Options{Target: s.tg, Dir: s.dirs[k], Ordinal: k, StateDir: t.TempDir()}, testr.New(t))
+		must(t, err)
+		for _, o := range s.objects {
+			if ownedBy(k, 2)(s.ids[o]) {
+				w.call(t, fmt.Sprintf("/setalarm?obj=%s&v=%d", o, due))
+			}
+		}
+		w.stop()
+		if k == 0 {
+			// Shard 0's scheduler lost its rows (an alarm running when workerd was
+			// killed): the objects still hold their alarms.
+			must(t, writeSchedulerRows(filepath.Join(s.dirs[k], "store-key", backup.MetadataFile)))
+		}
+		must(t, r.Close(ctx))
+		must(t, r.Seal(ctx))
+	}
+	s.reshard(t, 2, 3, since)
+	var ws []*workerd
+	for k := range int32(3) {
+		ws = append(ws, startWorkerd(t, s.dirs[k]))
+	}
+	time.Sleep(time.Until(time.UnixMilli(due)) + 5*time.Second)
+	for _, o := range s.objects {
+		for k := range int32(3) {
+			want := "0"
+			if ownedBy(k, 3)(s.ids[o]) {
+				want = "1"
+			}
+			if got := ws[k].call(t, "/alarms?obj="+o); got != want && want == "1" {
+				t.Errorf("%s (shard %d of 3 since the move): its alarm ran %s times on its shard, want once", o, k, got)
+			}
+		}
+	}
+}
+
+// writeSchedulerRows empties workerd's alarm scheduler table in file.
+func writeSchedulerRows(file string) error {
+	db, err := sql.Open("sqlite", "file:"+file)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.Exec(`DELETE FROM _cf_ALARM`)
+	return err
 }

@@ -164,6 +164,8 @@ class Router {
     const start = Date.now();
     let reroutes = 0;
     for (let n = 1; ; n++) {
+      // The count this attempt routes by: another call may adopt a new one meanwhile.
+      const by = this.shards;
       const s = this.owner(id);
       const gw = this.env[`SHARD_${s}`];
       if (!gw) throw this.unavailable(s, new Error("no gateway binding rendered for it"), 0);
@@ -171,12 +173,14 @@ class Router {
         return { s, gw, session: await gw.open(ref) };
       } catch (err) {
         if (err && err.remote && /does not implement the method "open"/.test(message(err))) return { s, gw, session: legacySession(gw, ref) };
-        if (err && err.remote && reroutes < MAX_SHARDS && this.adopt(misroutedCount(err))) {
+        const served = err && err.remote ? misroutedCount(err) : 0;
+        if (served > 0 && served !== by && reroutes < MAX_SHARDS) {
+          this.adopt(served);
           reroutes++;
           continue;
         }
         if (!this.ownerAway(err)) throw err;
-        if (n >= 2 && reroutes < MAX_SHARDS && await this.probe(s)) {
+        if (reroutes < MAX_SHARDS && (this.shards !== by || (n >= 2 && await this.probe(s)))) {
           reroutes++;
           continue;
         }

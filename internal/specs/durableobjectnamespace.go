@@ -90,7 +90,12 @@ func channelLimitArgs(c *fleetv1alpha1.ChannelsSpec) []string {
 
 // DONSBackup is d's spec.backup and spec.restore as its shard pods need them.
 func DONSBackup(d *fleetv1alpha1.DurableObjectNamespace) StoreBackup {
-	return StoreBackup{Backup: d.Spec.Backup, Restore: d.Spec.Restore, Path: d.BackupPath(), Shards: d.ShardSetShards(), Reshard: reshardOf(d)}
+	b := StoreBackup{Backup: d.Spec.Backup, Restore: d.Spec.Restore, Path: d.BackupPath(), Shards: d.ShardSetShards(), Reshard: reshardOf(d)}
+	if r := d.Status.Resharding; r != nil && r.Backup != nil {
+		// The objects move through the backup the old shards shipped to.
+		b.Backup, b.Path = r.Backup, d.BackupPathOf(r.Backup)
+	}
+	return b
 }
 
 // reshardOf is the latest change of d's shard count as its restore init container

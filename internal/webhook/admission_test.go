@@ -379,7 +379,15 @@ func cases(tbl *limits.Table) []admitCase {
 		// (docs/scaling.md): refused without one, admitted with one.
 		admitCase{name: "don-shards-change-without-backup-rejected", obj: newDON("shards-change", limits.Paid, nil),
 			update:  func(o client.Object) { o.(*v1alpha1.DurableObjectNamespace).Spec.Shards = ptr(int32(2)) },
-			wantErr: []string{"spec", "shards: a change moves objects between shards through the namespace's backup", "set spec.backup first (docs/scaling.md)"}},
+			wantErr: []string{"spec", "shards: a change moves objects between shards through the namespace's backup", "set spec.backup first, then change shards (docs/scaling.md)"}},
+		admitCase{name: "don-shards-change-with-new-backup-rejected", obj: newDON("shards-new-backup", limits.Paid, nil),
+			update: func(o client.Object) {
+				d := o.(*v1alpha1.DurableObjectNamespace)
+				d.Spec.Shards = ptr(int32(2))
+				d.Spec.Backup = &v1alpha1.BackupSpec{S3: v1alpha1.S3BucketSource{Endpoint: "https://s3.example.com", Bucket: "backups",
+					CredentialsSecret: v1alpha1.LocalObjectReference{Name: "creds"}}}
+			},
+			wantErr: []string{"which the running shards must already ship"}},
 		admitCase{name: "don-shards-change-with-backup", obj: newDON("shards-move", limits.Paid, func(s *v1alpha1.DurableObjectNamespaceSpec) {
 			s.Backup = &v1alpha1.BackupSpec{S3: v1alpha1.S3BucketSource{Endpoint: "https://s3.example.com", Bucket: "backups",
 				CredentialsSecret: v1alpha1.LocalObjectReference{Name: "creds"}}}

@@ -11,10 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/workerd-operator/workerd-operator/internal/devcluster"
 )
 
@@ -99,27 +95,4 @@ func do(t *testing.T, req *http.Request) (*http.Response, string) {
 }
 
 // podLogs logs the containers' logs of the pods whose names start with the prefixes.
-func podLogs(t *testing.T, prefixes ...string) {
-	cs, err := kubernetes.NewForConfig(cluster.RestConfig())
-	if err != nil {
-		t.Log(err)
-		return
-	}
-	ctx := context.Background()
-	pods, err := cs.CoreV1().Pods(sampleNS).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Log(err)
-		return
-	}
-	for _, p := range pods.Items {
-		for _, pre := range prefixes {
-			if !strings.HasPrefix(p.Name, pre) {
-				continue
-			}
-			for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
-				b, err := cs.CoreV1().Pods(sampleNS).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
-				t.Logf("logs of %s/%s (%v):\n%s", p.Name, c.Name, err, b)
-			}
-		}
-	}
-}
+func podLogs(t *testing.T, prefixes ...string) { podLogLines(t, "", prefixes...) }
