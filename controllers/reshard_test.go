@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -125,6 +129,40 @@ func TestReshardPhases(t *testing.T) {
 	if got, err := routedShards(t, ns, "chat"); err != nil || got != "2" {
 		t.Errorf("callers route by %q while resharding (%v), want 2: they learn 3 from the new set's gateways", got, err)
 	}
+	// An old shard that never sealed is waived by annotation: the new set's restore
+	// config stops waiting for it; a shard the old set did not have is refused.
+	annotate := func(v string) {
+		t.Helper()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := getDONS(t, key)
+			cur.Annotations = map[string]string{fleetv1alpha1.AnnotationUnsealedShards: v}
+			return k8sClient.Update(ctx, cur)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	annotate("1")
+	eventually(t, "shard 1 waived in the restore config", func() error {
+		if _, rs, err := shardSetState(t, ns, "rooms"); err != nil || rs == nil || !slices.Equal(rs.Unsealed, []int32{1}) {
+			return fmt.Errorf("reshard config %+v (%v)", rs, err)
+		}
+		return nil
+	})
+	annotate("2")
+	eventually(t, "a shard the old set did not have refused", func() error {
+		c := meta.FindStatusCondition(getDONS(t, key).Status.Conditions, "Ready")
+		if c == nil || c.Reason != fleetv1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, fleetv1alpha1.AnnotationUnsealedShards) {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		return nil
+	})
+	annotate("")
+	eventually(t, "no shard waived", func() error {
+		if _, rs, err := shardSetState(t, ns, "rooms"); err != nil || rs == nil || len(rs.Unsealed) != 0 {
+			return fmt.Errorf("reshard config %+v (%v)", rs, err)
+		}
+		return nil
+	})
 	sts, _, err := shardSetState(t, ns, "rooms")
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,11 @@ func (r *Reconciler) nextReshardPhase(ctx context.Context, d *fleetv1alpha1.Dura
 		return nil, client.IgnoreNotFound(err)
 	}
 	cur := d.Status.Resharding
+	if cur != nil {
+		if err := r.checkUnsealed(ctx, d, cur); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case cur == nil:
 		return beginReshard(d, sts)
@@ -105,3 +110,18 @@ func ptrValue(p *int32) int32 {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// checkUnsealed refuses a bad unsealed-shards annotation and records, as a Warning,
+// the shards a change goes on without (their last writes are lost).
+func (r *Reconciler) checkUnsealed(ctx context.Context, d *fleetv1alpha1.DurableObjectNamespace, cur *fleetv1alpha1.ReshardStatus) error {
+	waived, err := d.UnsealedShards(cur.From)
+	if err != nil {
+		return common.Blocked(fleetv1alpha1.ReasonInvalidSpec, err.Error()+" (docs/scaling.md)")
+	}
+	if len(waived) > 0 {
+		msg := fmt.Sprintf("resharding from %d to %d shards without the seals of shards %v: their objects move as of their last shipped state, losing the writes they acknowledged after it", cur.From, cur.To, waived)
+		log.FromContext(ctx).Info(msg)
+		r.Events.Event(ctx, d, corev1.EventTypeWarning, fleetv1alpha1.ReasonResharding, "Reshard", msg)
+	}
+	return nil
+}

@@ -97,8 +97,9 @@ func (r *Replicator) pass(ctx context.Context, force bool) error {
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, s := range gone {
-		r.forget(ctx, s)
+		errs = append(errs, r.forget(ctx, s))
 	}
 	if err := r.shipBlobs(ctx); err != nil {
 		return err
@@ -106,13 +107,11 @@ func (r *Replicator) pass(ctx context.Context, force bool) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(shipConcurrency)
 	var mu sync.Mutex
-	var errs []error
 	for _, s := range ships {
 		g.Go(func() error {
 			err := s.ship(gctx, r, force)
 			if errors.Is(err, errGone) {
-				r.forget(ctx, s)
-				err = nil
+				err = r.forget(ctx, s)
 			}
 			if err != nil {
 				mu.Lock()
@@ -180,20 +179,21 @@ func (r *Replicator) scan() (ships, gone []*shipper, err error) {
 }
 
 // forget stops shipping a removed file and records its removal, so a restore to a
-// later time does not bring it back.
-func (r *Replicator) forget(ctx context.Context, s *shipper) {
+// later time does not bring it back. A record that did not go up is an error of the
+// pass, so no seal follows it.
+func (r *Replicator) forget(ctx context.Context, s *shipper) error {
 	r.mu.Lock()
 	if r.dbs[s.rel] != s || r.lost {
 		r.mu.Unlock()
-		return
+		return nil
 	}
 	delete(r.dbs, s.rel)
 	r.mu.Unlock()
 	if err := s.upload(ctx, r, kindDeleted, func(*os.File) error { return nil }); err != nil {
-		r.log.Error(err, "backup: record a removed database", "file", s.rel)
-		return
+		return fmt.Errorf("backup: record the removal of %s: %w", s.rel, err)
 	}
 	r.log.Info("backup: database removed; recorded", "file", s.rel)
+	return nil
 }
 
 // databaseFiles lists dir's database files in workerd's layout, as paths relative to

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,9 @@ import (
 type Reshard struct {
 	From  int32     `json:"from"`
 	Since time.Time `json:"since"`
+	// Unsealed are shards of the old set not waited for: their objects move as of
+	// their last shipped state (the operator's unsealed-shards annotation).
+	Unsealed []int32 `json:"unsealed,omitempty"`
 }
 
 // id names the reshard in the markers that make the step run once per pod.
@@ -83,6 +87,10 @@ func sealedAt(ctx context.Context, mc *minio.Client, t Target, ordinal int32) (t
 // the newest state of an object that moves may still be on its old owner's volume.
 func waitSeals(ctx context.Context, mc *minio.Client, t Target, r Reshard, log logr.Logger) error {
 	for k := int32(0); k < r.From; k++ {
+		if slices.Contains(r.Unsealed, k) {
+			log.Info("backup: reshard: not waiting for this shard's seal (unsealed-shards): its objects move as of their last shipped state; writes it acknowledged after that are lost", "shard", k)
+			continue
+		}
 		for n := 0; ; n++ {
 			at, err := sealedAt(ctx, mc, t, k)
 			if err == nil && !at.Before(r.Since) {
@@ -94,7 +102,7 @@ func waitSeals(ctx context.Context, mc *minio.Client, t Target, r Reshard, log l
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("reshard from %d shards: shard %d did not seal after %s (its pod did not stop cleanly with its last changes shipped; docs/scaling.md): %w", r.From, k, r.Since.Format(time.RFC3339), ctx.Err())
+				return fmt.Errorf("reshard from %d shards: shard %d did not seal after %s (its pod did not stop cleanly with its last changes shipped; annotation fleet.workerd-operator.io/unsealed-shards lets the change go on without it, docs/scaling.md): %w", r.From, k, r.Since.Format(time.RFC3339), ctx.Err())
 			case <-time.After(time.Second):
 			}
 		}

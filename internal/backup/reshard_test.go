@@ -219,6 +219,14 @@ func TestReshardWaitsForTheOldSetsSeals(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "shard 0 did not seal") || !strings.Contains(err.Error(), "docs/scaling.md") {
 		t.Fatalf("Recover without the old set's seals: %v, want it to wait for shard 0's seal and name docs/scaling.md", err)
 	}
+	// Waived (the unsealed-shards annotation): it goes on at once.
+	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	what, err := backup.Recover(ctx, backup.RecoverOptions{Dir: t.TempDir(), Ordinal: 0, Owns: ownedBy(0, 3), OldOwner: shardOf(2),
+		Backup: &backup.Source{Target: tg}, Reshard: &backup.Reshard{From: 2, Since: time.Now(), Unsealed: []int32{0, 1}}}, testr.New(t))
+	if err != nil || !strings.Contains(what, "resharded from 2 shards") {
+		t.Fatalf("Recover with shards 0 and 1 unsealed: %q, %v; want the step done without waiting", what, err)
+	}
 }
 
 // TestReshardedAlarmsFire: an alarm due soon after a move runs on the object's new

@@ -105,5 +105,10 @@ func reshardOf(d *fleetv1alpha1.DurableObjectNamespace) *backup.Reshard {
 	if r == nil {
 		return nil
 	}
-	return &backup.Reshard{From: r.From, Since: r.StartedAt.Time}
+	rs := &backup.Reshard{From: r.From, Since: r.StartedAt.Time}
+	if d.Status.Resharding != nil {
+		// Only while the change is under way: a finished one does not roll the shards.
+		rs.Unsealed, _ = d.UnsealedShards(r.From) // the controller refuses a bad list first
+	}
+	return rs
 }
