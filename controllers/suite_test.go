@@ -83,7 +83,7 @@ func runSuite(m *testing.M) int {
 }
 
 // newNamespace creates a namespace for one test.
-func newNamespace(t *testing.T) string {
+func newNamespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "t-"}}
 	if err := k8sClient.Create(context.Background(), ns); err != nil {
