@@ -105,9 +105,11 @@ func TestReshardPhases(t *testing.T) {
 		}
 		return err
 	})
-	d = getDONS(t, key)
-	d.Spec.Shards = ptr.To[int32](3)
-	if err := k8sClient.Update(ctx, d); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d = getDONS(t, key)
+		d.Spec.Shards = ptr.To[int32](3)
+		return k8sClient.Update(ctx, d)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	// envtest runs no StatefulSet controller: no pod exists, so the old set is gone as
@@ -163,12 +165,15 @@ func TestReshardPhases(t *testing.T) {
 		}
 		return nil
 	})
-	sts, _, err := shardSetState(t, ns, "rooms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: 3, ReadyReplicas: 3, UpdatedReplicas: 3, AvailableReplicas: 3}
-	if err := k8sClient.Status().Update(ctx, sts); err != nil {
+	// As the StatefulSet controller would report it: every new shard ready.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sts, _, err := shardSetState(t, ns, "rooms")
+		if err != nil {
+			return err
+		}
+		sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: 3, ReadyReplicas: 3, UpdatedReplicas: 3, AvailableReplicas: 3}
+		return k8sClient.Status().Update(ctx, sts)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the change finished and callers route by 3", func() error {
