@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -47,11 +48,11 @@ func (r *Reconciler) nextReshardPhase(ctx context.Context, d *fleetv1alpha1.Dura
 		return beginReshard(d, sts)
 	case cur.Phase == fleetv1alpha1.ReshardStopping:
 		pods, err := common.ListPods(ctx, r.Client, d.Namespace, sts.Spec.Selector.MatchLabels)
-		if err != nil || len(pods) > 0 || ptrValue(sts.Spec.Replicas) != 0 || sts.Status.Replicas != 0 {
+		if err != nil || len(pods) > 0 || ptr.Deref(sts.Spec.Replicas, 1) != 0 || sts.Status.Replicas != 0 {
 			return nil, err
 		}
 		next := *cur
-		next.Phase, next.To, next.StoppedAt = fleetv1alpha1.ReshardStarting, d.SpecShards(), ptrTo(metav1.Now())
+		next.Phase, next.To, next.StoppedAt = fleetv1alpha1.ReshardStarting, d.SpecShards(), ptr.To(metav1.Now())
 		return &next, nil
 	}
 	return nil, nil
@@ -59,7 +60,7 @@ func (r *Reconciler) nextReshardPhase(ctx context.Context, d *fleetv1alpha1.Dura
 
 // beginReshard starts a change when the live set serves another count than spec.shards.
 func beginReshard(d *fleetv1alpha1.DurableObjectNamespace, sts *appsv1.StatefulSet) (*fleetv1alpha1.ReshardStatus, error) {
-	live, want := ptrValue(sts.Spec.Replicas), d.SpecShards()
+	live, want := ptr.Deref(sts.Spec.Replicas, 1), d.SpecShards()
 	if live == 0 || live == want {
 		return nil, nil
 	}
@@ -91,7 +92,7 @@ func (r *Reconciler) finishReshard(ctx context.Context, d *fleetv1alpha1.Durable
 		return
 	}
 	done := *cur
-	done.Phase, done.FinishedAt, done.Backup = "", ptrTo(metav1.Now()), nil
+	done.Phase, done.FinishedAt, done.Backup = "", ptr.To(metav1.Now()), nil
 	st.Resharding, st.LastReshard, st.ServedShards = nil, &done, done.To
 	msg := fmt.Sprintf("resharded from %d to %d shards in %s", done.From, done.To, done.FinishedAt.Sub(done.StartedAt.Time).Round(time.Second))
 	if done.StoppedAt != nil {
@@ -101,15 +102,6 @@ func (r *Reconciler) finishReshard(ctx context.Context, d *fleetv1alpha1.Durable
 	log.FromContext(ctx).Info(msg)
 	r.Events.Event(ctx, d, corev1.EventTypeNormal, fleetv1alpha1.ReasonResharded, "Reshard", msg)
 }
-
-func ptrValue(p *int32) int32 {
-	if p == nil {
-		return 1
-	}
-	return *p
-}
-
-func ptrTo[T any](v T) *T { return &v }
 
 // checkUnsealed refuses a bad unsealed-shards annotation and records, as a Warning,
 // the shards a change goes on without (their last writes are lost).

@@ -399,7 +399,20 @@ func readAlarms(file string) ([]alarmRow, error) {
 		return nil, err
 	}
 	defer db.Close()
-	return readAlarmsDB(db)
+	rs, err := db.Query(`SELECT actor_id, scheduled_time, actor_name FROM _cf_ALARM`)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []alarmRow
+	for rs.Next() {
+		var r alarmRow
+		if err := rs.Scan(&r.id, &r.at, &r.name); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rs.Err()
 }
 
 // writeAlarms makes file's alarm table hold exactly rows. The table is created as
@@ -435,23 +448,6 @@ func writeAlarms(file string, rows []alarmRow) error {
 	}
 	_, err = db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
 	return err
-}
-
-func readAlarmsDB(db *sql.DB) ([]alarmRow, error) {
-	rs, err := db.Query(`SELECT actor_id, scheduled_time, actor_name FROM _cf_ALARM`)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	var out []alarmRow
-	for rs.Next() {
-		var r alarmRow
-		if err := rs.Scan(&r.id, &r.at, &r.name); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rs.Err()
 }
 
 // errNoBackup: a reshard reads the old set's last state from the store's own backup.
