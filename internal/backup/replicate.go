@@ -169,7 +169,7 @@ func (r *Replicator) scan() (ships, gone []*shipper, err error) {
 			continue
 		}
 		if key, ok := r.opts.keyOf(rel, r.opts.Ordinal); ok {
-			r.dbs[rel] = sqliteShipper(rel, filepath.Join(r.opts.Dir, rel), key)
+			r.dbs[rel] = sqliteShipper(rel, filepath.Join(r.opts.Dir, rel), key, r.opts.StateDir)
 		}
 	}
 	for _, s := range r.dbs {

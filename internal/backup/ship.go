@@ -82,10 +82,11 @@ type shipper struct {
 }
 
 // sqliteShipper ships the SQLite file at path (rel under the store's directory).
-func sqliteShipper(rel, path, key string) *shipper {
+// tmp is where copies of a database nobody has open are read (readQuiet).
+func sqliteShipper(rel, path, key, tmp string) *shipper {
 	return &shipper{rel: rel, path: path, key: key, guided: true,
 		read: func(ctx context.Context, keep func(uint32, uint64) bool) (header, []page, []uint64, error) {
-			return readPages(ctx, path, keep)
+			return readPages(ctx, path, tmp, keep)
 		},
 		statf: func() (fileStat, error) { return statOf(path) },
 	}
@@ -94,14 +95,30 @@ func sqliteShipper(rel, path, key string) *shipper {
 // readPages reads every page of the database at path in one consistent state and
 // returns the page size and the pages for which keep(pgno, hash) is true, with every
 // page's hash. A file without a WAL (workerd closed it: the WAL was checkpointed and
-// removed) is read as it lies; otherwise in one read transaction of a read-only
+// removed) is read as it lies; an open one in one read transaction of a read-only
 // connection: a WAL reader never blocks the writer, and a file opened read-only can
-// never be locked for writing.
-func readPages(ctx context.Context, path string, keep func(no uint32, h uint64) bool) (header, []page, []uint64, error) {
+// never be locked for writing. One with a WAL that nobody has open is read from a
+// copy (readQuiet), made again if the database was opened meanwhile.
+func readPages(ctx context.Context, path, tmp string, keep func(no uint32, h uint64) bool) (header, []page, []uint64, error) {
 	if h, pages, hashes, ok, err := readClosed(path, keep); ok || err != nil {
 		return h, pages, hashes, err
 	}
-	return readOpen(ctx, path, keep)
+	for attempt := 1; ; attempt++ {
+		var h header
+		var pages []page
+		var hashes []uint64
+		open, err := pinned(path, func() (err error) {
+			h, pages, hashes, err = readOpen(ctx, path, keep)
+			return err
+		})
+		if open || err != nil {
+			return h, pages, hashes, err
+		}
+		h, pages, hashes, err = readQuiet(ctx, path, tmp, keep)
+		if !errors.Is(err, errNotQuiet) || attempt == wholeReadAttempts {
+			return h, pages, hashes, err
+		}
+	}
 }
 
 // readClosed reads a database file that has no WAL, page by page, and reports ok

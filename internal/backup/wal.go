@@ -159,7 +159,19 @@ var errNoGuide = errors.New("the WAL does not tell which pages changed")
 // transaction took its snapshot), and returns them with old's hashes updated and the
 // cursor of the next read: the WAL index's mark read before the transaction began,
 // all of whose frames the snapshot holds. keep selects the pages returned.
-func readGuided(ctx context.Context, path string, c walCursor, old []uint64, keep func(no uint32, h uint64) bool) (header, []page, []uint64, walCursor, error) {
+// A database nobody has open is not opened (pinned): its pages are read from a copy.
+func readGuided(ctx context.Context, path string, c walCursor, old []uint64, keep func(no uint32, h uint64) bool) (h header, pages []page, hashes []uint64, next walCursor, err error) {
+	open, err := pinned(path, func() (err error) {
+		h, pages, hashes, next, err = readGuidedOpen(ctx, path, c, old, keep)
+		return err
+	})
+	if err == nil && !open {
+		err = errNoGuide
+	}
+	return h, pages, hashes, next, err
+}
+
+func readGuidedOpen(ctx context.Context, path string, c walCursor, old []uint64, keep func(no uint32, h uint64) bool) (header, []page, []uint64, walCursor, error) {
 	mark, ok := walMark(path)
 	if !ok || c.salt == [2]uint32{} || mark.salt != c.salt || mark.frames < c.frames {
 		return header{}, nil, nil, walCursor{}, errNoGuide

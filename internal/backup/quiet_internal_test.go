@@ -1,0 +1,133 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// openerEnv names the database TestHelperOpener opens and writes in a child process.
+const openerEnv = "BACKUP_TEST_OPENER_DB"
+
+// TestHelperOpener is not a test: in a child process of TestNoOpenerSeesBusy it opens
+// the database, writes one row and closes it, over and over, as workerd does with a
+// Durable Object's database when the object is used and evicted. Like workerd it sets
+// no busy handler, so any lock the backup holds that it would wait on fails it.
+func TestHelperOpener(t *testing.T) {
+	path := os.Getenv(openerEnv)
+	if path == "" {
+		t.Skip("runs only as TestNoOpenerSeesBusy's child process")
+	}
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		if err := openWriteClose(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func openWriteClose(path string) error {
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	for _, stmt := range []string{"PRAGMA journal_mode=WAL", "INSERT INTO t VALUES (randomblob(3000))"} {
+		if _, err := db.Exec(stmt); err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	return nil
+}
+
+// TestNoOpenerSeesBusy: a process that opens and closes a database again and again
+// with no busy handler (workerd) never fails while the backup reads it as fast as it
+// can. The first connection to a WAL database rebuilds its index under an exclusive
+// lock (https://www.sqlite.org/walformat.html#recovery); the backup must never be it.
+func TestNoOpenerSeesBusy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "obj.sqlite")
+	if err := createTable(path); err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestHelperOpener$", "-test.count=1")
+	child.Env = append(os.Environ(), openerEnv+"="+path)
+	var out bytes.Buffer
+	child.Stdout, child.Stderr = &out, &out
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- child.Wait() }()
+	tmp, reads := t.TempDir(), 0
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("the opener failed while the backup read the database %d times: %v\n%s", reads, err, out.String())
+			}
+			if reads < 100 {
+				t.Fatalf("only %d reads ran beside the opener; the test proves nothing", reads)
+			}
+			t.Logf("%d reads beside the opener", reads)
+			checkReadsAsSQLite(t, path, tmp)
+			return
+		default:
+		}
+		if _, _, _, err := readPages(context.Background(), path, tmp, func(uint32, uint64) bool { return true }); err != nil {
+			t.Fatalf("read %d: %v", reads+1, err)
+		}
+		reads++
+	}
+}
+
+func createTable(path string) error {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(wal)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.Exec("CREATE TABLE t (v BLOB)")
+	return err
+}
+
+// checkReadsAsSQLite: the pages readPages returns make a database holding what SQLite
+// itself reads from path.
+func checkReadsAsSQLite(t *testing.T, path, tmp string) {
+	_, pages, _, err := readPages(context.Background(), path, tmp, func(uint32, uint64) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := filepath.Join(t.TempDir(), "rebuilt.sqlite")
+	f, err := os.Create(rebuilt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pages {
+		if _, err := f.WriteAt(p.Data, int64(p.No-1)*int64(len(p.Data))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	if got, want := rowCount(t, rebuilt), rowCount(t, path); got != want || want == 0 {
+		t.Errorf("the pages read hold %d rows; SQLite reads %d from the database", got, want)
+	}
+}
+
+func rowCount(t *testing.T, path string) int {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow("SELECT count(*) FROM t").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
