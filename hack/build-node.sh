@@ -7,6 +7,7 @@
 # Binaries: kubelet, kube-proxy       -> $CACHE/k8s/v$K8S_VERSION/
 #           containerd, containerd-shim-runc-v2, ctr -> $CACHE/containerd/v$CONTAINERD_VERSION/
 #           coredns (kubernetes, errors, log plugins only) -> $CACHE/coredns/v$COREDNS_VERSION/
+#           metrics-server (the resource metrics API HPAs read) -> $CACHE/metrics-server/v$METRICS_SERVER_VERSION/
 # Packages: runc, containernetworking-plugins, iptables (apt-get, only when root and
 #           missing; without root a missing package is reported and the script fails).
 #
@@ -21,19 +22,22 @@ source "$(dirname "$0")/lib/k8s-wrapper.sh"
 K8S_VERSION="${K8S_VERSION:-1.37.2}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-2.4.2}"
 COREDNS_VERSION="${COREDNS_VERSION:-1.15.0}"
+METRICS_SERVER_VERSION="${METRICS_SERVER_VERSION:-0.8.0}"
 CACHE="${WORKERD_OPERATOR_CACHE:-$HOME/.cache/workerd-operator}"
 K8S_OUT="$CACHE/k8s/v$K8S_VERSION"
 CTD_OUT="$CACHE/containerd/v$CONTAINERD_VERSION"
 DNS_OUT="$CACHE/coredns/v$COREDNS_VERSION"
+MS_OUT="$CACHE/metrics-server/v$METRICS_SERVER_VERSION"
 STAGING_VERSION="v0.${K8S_VERSION#1.}"
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(packages kubelet kube-proxy containerd containerd-shim-runc-v2 ctr coredns)
+[ ${#want[@]} -gt 0 ] || want=(packages kubelet kube-proxy containerd containerd-shim-runc-v2 ctr coredns metrics-server)
 
 out_of() {
   case "$1" in
     kubelet|kube-proxy) echo "$K8S_OUT/$1" ;;
     containerd|containerd-shim-runc-v2|ctr) echo "$CTD_OUT/$1" ;;
     coredns) echo "$DNS_OUT/$1" ;;
+    metrics-server) echo "$MS_OUT/$1" ;;
     *) echo "unknown binary $1" >&2; exit 2 ;;
   esac
 }
@@ -60,7 +64,7 @@ ensure_packages() {
   ) 8>"$CACHE/.apt.lock"
 }
 
-mkdir -p "$K8S_OUT" "$CTD_OUT" "$DNS_OUT"
+mkdir -p "$K8S_OUT" "$CTD_OUT" "$DNS_OUT" "$MS_OUT"
 missing=()
 pkgs=0
 for b in "${want[@]}"; do
@@ -69,7 +73,7 @@ for b in "${want[@]}"; do
 done
 [ $pkgs = 0 ] || ensure_packages
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "node: cached in $K8S_OUT, $CTD_OUT and $DNS_OUT" >&2
+  echo "node: cached in $K8S_OUT, $CTD_OUT, $DNS_OUT and $MS_OUT" >&2
   exit 0
 fi
 # One builder at a time per machine.
@@ -150,16 +154,28 @@ GO
   mv "$DNS_OUT/coredns.tmp" "$DNS_OUT/coredns"
 }
 
-k8s=(); ctd=(); dns=()
+# metrics-server's module has no replace directives: go install builds it as released.
+build_metrics_server() {
+  local tmp="$MS_OUT/.gobin"
+  echo "node: building metrics-server v$METRICS_SERVER_VERSION (first time only)" >&2
+  rm -rf "$tmp"
+  GOBIN="$tmp" go install -trimpath -ldflags "$ldflags" "sigs.k8s.io/metrics-server/cmd/metrics-server@v$METRICS_SERVER_VERSION"
+  mv "$tmp/metrics-server" "$MS_OUT/metrics-server"
+  rm -rf "$tmp"
+}
+
+k8s=(); ctd=(); dns=(); ms=()
 for b in "${missing[@]}"; do
   [ -x "$(out_of "$b")" ] && continue # built by another builder while we waited
   case "$b" in
     kubelet|kube-proxy) k8s+=("$b") ;;
     coredns) dns+=("$b") ;;
+    metrics-server) ms+=("$b") ;;
     *) ctd+=("$b") ;;
   esac
 done
 [ ${#k8s[@]} -eq 0 ] || build_k8s "${k8s[@]}"
 [ ${#ctd[@]} -eq 0 ] || build_containerd "${ctd[@]}"
 [ ${#dns[@]} -eq 0 ] || build_coredns
-echo "node: ready in $K8S_OUT, $CTD_OUT and $DNS_OUT" >&2
+[ ${#ms[@]} -eq 0 ] || build_metrics_server
+echo "node: ready in $K8S_OUT, $CTD_OUT, $DNS_OUT and $MS_OUT" >&2

@@ -25,13 +25,14 @@ import (
 )
 
 const (
-	containerdVersion = "2.4.2"
-	corednsVersion    = "1.15.0"
-	nodeName          = "realnode"
-	nodeIP            = "10.250.0.1" // on the namespace's loopback; the API server advertises it
-	podCIDR           = "10.244.0.0/24"
-	serviceCIDR       = "10.96.0.0/16"
-	apiServiceIP      = "10.96.0.1"
+	containerdVersion    = "2.4.2"
+	corednsVersion       = "1.15.0"
+	metricsServerVersion = "0.8.0"
+	nodeName             = "realnode"
+	nodeIP               = "10.250.0.1" // on the namespace's loopback; the API server advertises it
+	podCIDR              = "10.244.0.0/24"
+	serviceCIDR          = "10.96.0.0/16"
+	apiServiceIP         = "10.96.0.1"
 )
 
 // kubeletSysctls are the VM-wide sysctls the kubelet sets unless they already hold
@@ -231,6 +232,10 @@ func startNode(ctx context.Context, dir, cgroupRoot string, logf func(string, ..
 	if err := n.startCoreDNS(ctx); err != nil {
 		return nil, err
 	}
+	logf("starting metrics-server")
+	if err := n.startMetricsServer(ctx); err != nil {
+		return nil, err
+	}
 	ok = true
 	return n, nil
 }
@@ -268,6 +273,10 @@ func (n *node) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	fcrt, fkey, err := p.issue("front-proxy-client", "front-proxy-client", nil, nil, nil)
+	if err != nil {
+		return err
+	}
 	api, err := n.spawn("kube-apiserver", filepath.Join(cp, "kube-apiserver"),
 		"--etcd-servers=http://127.0.0.1:2379",
 		"--bind-address=0.0.0.0", "--advertise-address="+nodeIP, "--secure-port=6443",
@@ -283,6 +292,15 @@ func (n *node) startControlPlane(ctx context.Context) error {
 		"--kubelet-certificate-authority="+p.CA,
 		"--kubelet-preferred-address-types=InternalIP",
 		"--allow-privileged=false",
+		// The aggregation layer (metrics-server's API): the API server proxies with
+		// the front-proxy client certificate, straight to the Service's endpoints.
+		"--requestheader-client-ca-file="+p.CA,
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file="+fcrt, "--proxy-client-key-file="+fkey,
+		"--enable-aggregator-routing=true",
 	)
 	if err != nil {
 		return err

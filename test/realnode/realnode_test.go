@@ -76,16 +76,18 @@ func run(m *testing.M) int {
 type binaries struct {
 	controlPlane, k8s, containerd string
 	runc, cniDir, coredns         string
+	metricsServer                 string
 }
 
 func findBinaries() (*binaries, error) {
 	cache := toolchain.CacheDir()
 	b := &binaries{
-		controlPlane: filepath.Join(cache, "k8s", "v"+podcontract.KubernetesVersion),
-		k8s:          filepath.Join(cache, "k8s", "v"+podcontract.KubernetesVersion),
-		containerd:   filepath.Join(cache, "containerd", "v"+containerdVersion),
-		cniDir:       "/usr/lib/cni",
-		coredns:      filepath.Join(cache, "coredns", "v"+corednsVersion, "coredns"),
+		controlPlane:  filepath.Join(cache, "k8s", "v"+podcontract.KubernetesVersion),
+		k8s:           filepath.Join(cache, "k8s", "v"+podcontract.KubernetesVersion),
+		containerd:    filepath.Join(cache, "containerd", "v"+containerdVersion),
+		cniDir:        "/usr/lib/cni",
+		coredns:       filepath.Join(cache, "coredns", "v"+corednsVersion, "coredns"),
+		metricsServer: filepath.Join(cache, "metrics-server", "v"+metricsServerVersion, "metrics-server"),
 	}
 	var missing []string
 	for _, f := range []string{
@@ -94,7 +96,7 @@ func findBinaries() (*binaries, error) {
 		filepath.Join(b.k8s, "kubelet"), filepath.Join(b.k8s, "kube-proxy"),
 		filepath.Join(b.containerd, "containerd"), filepath.Join(b.containerd, "containerd-shim-runc-v2"), filepath.Join(b.containerd, "ctr"),
 		filepath.Join(b.cniDir, "bridge"), filepath.Join(b.cniDir, "host-local"), filepath.Join(b.cniDir, "loopback"),
-		b.coredns,
+		b.coredns, b.metricsServer,
 	} {
 		if _, err := os.Stat(f); err != nil {
 			missing = append(missing, f)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,40 +39,11 @@ func TestRolloutWithoutFailedRequests(t *testing.T) {
 	}
 	url := serviceURL(t, name) + "/rollout"
 	const newGreeting = "Hello again from workerd-operator"
-	var ok, failed atomic.Int64
-	var mu sync.Mutex
-	var failures []string
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for c := 0; c < 2; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := get(url); err != nil {
-					failed.Add(1)
-					mu.Lock()
-					if len(failures) < 10 {
-						failures = append(failures, time.Now().Format("15:04:05.000")+" "+err.Error())
-					}
-					mu.Unlock()
-				} else {
-					ok.Add(1)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		}()
-	}
+	l := startLoad(httpClient, url, 2, 20*time.Millisecond)
+	t.Cleanup(l.stop)
 	time.Sleep(time.Second)
 	patch := fmt.Sprintf(`{"spec":{"bindings":[{"name":"GREETING","text":%q},{"name":"SETTINGS","json":"{\"region\": \"local\", \"features\": [\"kv-less\", \"cron\"]}"}]}}`, newGreeting)
 	if _, err := cluster.dynamicWorkers(t).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		close(stop)
-		wg.Wait()
 		t.Fatal(err)
 	}
 	eventually(t, 3*time.Minute, "the new version everywhere", func() error {
@@ -98,10 +67,10 @@ func TestRolloutWithoutFailedRequests(t *testing.T) {
 		return nil
 	})
 	time.Sleep(2 * time.Second)
-	close(stop)
-	wg.Wait()
-	t.Logf("%d requests during the rollout, %d failed", ok.Load()+failed.Load(), failed.Load())
-	if failed.Load() > 0 {
-		t.Errorf("%d of %d requests failed during the rollout; first: %s", failed.Load(), ok.Load()+failed.Load(), strings.Join(failures, "\n  "))
+	l.stop()
+	ok, failed := l.ok.Load(), l.failed.Load()
+	t.Logf("%d requests during the rollout, %d failed", ok+failed, failed)
+	if failed > 0 {
+		t.Errorf("%d of %d requests failed during the rollout; first: %s", failed, ok+failed, strings.Join(l.failures, "\n  "))
 	}
 }

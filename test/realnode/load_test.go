@@ -1,0 +1,70 @@
+package realnode
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// load is clients requesting a URL until stopped.
+type load struct {
+	ok, failed atomic.Int64
+	mu         sync.Mutex
+	failures   []string
+	done       chan struct{}
+	wg         sync.WaitGroup
+	once       sync.Once
+}
+
+// startLoad runs clients that each request url with c, pausing pause between requests.
+func startLoad(c *http.Client, url string, clients int, pause time.Duration) *load {
+	l := &load{done: make(chan struct{})}
+	for range clients {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for {
+				select {
+				case <-l.done:
+					return
+				case <-time.After(pause):
+				}
+				if err := getWith(c, url); err != nil {
+					l.failed.Add(1)
+					l.mu.Lock()
+					if len(l.failures) < 10 {
+						l.failures = append(l.failures, time.Now().Format("15:04:05.000")+" "+err.Error())
+					}
+					l.mu.Unlock()
+				} else {
+					l.ok.Add(1)
+				}
+			}
+		}()
+	}
+	return l
+}
+
+// stop stops the clients and waits for them; a second call does nothing.
+func (l *load) stop() {
+	l.once.Do(func() { close(l.done) })
+	l.wg.Wait()
+}
+
+func getWith(c *http.Client, url string) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
