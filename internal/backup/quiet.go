@@ -39,7 +39,9 @@ var errPinBusy = errors.New("the database is being opened or closed")
 
 // pin holds shared locks on a database's file and WAL index while the backup reads it.
 // They are open-file-description locks: unlike POSIX ones they conflict with the locks
-// of this process's own SQLite connections, and its queries see them.
+// of this process's own SQLite connections, and its queries see them. A pin is released
+// only after the reader's connection closed: closing any descriptor of a file drops
+// every POSIX lock the process holds on it, the connection's included.
 type pin struct{ files []*os.File }
 
 func (p pin) release() {
@@ -48,44 +50,81 @@ func (p pin) release() {
 	}
 }
 
-// pinDatabase pins the database at path and tells whether another connection has it
-// open (holds the WAL index's DMS byte). Without an index nobody has it open.
+// pinDatabase pins the database at path when another connection has it open (holds
+// the WAL index's DMS byte), and tells whether one does. It looks before it locks: a
+// database nobody has open is left without any lock, so the first connection to open
+// it still resets and rebuilds its index. Unless it returns others, nothing is held.
 func pinDatabase(path string) (p pin, others bool, err error) {
+	shm, err := os.Open(path + "-shm")
+	if errors.Is(err, fs.ErrNotExist) {
+		return pin{}, false, nil
+	}
+	if err != nil {
+		return pin{}, false, err
+	}
+	p.files = []*os.File{shm}
 	defer func() {
-		if err != nil {
+		if err != nil || !others {
 			p.release()
 			p = pin{}
 		}
 	}()
-	for _, l := range []struct {
-		file       string
-		start, len int64
-	}{{path, sharedFirst, sharedSize}, {path + "-shm", dmsOffset, 1}} {
-		f, err := os.Open(l.file)
-		if errors.Is(err, fs.ErrNotExist) && l.file != path {
-			return p, false, nil
-		}
-		if err != nil {
-			return p, false, err
-		}
-		p.files = append(p.files, f)
-		lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: io.SeekStart, Start: l.start, Len: l.len}
-		if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
-			return p, false, errPinBusy
-		} else if err != nil {
-			return p, false, fmt.Errorf("lock %s: %w", l.file, err)
-		}
+	if others, err = dmsHeld(shm); err != nil || !others {
+		return p, others, err
 	}
+	db, err := os.Open(path)
+	if err != nil {
+		return p, false, err
+	}
+	p.files = append(p.files, db)
+	if err := readLock(db, sharedFirst, sharedSize); err != nil {
+		return p, false, err
+	}
+	if err := readLock(shm, dmsOffset, 1); err != nil {
+		return p, false, err
+	}
+	others, err = dmsHeld(shm) // the connection seen first may have closed meanwhile
+	return p, others, err
+}
+
+// readLock takes an open-file-description read lock on len bytes of f at start.
+func readLock(f *os.File, start, len int64) error {
+	lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: io.SeekStart, Start: start, Len: len}
+	err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
+	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+		return errPinBusy
+	}
+	if err != nil {
+		return fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// dmsHeld tells whether a connection other than this pin's holds the DMS byte of the
+// WAL index shm (a connection has the database open).
+func dmsHeld(shm *os.File) (bool, error) {
 	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: dmsOffset, Len: 1}
-	if err := unix.FcntlFlock(p.files[1].Fd(), unix.F_OFD_GETLK, &lk); err != nil {
-		return p, false, fmt.Errorf("query the lock of %s-shm: %w", path, err)
+	if err := unix.FcntlFlock(shm.Fd(), unix.F_OFD_GETLK, &lk); err != nil {
+		return false, fmt.Errorf("query the lock of %s: %w", shm.Name(), err)
 	}
-	return p, lk.Type != unix.F_UNLCK, nil
+	return lk.Type != unix.F_UNLCK, nil
+}
+
+// openElsewhere tells, without taking any lock, whether a connection has the database
+// at path open.
+func openElsewhere(path string) bool {
+	shm, err := os.Open(path + "-shm")
+	if err != nil {
+		return false
+	}
+	defer shm.Close()
+	held, err := dmsHeld(shm)
+	return err == nil && held
 }
 
 // pinned runs read with the database at path pinned, when another connection has it
-// open; it reports false, having run nothing, when nobody has it open. A pin that
-// must wait is tried again for up to a second.
+// open; it reports false, having run and held nothing, when nobody has it open. A pin
+// that must wait is tried again for up to a second.
 func pinned(path string, read func() error) (bool, error) {
 	for wait := time.Millisecond; ; wait *= 2 {
 		p, others, err := pinDatabase(path)
@@ -96,8 +135,9 @@ func pinned(path string, read func() error) (bool, error) {
 		if err != nil || !others {
 			return false, err
 		}
-		defer p.release()
-		return true, read()
+		err = read()
+		p.release()
+		return true, err
 	}
 }
 

@@ -131,3 +131,49 @@ func rowCount(t *testing.T, path string) int {
 	}
 	return n
 }
+
+// TestQuietReadHoldsNothing: reading a database nobody has open (what a crash leaves:
+// file, WAL and index, no connection) reads what SQLite reads from it, and leaves no
+// lock and no open file behind: a lock left would make the next connection skip
+// resetting the index, and a descriptor closed later, by the garbage collector, drops
+// the locks of whatever connection then has the file open.
+func TestQuietReadHoldsNothing(t *testing.T) {
+	live := filepath.Join(t.TempDir(), "live.sqlite")
+	db, err := sql.Open("sqlite", "file:"+live+"?_pragma=journal_mode(wal)&_pragma=wal_autocheckpoint(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	for _, stmt := range []string{"CREATE TABLE t (v BLOB)", "INSERT INTO t VALUES (randomblob(5000))", "INSERT INTO t VALUES (randomblob(5000))"} {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "crashed.sqlite")
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := copyFile(live+suffix, path+suffix); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fds := openFiles(t)
+	tmp := t.TempDir()
+	checkReadsAsSQLite(t, path, tmp)
+	if now := openFiles(t); now != fds {
+		t.Errorf("%d files open after the read, %d before", now, fds)
+	}
+	if openElsewhere(path) {
+		t.Error("a lock on the WAL index's DMS byte is left after the read")
+	}
+	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+		t.Errorf("the copy is left in %s: %v", tmp, entries)
+	}
+}
+
+func openFiles(t *testing.T) int {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}

@@ -61,6 +61,9 @@ func Start(ctx context.Context, o Options, log logr.Logger) (*Replicator, error)
 	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
 		return nil, err
 	}
+	if err := removeLeftovers(o.StateDir); err != nil {
+		return nil, err
+	}
 	r := &Replicator{opts: o, log: log, mc: mc, dbs: map[string]*shipper{}, started: time.Now(),
 		guarded: o.RequireMarker || exists(filepath.Join(o.Dir, VolumeMarker)), stop: make(chan struct{}), done: make(chan struct{})}
 	if o.BlobsDir != "" {
@@ -263,4 +266,21 @@ func (r *Replicator) Close(ctx context.Context) error {
 	close(r.stop)
 	<-r.done
 	return r.pass(ctx, true)
+}
+
+// removeLeftovers removes the database copies (readQuiet) and upload files a run that
+// crashed left in the state directory: they hold nothing the next passes need.
+func removeLeftovers(dir string) error {
+	for _, pattern := range []string{"copy-*", "upload-*"} {
+		found, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			return err
+		}
+		for _, f := range found {
+			if err := os.RemoveAll(f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -278,8 +278,10 @@ func (s *shipper) readChanged(ctx context.Context, full bool, keep func(uint32, 
 // overwrites frames the read may have used.
 func (s *shipper) readWhole(ctx context.Context, keep func(uint32, uint64) bool) (header, []page, []uint64, walCursor, error) {
 	for attempt := 1; ; attempt++ {
+		// The index of a database nobody has open may be ahead of what a copy of it
+		// holds (frames it names were never synced before a crash): no cursor then.
 		mark, ok := walMark(s.path)
-		if !ok {
+		if !ok || !openElsewhere(s.path) {
 			mark = walCursor{}
 		}
 		salts, _ := walSalts(s.path)
