@@ -1,8 +1,6 @@
 package realnode
 
 import (
-	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -32,7 +30,7 @@ func startLoad(c *http.Client, url string, clients int, pause time.Duration) *lo
 					return
 				case <-time.After(pause):
 				}
-				if err := getWith(c, url); err != nil {
+				if _, err := getWith(c, url); err != nil {
 					l.failed.Add(1)
 					l.mu.Lock()
 					if len(l.failures) < 10 {
@@ -52,19 +50,4 @@ func startLoad(c *http.Client, url string, clients int, pause time.Duration) *lo
 func (l *load) stop() {
 	l.once.Do(func() { close(l.done) })
 	l.wg.Wait()
-}
-
-func getWith(c *http.Client, url string) error {
-	resp, err := c.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return nil
 }

@@ -23,8 +23,11 @@ import (
 
 var httpClient = &http.Client{Timeout: 5 * time.Second}
 
-func get(url string) (string, error) {
-	resp, err := httpClient.Get(url)
+func get(url string) (string, error) { return getWith(httpClient, url) }
+
+// getWith GETs url with c and returns the body of a 200 answer.
+func getWith(c *http.Client, url string) (string, error) {
+	resp, err := c.Get(url)
 	if err != nil {
 		return "", err
 	}
