@@ -52,6 +52,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	release, err := testenv.HoldMachine("test/e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer release()
 	dir, err := os.MkdirTemp("", "workerd-operator-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
