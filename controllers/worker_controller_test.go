@@ -112,8 +112,8 @@ func TestWorkerChildren(t *testing.T) {
 		if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil || c.Lifecycle.PreStop.Sleep.Seconds != testOpts.PreStopSeconds {
 			t.Errorf("preStop = %+v, want a %d s sleep", c.Lifecycle, testOpts.PreStopSeconds)
 		}
-		if got, want := ptr.Deref(pod.TerminationGracePeriodSeconds, 0), testOpts.PreStopSeconds+60+testOpts.DrainSeconds; got != want {
-			t.Errorf("terminationGracePeriodSeconds = %d, want %d (preStop + the 60 s owner wait + drain)", got, want)
+		if got, want := ptr.Deref(pod.TerminationGracePeriodSeconds, 0), testOpts.PreStopSeconds+120+testOpts.DrainSeconds; got != want {
+			t.Errorf("terminationGracePeriodSeconds = %d, want %d (preStop + the 120 s owner wait + drain)", got, want)
 		}
 		if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
 			t.Errorf("terminationMessagePolicy = %q", c.TerminationMessagePolicy)

@@ -220,7 +220,7 @@ func startDOClusterTLS(t testing.TB, w *v1alpha1.Worker, d *v1alpha1.DurableObje
 	for i := range target.ShardAddresses {
 		target.ShardAddresses[i] = testenv.FreeLoopbackAddr(t)
 	}
-	// A call waits this long for a shard that is away before it fails (60 s in pods).
+	// A call waits this long for a shard that is away before it fails (120 s in pods).
 	target.OwnerWaitMs = 5000
 	dos := map[string]render.DurableObjectTarget{d.Name: target}
 	shardOut, err := render.Render(render.Input{Worker: w, DurableObjects: dos, Host: d.Name, Options: opts})

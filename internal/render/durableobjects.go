@@ -70,7 +70,7 @@ type DurableObjectTarget struct {
 	// `wrapped` binding of that name to the channels client (docs/channels.md).
 	ChannelsBinding string
 	// OwnerWaitMs is how long a call waits for its shard's owner while it is away
-	// (router.js, CONFIG.ownerWaitMs); 0 is the router's default, 60 s. Tests shorten it.
+	// (router.js, CONFIG.ownerWaitMs); 0 is the router's default, OwnerWaitSeconds. Tests shorten it.
 	OwnerWaitMs int64
 }
 
@@ -79,7 +79,7 @@ type DurableObjectTarget struct {
 // workflows-binding.js WAIT_MS (shim tests hold them to this value). A Worker pod's grace
 // period includes it, so that a request waiting for an owner is not cut by its own
 // pod's rollout.
-const OwnerWaitSeconds = 60
+const OwnerWaitSeconds = 120
 
 // DefaultChannelsBinding is the env name of the channels client when
 // spec.channels.binding is unset (api ChannelsSpec.binding).

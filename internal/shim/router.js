@@ -48,7 +48,7 @@ import { MAX_SHARDS, shardFor, assertCrossable } from "workerd-operator:router-c
 import { backoff, callWithRetry, classifyCall, isRetryable } from "workerd-operator:failure";
 
 // How long a call waits for an owner that is away (being replaced, starting).
-export const OWNER_WAIT_MS = 60000;
+export const OWNER_WAIT_MS = 120000;
 
 export const ID_HEADER = "x-workerd-operator-do-id";
 export const NAME_HEADER = "x-workerd-operator-do-name";

@@ -12,11 +12,11 @@
 // resolving, or 503 from a stopping sidecar; or the call itself failed to resolve the
 // engine's name, notConnected); any call the engine answered 503 with
 // X-Workerd-Operator-Not-Processed. It waits with backoff (100 ms doubling to 2 s) for
-// up to WAIT_MS (60 s), then throws WorkflowError code "engine.unavailable" with
+// up to WAIT_MS (120 s), then throws WorkflowError code "engine.unavailable" with
 // retryable = true. A state-changing call whose connection broke after it was sent may
 // or may not have been processed: WorkflowError "engine.connection_lost", retryable =
 // false, not sent again.
-const WAIT_MS = 60000;
+const WAIT_MS = 120000;
 const NOT_PROCESSED = "x-workerd-operator-not-processed";
 
 class WorkflowError extends Error {

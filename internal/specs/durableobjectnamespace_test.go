@@ -63,7 +63,7 @@ func TestShardPodsDrainBeforeStopping(t *testing.T) {
 	}
 	wp := build(t, w).Deployment.Spec.Template.Spec
 	// A request may wait for a shard being replaced in the same rollout (docs/durable-objects.md "Rollouts").
-	if g := *wp.TerminationGracePeriodSeconds; g != opts.PreStopSeconds+60+opts.DrainSeconds || wp.Containers[0].Lifecycle.PreStop.Sleep == nil {
+	if g := *wp.TerminationGracePeriodSeconds; g != opts.PreStopSeconds+120+opts.DrainSeconds || wp.Containers[0].Lifecycle.PreStop.Sleep == nil {
 		t.Errorf("worker grace %d preStop %+v", g, wp.Containers[0].Lifecycle.PreStop)
 	}
 }

@@ -317,8 +317,9 @@ func TestRolloutWithoutFailedRequests(t *testing.T) {
 		return nil
 	})
 	// Old pods are gone only after their preStop and drain (a kept-alive client
-	// connection may stay on an old pod until then): keep polling through it.
-	eventually(t, 2*time.Minute, "old pods gone", func() error {
+	// connection may stay on an old pod until then, at most the grace period of
+	// 5 + 120 + 30 s, docs/durable-objects.md "Rollouts"): keep polling through it.
+	eventually(t, 4*time.Minute, "old pods gone", func() error {
 		pods := &corev1.PodList{}
 		if err := k8sClient.List(context.Background(), pods, client.InNamespace(sampleNS),
 			client.MatchingLabels{podcontract.LabelWorker: "rolling"}); err != nil {
