@@ -48,14 +48,14 @@ func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.Dispatcher
 	if err := (&worker.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events, Refs: refs, Logs: logs}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&durableobjectnamespace.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events, Refs: refs}).SetupWithManager(mgr); err != nil {
+	if err := (&durableobjectnamespace.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: opts, Events: events, Refs: refs}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&workflow.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events, Refs: refs}).SetupWithManager(mgr); err != nil {
+	if err := (&workflow.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: opts, Events: events, Refs: refs}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	for _, kind := range []render.DataKind{render.DataKV, render.DataD1, render.DataQueue} {
-		if err := (&datastore.Reconciler{Client: mgr.GetClient(), Options: opts, Events: events, Kind: kind, Refs: refs}).SetupWithManager(mgr); err != nil {
+		if err := (&datastore.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: opts, Events: events, Kind: kind, Refs: refs}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}

@@ -72,4 +72,20 @@ type BackupStatus struct {
 	// lagSeconds is the age of the oldest change not yet shipped, across the pods.
 	// +optional
 	LagSeconds int32 `json:"lagSeconds,omitempty"`
+	// target is where the pods ship: endpoint, bucket and path. The pod lists below
+	// start over when it changes.
+	// +optional
+	Target string `json:"target,omitempty"`
+	// shippedPods are the pods whose sidecar completed a pass to target since it
+	// started, so the bucket holds their data: their volumes are moved off a lost or
+	// drained node (docs/scaling.md). restoredPods were filled from target when they
+	// started and have not completed a pass yet: their volumes are moved off a lost
+	// node only (a drained node still has the newest data). A pod stays listed while
+	// it is down and leaves the lists when it answers otherwise or no longer exists.
+	// +optional
+	// +listType=set
+	ShippedPods []string `json:"shippedPods,omitempty"`
+	// +optional
+	// +listType=set
+	RestoredPods []string `json:"restoredPods,omitempty"`
 }

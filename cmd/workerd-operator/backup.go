@@ -131,7 +131,7 @@ func attachBackup(ctx context.Context, srv *sidecar.Server, o *sidecarOptions, e
 	if err != nil {
 		return fmt.Errorf("sidecar: backup: $%s: %w", render.PodNameEnv, err)
 	}
-	bo := backup.Options{Target: t, Dir: o.backupDir, BlobsDir: o.backupBlobsDir, Ordinal: ordinal, RequireMarker: true,
+	bo := backup.Options{Target: t, Dir: o.backupDir, BlobsDir: o.backupBlobsDir, Ordinal: ordinal, RequireMarker: true, Background: true,
 		StateDir: filepath.Join(o.dataDir, podcontract.BackupStateSubdir, "ship")}
 	if c.Engine {
 		if engine == nil {

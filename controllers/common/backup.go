@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -55,19 +56,38 @@ const (
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=delete
 
+// BackupTarget is where a store's pods ship with spec at path (backup.Target.Identity);
+// "" without a backup.
+func BackupTarget(spec *fleetv1alpha1.BackupSpec, path string) string {
+	if spec == nil {
+		return ""
+	}
+	return backup.Target{Endpoint: spec.S3.Endpoint, Bucket: spec.S3.Bucket, Prefix: path}.Identity()
+}
+
 // Backup asks each ready pod's sidecar for its backup (backup.StatusPath, over the
-// internal plane's mutual TLS) and sums them up: nil when none answered. A pod whose
-// store directory was wiped under it is deleted, so its restore init container runs
-// again before it serves; that and a lag past BackupLagWarning are Warning Events.
-func (e Events) Backup(ctx context.Context, c client.Client, opts specs.Options, obj client.Object, path string, pods []corev1.Pod) *fleetv1alpha1.BackupStatus {
-	if opts.Issuer == nil {
+// internal plane's mutual TLS) and sums them up: nil without spec. prev is the status so far: when none
+// answered it stands if it is of the same target (else nil), and its pod lists carry
+// over for the pods that exist and did not answer. A pod whose store directory was
+// wiped under it is deleted, so its restore init container runs again before it
+// serves; that and a lag past BackupLagWarning are Warning Events.
+func (e Events) Backup(ctx context.Context, c client.Client, opts specs.Options, obj client.Object, spec *fleetv1alpha1.BackupSpec, path string, prev *fleetv1alpha1.BackupStatus, pods []corev1.Pod) *fleetv1alpha1.BackupStatus {
+	if spec == nil {
 		return nil
+	}
+	target := BackupTarget(spec, path)
+	if prev != nil && (prev.Path != path || prev.Target != target) {
+		prev = nil
+	}
+	if opts.Issuer == nil {
+		return prev
 	}
 	hc, err := opts.Issuer.HTTPClient(ctx, obj.GetNamespace(), 3*time.Second)
 	if err != nil {
 		log.FromContext(ctx).V(1).Info("backup status unavailable", "error", err.Error())
-		return nil
+		return prev
 	}
+	lists := carriedPods(prev, pods)
 	var sum *fleetv1alpha1.BackupStatus
 	for _, p := range ReadyPods(pods) {
 		st, err := podBackup(ctx, hc, p.Status.PodIP)
@@ -84,16 +104,50 @@ func (e Events) Backup(ctx context.Context, c client.Client, opts specs.Options,
 			continue
 		}
 		sum = addBackup(sum, st)
+		lists[p.Name] = podCover{shipped: st.Shipped && st.Target == target, restored: st.Restored && st.Target == target}
 	}
 	if sum == nil {
-		return nil
+		return prev
 	}
-	sum.Path = path
+	sum.Path, sum.Target = path, target
+	sum.ShippedPods, sum.RestoredPods = lists.names()
 	if lag := time.Duration(sum.LagSeconds) * time.Second; lag > BackupLagWarning {
 		e.Event(ctx, obj, corev1.EventTypeWarning, "BackupLagging", "Backup", fmt.Sprintf(
 			"the backup lags %v behind the newest commit (more than %v): check the bucket and the sidecars' logs (docs/backup.md)", lag, BackupLagWarning))
 	}
 	return sum
+}
+
+// podCover is what a pod last reported of its data in the bucket.
+type podCover struct{ shipped, restored bool }
+
+type podCovers map[string]podCover
+
+// carriedPods is prev's lists, for the pods that still exist.
+func carriedPods(prev *fleetv1alpha1.BackupStatus, pods []corev1.Pod) podCovers {
+	out := podCovers{}
+	if prev == nil {
+		return out
+	}
+	for _, p := range pods {
+		out[p.Name] = podCover{shipped: slices.Contains(prev.ShippedPods, p.Name), restored: slices.Contains(prev.RestoredPods, p.Name)}
+	}
+	return out
+}
+
+// names are the sorted shipped and restored pods.
+func (l podCovers) names() (shipped, restored []string) {
+	for p, c := range l {
+		switch {
+		case c.shipped:
+			shipped = append(shipped, p)
+		case c.restored:
+			restored = append(restored, p)
+		}
+	}
+	slices.Sort(shipped)
+	slices.Sort(restored)
+	return shipped, restored
 }
 
 func podBackup(ctx context.Context, hc *http.Client, ip string) (backup.Status, error) {

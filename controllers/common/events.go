@@ -25,9 +25,16 @@ type Events struct {
 // Event records one decision: an Event of type (corev1.EventTypeNormal or Warning)
 // with reason, action and message, and the same as a log line.
 func (e Events) Event(ctx context.Context, obj runtime.Object, eventType, reason, action, msg string) {
+	e.EventRelated(ctx, obj, nil, eventType, reason, action, msg)
+}
+
+// EventRelated is Event about obj and a related object (nil: none). The recorder folds
+// repeats of an Event into a series by type, reason, action and both objects, not by
+// message: the related object keeps the Events about two pods of one store apart.
+func (e Events) EventRelated(ctx context.Context, obj, related runtime.Object, eventType, reason, action, msg string) {
 	log.FromContext(ctx).Info(msg, "event", reason, "action", action, "type", eventType)
 	if e.Recorder != nil {
-		e.Recorder.Eventf(obj, nil, eventType, reason, action, "%s", msg)
+		e.Recorder.Eventf(obj, related, eventType, reason, action, "%s", msg)
 	}
 }
 

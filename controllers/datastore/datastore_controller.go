@@ -33,9 +33,12 @@ type Reconciler struct {
 	Options specs.Options
 	Events  common.Events
 	// Refs reads the ConfigMaps and Secrets the operator does not label.
-	Refs    *common.References
-	Kind    render.DataKind
-	backoff *common.Backoff
+	Refs *common.References
+	// APIReader reads uncached the claims, volumes and Nodes of a pod that cannot be
+	// scheduled (common.MoveStrandedVolumes): no informer on every Node and volume.
+	APIReader client.Reader
+	Kind      render.DataKind
+	backoff   *common.Backoff
 }
 
 // +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=kvnamespaces;d1databases;queues,verbs=get;list;watch;update;patch
@@ -56,12 +59,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err == nil {
 		err = perr
 	}
-	st := computeStatus(s.obj.GetGeneration(), *s.status, sts, pods, err)
-	if s.backup.Backup != nil {
-		if b := r.Events.Backup(ctx, r.Client, r.Options, s.obj, s.backup.Path, pods); b != nil {
-			st.Backup = b
-		}
+	if err := r.Events.MoveStrandedVolumes(ctx, r.Client, r.APIReader, s.obj, common.BackupHolds(s.backup.Backup, s.status.Backup, s.backup.Path), pods); err != nil {
+		log.FromContext(ctx).Error(err, "move the volume of a pod pinned to a lost or drained node")
 	}
+	st := computeStatus(s.obj.GetGeneration(), *s.status, sts, pods, err)
+	st.Backup = r.Events.Backup(ctx, r.Client, r.Options, s.obj, s.backup.Backup, s.backup.Path, s.status.Backup, pods)
 	r.Events.Transitions(ctx, s.obj, s.status.Conditions, st.Conditions)
 	if err := s.write(ctx, r.Client, st); err != nil {
 		return ctrl.Result{}, err

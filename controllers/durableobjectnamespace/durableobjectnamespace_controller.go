@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
@@ -32,8 +33,11 @@ type Reconciler struct {
 	Options specs.Options
 	Events  common.Events
 	// Refs reads the ConfigMaps and Secrets the operator does not label.
-	Refs    *common.References
-	backoff *common.Backoff
+	Refs *common.References
+	// APIReader reads uncached the claims, volumes and Nodes of a pod that cannot be
+	// scheduled (common.MoveStrandedVolumes): no informer on every Node and volume.
+	APIReader client.Reader
+	backoff   *common.Backoff
 }
 
 // +kubebuilder:rbac:groups=fleet.workerd-operator.io,resources=durableobjectnamespaces,verbs=get;list;watch;update;patch
@@ -63,16 +67,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err == nil {
 		err = perr
 	}
+	if err := r.Events.MoveStrandedVolumes(ctx, r.Client, r.APIReader, d, common.BackupHolds(d.Spec.Backup, d.Status.Backup, d.BackupPath()), pods); err != nil {
+		log.FromContext(ctx).Error(err, "move the volumes of pods pinned to a lost or drained node")
+	}
 	base := *d.Status.DeepCopy()
 	if err == nil && allReady(d, sts) {
 		r.finishReshard(ctx, d, &base)
 	}
 	st := computeStatus(d, base, sts, pods, err)
-	if d.Spec.Backup != nil {
-		if b := r.Events.Backup(ctx, r.Client, r.Options, d, d.BackupPath(), pods); b != nil {
-			st.Backup = b
-		}
-	}
+	st.Backup = r.Events.Backup(ctx, r.Client, r.Options, d, d.Spec.Backup, d.BackupPath(), d.Status.Backup, pods)
 	r.Events.Transitions(ctx, d, d.Status.Conditions, st.Conditions)
 	if err := common.WriteStatus(ctx, r.Client, d, &d.Status, st); err != nil {
 		return ctrl.Result{}, err

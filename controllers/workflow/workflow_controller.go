@@ -45,6 +45,9 @@ type Reconciler struct {
 	Events  common.Events
 	// Refs reads the ConfigMaps and Secrets the operator does not label.
 	Refs *common.References
+	// APIReader reads uncached the claims, volumes and Nodes of a pod that cannot be
+	// scheduled (common.MoveStrandedVolumes): no informer on every Node and volume.
+	APIReader client.Reader
 	// HTTP reads the engine's instance counts (GET /workflows/{name}/stats on the
 	// engine pod's sidecar). Default: a client with a 3 s timeout.
 	HTTP    *http.Client
@@ -70,13 +73,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err == nil {
 		err = perr
 	}
+	bk := specs.WorkflowBackup(wf)
+	if err := r.Events.MoveStrandedVolumes(ctx, r.Client, r.APIReader, wf, common.BackupHolds(bk.Backup, wf.Status.Backup, bk.Path), pods); err != nil {
+		log.FromContext(ctx).Error(err, "move the volume of a pod pinned to a lost or drained node")
+	}
 	counts := r.instanceCounts(ctx, wf, pods)
 	st := computeStatus(wf, sts, pods, counts, err)
-	if bk := specs.WorkflowBackup(wf); bk.Backup != nil {
-		if b := r.Events.Backup(ctx, r.Client, r.Options, wf, bk.Path, pods); b != nil {
-			st.Backup = b
-		}
-	}
+	st.Backup = r.Events.Backup(ctx, r.Client, r.Options, wf, bk.Backup, bk.Path, wf.Status.Backup, pods)
 	r.Events.Transitions(ctx, wf, wf.Status.Conditions, st.Conditions)
 	if err := common.WriteStatus(ctx, r.Client, wf, &wf.Status, st); err != nil {
 		return ctrl.Result{}, err

@@ -41,6 +41,10 @@ type Target struct {
 	AccessKeyID, SecretAccessKey string
 }
 
+// Identity names where t ships, without credentials (Status.Target): what one target
+// holds is not in another.
+func (t Target) Identity() string { return t.Endpoint + "/" + t.Bucket + "/" + t.Prefix }
+
 // DefaultRegion signs requests when Target.Region is empty.
 const DefaultRegion = "us-east-1"
 
@@ -118,6 +122,11 @@ type Options struct {
 	SnapshotInterval time.Duration
 	// ScanInterval is how often Dir is listed for new and removed files (default 1 s).
 	ScanInterval time.Duration
+	// Background: Start returns before the first pass, which runs at once in the
+	// background. A pod's sidecar must not wait for it: after a restore (a moved or
+	// lost volume) the first pass ships a full copy of every database, which can take
+	// longer than the sidecar may take to start.
+	Background bool
 }
 
 // Defaults.

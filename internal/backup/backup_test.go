@@ -234,3 +234,35 @@ func waitShipped(t testing.TB, r *backup.Replicator, want int) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestShippedAndBoundedClose: Status().Shipped is false until a pass completes and true
+// after; a replicator whose bucket is unreachable is closed within its context (the
+// background first pass is cancelled by the stop) and says the final pass failed.
+func TestShippedAndBoundedClose(t *testing.T) {
+	s3 := testenv.StartS3(t, "backups")
+	ctx := context.Background()
+	data := t.TempDir()
+	w := startWorkerd(t, data)
+	w.call(t, "/put?obj=o1&k=k&v=v")
+	r, err := backup.Start(ctx, backup.Options{Target: target(s3, "ns/shipped"), Dir: data, StateDir: t.TempDir(), Background: true}, testr.New(t))
+	must(t, err)
+	waitShipped(t, r, 1)
+	if !r.Status().Shipped {
+		t.Errorf("Status().Shipped false after a completed pass")
+	}
+	must(t, r.Close(ctx))
+
+	gone := target(s3, "ns/gone")
+	gone.Endpoint = "http://127.0.0.1:1" // nothing listens: every upload fails and is retried
+	r2, err := backup.Start(ctx, backup.Options{Target: gone, Dir: data, StateDir: t.TempDir(), Background: true}, testr.New(t))
+	must(t, err)
+	if r2.Status().Shipped {
+		t.Errorf("Status().Shipped true before any pass completed")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := r2.Close(cctx); err == nil {
+		t.Errorf("Close with the bucket unreachable: nil, want the final pass's error")
+	}
+	w.stop()
+}

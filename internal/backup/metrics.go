@@ -76,6 +76,16 @@ type Status struct {
 	LagSeconds float64 `json:"lagSeconds"`
 	// VolumeLost: the store's directory was wiped under the pod; shipping stopped.
 	VolumeLost bool `json:"volumeLost,omitempty"`
+	// Shipped: a pass completed since the pod started, so the bucket holds every
+	// database the pod has (up to Lag). Restored: not yet, but the volume was filled
+	// from this target when the pod started, so the bucket holds all but what was
+	// written since. A pod's volume is moved off a drained node only when it is
+	// Shipped, off a lost one when either (docs/scaling.md).
+	Shipped  bool `json:"shipped,omitempty"`
+	Restored bool `json:"restored,omitempty"`
+	// Target is where the pod ships (Target.Identity): a pod shipping elsewhere says
+	// nothing of the store's current backup.
+	Target string `json:"target,omitempty"`
 }
 
 // Status reports the replicator's Status now.
@@ -92,7 +102,8 @@ func (r *Replicator) Status() Status {
 		}
 	}
 	r.mu.Lock()
-	st.VolumeLost = r.lost
+	st.VolumeLost, st.Shipped, st.Restored = r.lost, r.caughtUp, r.mirrored && !r.caughtUp
+	st.Target = r.opts.Target.Identity()
 	r.mu.Unlock()
 	return st
 }

@@ -20,6 +20,11 @@ import (
 const (
 	VolumeMarker    = ".workerd-operator-volume"
 	RestoringMarker = ".workerd-operator-restoring"
+	// MirroredMarker says the volume holds what the store's own backup (the target
+	// named in the file) held for the pod when Recover filled it, or that it held
+	// nothing and the volume started empty: the replicator started next reports
+	// Restored until its first pass (which copies every database anew) completes.
+	MirroredMarker = ".workerd-operator-mirrored"
 )
 
 // Source is a backup a store's volume can be filled from.
@@ -80,7 +85,7 @@ func Recover(ctx context.Context, o RecoverOptions, log logr.Logger) (string, er
 	src, what, err := o.source(ctx)
 	if err != nil || src == nil {
 		if err == nil {
-			return "no backup holds data for this pod: the store starts empty", markVolume(o.Dir)
+			return "no backup holds data for this pod: the store starts empty", o.markMirrored(nil)
 		}
 		return "", err
 	}
@@ -91,7 +96,7 @@ func Recover(ctx context.Context, o RecoverOptions, log logr.Logger) (string, er
 	if err != nil {
 		return "", fmt.Errorf("restore from %s (s3 %s/%s/%s): %w", what, src.Endpoint, src.Bucket, src.Prefix, err)
 	}
-	if err := markVolume(o.Dir); err != nil {
+	if err := o.markMirrored(src); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("restored %d database(s) from %s (s3 %s/%s/%s)", n, what, src.Endpoint, src.Bucket, src.Prefix), os.Remove(filepath.Join(o.Dir, RestoringMarker))
@@ -186,6 +191,17 @@ func touch(p string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// markMirrored marks the volume initialised, and mirrored when it was filled from the
+// store's own backup (src) or started empty with one.
+func (o RecoverOptions) markMirrored(src *Source) error {
+	if o.Backup != nil && (src == nil || src == o.Backup) {
+		if err := os.WriteFile(filepath.Join(o.Dir, MirroredMarker), []byte(o.Backup.Identity()), 0o600); err != nil {
+			return err
+		}
+	}
+	return markVolume(o.Dir)
 }
 
 // markVolume writes VolumeMarker durably (the file and its directory entry).

@@ -242,3 +242,41 @@ func TestWipedUnderARunningPod(t *testing.T) {
 		t.Errorf("the files written after the wipe were not kept aside")
 	}
 }
+
+// TestMirroredVolumeIsShipped: a volume Recover filled from the store's own backup (or
+// started empty with it) holds nothing the bucket lacks, so the replicator started on
+// it reports Restored before its first pass (Shipped after), once; one shipping to
+// another target reports neither.
+func TestMirroredVolumeIsShipped(t *testing.T) {
+	s3 := testenv.StartS3(t, "backups")
+	ctx := context.Background()
+	tg := target(s3, "ns/kv/mirrored")
+	dir := t.TempDir()
+	if _, err := recoverInto(t, backup.RecoverOptions{Dir: dir, Backup: &backup.Source{Target: tg}}); err != nil {
+		t.Fatal(err)
+	}
+	other := tg
+	other.Endpoint = "http://127.0.0.1:1" // nothing listens: no pass completes
+	r, err := backup.Start(ctx, backup.Options{Target: other, Dir: dir, StateDir: t.TempDir(), Background: true}, testr.New(t))
+	must(t, err)
+	if st := r.Status(); st.Shipped || st.Restored {
+		t.Errorf("Shipped or Restored to a target the volume was not restored from: %+v", st)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_ = r.Close(cctx)
+
+	dir2 := t.TempDir()
+	if _, err := recoverInto(t, backup.RecoverOptions{Dir: dir2, Backup: &backup.Source{Target: tg}}); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := backup.Start(ctx, backup.Options{Target: tg, Dir: dir2, StateDir: t.TempDir(), Background: true}, testr.New(t))
+	must(t, err)
+	if st := r2.Status(); !st.Shipped && !st.Restored {
+		t.Errorf("neither Shipped nor Restored on a volume restored from its own target: %+v", st)
+	}
+	if _, err := os.Stat(filepath.Join(dir2, backup.MirroredMarker)); !os.IsNotExist(err) {
+		t.Errorf("%s left on the volume (%v): a later start must not trust it", backup.MirroredMarker, err)
+	}
+	must(t, r2.Close(ctx))
+}

@@ -33,6 +33,10 @@ type Replicator struct {
 	// guarded: opts.Dir held VolumeMarker at Start; lost: it no longer does (the
 	// directory was wiped under the pod), so nothing is recorded as deleted.
 	guarded, lost bool
+	// caughtUp: a pass completed without error, so every database the pod had when it
+	// started is in the bucket (Status.Shipped). mirrored: the volume was filled from
+	// this target when the pod started (MirroredMarker; Status.Restored until caughtUp).
+	caughtUp, mirrored bool
 
 	// passMu makes passes one at a time: a shipper is shipped by one pass.
 	passMu       sync.Mutex
@@ -69,15 +73,44 @@ func Start(ctx context.Context, o Options, log logr.Logger) (*Replicator, error)
 	if o.BlobsDir != "" {
 		r.blobs = &blobShipper{dir: o.BlobsDir, prefix: o.blobsPrefix()}
 	}
-	if err := r.pass(ctx, false); err != nil {
-		log.Error(err, "backup: first pass failed; retrying", "dir", o.Dir)
+	// Read once: a later start on the same volume has its own passes to rely on.
+	if b, err := os.ReadFile(filepath.Join(o.Dir, MirroredMarker)); err == nil {
+		r.mirrored = string(b) == o.Target.Identity()
+		if err := os.Remove(filepath.Join(o.Dir, MirroredMarker)); err != nil {
+			return nil, err
+		}
 	}
-	go r.loop()
+	if !o.Background {
+		r.firstPass(ctx)
+	}
+	go r.loop(o.Background)
 	return r, nil
 }
 
-func (r *Replicator) loop() {
+func (r *Replicator) firstPass(ctx context.Context) {
+	if err := r.pass(ctx, false); err != nil {
+		r.log.Error(err, "backup: first pass failed; retrying", "dir", r.opts.Dir)
+	}
+}
+
+// loop passes every ScanInterval until Close, after a first pass when first is set.
+func (r *Replicator) loop(first bool) {
 	defer close(r.done)
+	// Close cancels the pass under way: a pod told to stop ships what is committed in
+	// its final pass, which must fit in its grace period, rather than finishing a long
+	// first pass or periodic full copy.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-r.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if first {
+		r.firstPass(ctx)
+	}
 	t := time.NewTicker(r.opts.ScanInterval)
 	defer t.Stop()
 	for {
@@ -85,7 +118,7 @@ func (r *Replicator) loop() {
 		case <-r.stop:
 			return
 		case <-t.C:
-			if err := r.pass(context.Background(), false); err != nil {
+			if err := r.pass(ctx, false); err != nil && ctx.Err() == nil {
 				r.log.Error(err, "backup: pass failed; retrying", "dir", r.opts.Dir)
 			}
 		}
@@ -125,7 +158,13 @@ func (r *Replicator) pass(ctx context.Context, force bool) error {
 		})
 	}
 	_ = g.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.caughtUp = !r.lost
+	r.mu.Unlock()
+	return nil
 }
 
 // shipBlobs uploads the blobs not yet shipped; a database's pages are uploaded only
@@ -261,10 +300,15 @@ func (r *Replicator) Positions() []Position {
 // Sync ships every change committed before it was called and returns once uploaded.
 func (r *Replicator) Sync(ctx context.Context) error { return r.pass(ctx, true) }
 
-// Close stops the loop and ships what is committed.
+// Close stops the loop and ships what is committed, within ctx: a pass under way is
+// cancelled by the stop or waited for until ctx ends.
 func (r *Replicator) Close(ctx context.Context) error {
 	close(r.stop)
-	<-r.done
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return fmt.Errorf("backup: the pass under way did not end before the final one could start: %w", ctx.Err())
+	}
 	return r.pass(ctx, true)
 }
 

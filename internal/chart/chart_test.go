@@ -377,6 +377,7 @@ var optionSets = []struct {
 				}
 			}
 			mustFind(t, objs, "ClusterRole", release+"-namespace-reader")
+			mustFind(t, objs, "ClusterRole", release+"-node-volume-reader")
 			for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
 				for _, wh := range kinds(objs, kind) {
 					if got := fmt.Sprint(wh.Object["webhooks"]); !strings.Contains(got, "operator:In values:[apps workerd-operator-system]") {
