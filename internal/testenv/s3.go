@@ -65,11 +65,16 @@ func (s S3) Restart(t testing.TB) {
 // it when the test ends.
 func StartS3(t testing.TB, buckets ...string) S3 {
 	t.Helper()
+	return StartS3On(t, FreeLoopbackAddr(t), buckets...)
+}
+
+// StartS3On is StartS3 listening on addr (host:port).
+func StartS3On(t testing.TB, addr string, buckets ...string) S3 {
+	t.Helper()
 	bin, err := toolchain.S3Server()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := FreeLoopbackAddr(t)
 	s := S3{Endpoint: "http://" + addr, AccessKeyID: "r2-test-access", SecretAccessKey: "r2-test-secret-0123456789"}
 	// --sidecar keeps the object metadata in files: xattrs of the test's filesystem
 	// may be missing or too small.

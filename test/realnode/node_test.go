@@ -49,6 +49,8 @@ var kubeletSysctls = map[string]string{
 // node is the running cluster of one real node.
 type node struct {
 	dir        string
+	name, ip   string // the Node's name and InternalIP
+	podCIDR    string // its pods' addresses (the CNI bridge's range)
 	bins       *binaries
 	pki        *pki
 	kubeconfig string // admin
@@ -68,6 +70,36 @@ type proc struct {
 // of the new PID namespace, the kubelet's sysctls as files, /run, /var/lib and /var/log
 // from the run directory, and the loopback up with the node's address.
 func isolate(dir string) error {
+	if err := mountNode(dir, nodeName); err != nil {
+		return err
+	}
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"addr", "add", nodeIP + "/32", "dev", "lo"},
+		// The namespace has no default route: without a route to the Service range,
+		// connecting to a ClusterIP fails ("network is unreachable") before kube-proxy's
+		// OUTPUT rules get to rewrite the destination to a pod.
+		{"route", "add", serviceCIDR, "dev", "lo", "src", nodeIP},
+	} {
+		if err := runIP(args...); err != nil {
+			return err
+		}
+	}
+	// Forwarding between the bridge and Service addresses, in this namespace only.
+	return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644)
+}
+
+func runIP(args ...string) error {
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// mountNode makes the mounts private, mounts a /proc of the new PID namespace, binds
+// the kubelet's sysctls as files and /run, /var/lib and /var/log from dir, and names
+// the host.
+func mountNode(dir, hostname string) error {
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
 	}
@@ -96,23 +128,7 @@ func isolate(dir string) error {
 			return fmt.Errorf("bind %s over %s: %w", src, m[1], err)
 		}
 	}
-	if err := syscall.Sethostname([]byte(nodeName)); err != nil {
-		return err
-	}
-	for _, args := range [][]string{
-		{"link", "set", "lo", "up"},
-		{"addr", "add", nodeIP + "/32", "dev", "lo"},
-		// The namespace has no default route: without a route to the Service range,
-		// connecting to a ClusterIP fails ("network is unreachable") before kube-proxy's
-		// OUTPUT rules get to rewrite the destination to a pod.
-		{"route", "add", serviceCIDR, "dev", "lo", "src", nodeIP},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	// Forwarding between the bridge and Service addresses, in this namespace only.
-	return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644)
+	return syscall.Sethostname([]byte(hostname))
 }
 
 func (n *node) spawn(name, bin string, args ...string) (*proc, error) {
@@ -156,12 +172,7 @@ func (n *node) wait(p *proc, timeout time.Duration, what string, ok func() error
 }
 
 func (n *node) logTail(name string, lines int) string {
-	b, _ := os.ReadFile(filepath.Join(n.dir, "logs", name+".log"))
-	l := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(l) > lines {
-		l = l[len(l)-lines:]
-	}
-	return strings.Join(l, "\n")
+	return tail(filepath.Join(n.dir, "logs", name+".log"), lines)
 }
 
 // stop stops every process in reverse start order (SIGTERM, then SIGKILL).
@@ -187,7 +198,7 @@ func startNode(ctx context.Context, dir, cgroupRoot string, logf func(string, ..
 	if err != nil {
 		return nil, err
 	}
-	n := &node{dir: dir, bins: bins}
+	n := &node{dir: dir, name: nodeName, ip: nodeIP, podCIDR: podCIDR, bins: bins}
 	for _, d := range []string{"logs", "etcd", "cni/net.d", "containerd"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, err
@@ -207,13 +218,11 @@ func startNode(ctx context.Context, dir, cgroupRoot string, logf func(string, ..
 		return nil, err
 	}
 	logf("starting containerd")
-	if err := n.startContainerd(); err != nil {
+	if err := n.startContainerd("http://" + registryHost); err != nil {
 		return nil, err
 	}
-	for _, a := range []string{"pause.tar", "operator.tar", "workerd.tar", "bundle.tar", "s3.tar"} {
-		if _, err := n.ctr("images", "import", filepath.Join(dir, "images", a)); err != nil {
-			return nil, err
-		}
+	if err := n.importImages(filepath.Join(dir, "images"), "pause.tar", "operator.tar", "workerd.tar", "bundle.tar", "s3.tar"); err != nil {
+		return nil, err
 	}
 	logf("images imported; starting the kubelet")
 	if err := n.startKubelet(ctx, cgroupRoot); err != nil {
@@ -352,7 +361,7 @@ func (n *node) startControlPlane(ctx context.Context) error {
 
 const containerdSock = "/run/containerd/containerd.sock"
 
-func (n *node) startContainerd() error {
+func (n *node) startContainerd(registry string) error {
 	cniConf := filepath.Join(n.dir, "cni", "net.d")
 	conf := fmt.Sprintf(`version = 3
 root = "/var/lib/containerd"
@@ -382,7 +391,7 @@ state = "/run/containerd"
         BinaryName = %q
         SystemdCgroup = false
 `, containerdSock, filepath.Join(n.dir, "containerd", "certs.d"), ociimage.PauseRef, n.bins.cniDir, cniConf, n.bins.runc)
-	if err := writeRegistryHosts(filepath.Join(n.dir, "containerd", "certs.d")); err != nil {
+	if err := writeRegistryHosts(filepath.Join(n.dir, "containerd", "certs.d"), registry); err != nil {
 		return err
 	}
 	cfg := filepath.Join(n.dir, "containerd", "config.toml")
@@ -400,7 +409,7 @@ state = "/run/containerd"
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`, podCIDR)
+`, n.podCIDR)
 	if err := os.WriteFile(filepath.Join(cniConf, "10-realnode.conflist"), []byte(cni), 0o644); err != nil {
 		return err
 	}
@@ -417,6 +426,15 @@ state = "/run/containerd"
 	})
 }
 
+func (n *node) importImages(dir string, archives ...string) error {
+	for _, a := range archives {
+		if _, err := n.ctr("images", "import", filepath.Join(dir, a)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ctr runs ctr in the k8s.io namespace (the CRI plugin's).
 func (n *node) ctr(args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(n.bins.containerd, "ctr"), append([]string{"--address", containerdSock, "--namespace", "k8s.io"}, args...)...)
@@ -427,19 +445,50 @@ func (n *node) ctr(args ...string) (string, error) {
 	return string(out), nil
 }
 
+// kubeletCredentials issues the kubelet's kubeconfig (system:node:<name>) and its
+// serving certificate for the node's address.
+func (n *node) kubeletCredentials() (kubeconfig, crt, key string, err error) {
+	if kubeconfig, err = n.pki.kubeconfig("kubelet-"+n.name, "https://"+nodeIP+":6443", "system:node:"+n.name, "system:nodes"); err != nil {
+		return "", "", "", err
+	}
+	crt, key, err = n.pki.issue("kubelet-serving-"+n.name, "system:node:"+n.name, []string{"system:nodes"}, []net.IP{net.ParseIP(n.ip)}, []string{n.name})
+	return kubeconfig, crt, key, err
+}
+
 func (n *node) startKubelet(ctx context.Context, cgroupRoot string) error {
-	p := n.pki
-	kc, err := p.kubeconfig("kubelet", "https://"+nodeIP+":6443", "system:node:"+nodeName, "system:nodes")
+	kc, crt, key, err := n.kubeletCredentials()
 	if err != nil {
 		return err
 	}
-	crt, key, err := p.issue("kubelet-serving", "system:node:"+nodeName, []string{"system:nodes"}, []net.IP{net.ParseIP(nodeIP)}, []string{nodeName})
+	k, err := n.runKubelet(cgroupRoot, kc, crt, key, n.pki.CA)
 	if err != nil {
 		return err
 	}
+	return n.wait(k, 3*time.Minute, "Ready node", func() error { return nodeReady(ctx, n.client, n.name) })
+}
+
+// nodeReady is nil once node name's Ready condition is True.
+func nodeReady(ctx context.Context, c kubernetes.Interface, name string) error {
+	nd, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, c := range nd.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				return nil
+			}
+			return fmt.Errorf("Ready=%s: %s", c.Status, c.Message)
+		}
+	}
+	return errors.New("no Ready condition")
+}
+
+// runKubelet writes the kubelet's configuration and starts it.
+func (n *node) runKubelet(cgroupRoot, kc, crt, key, ca string) (*proc, error) {
 	resolv := filepath.Join(n.dir, "resolv.conf")
 	if err := os.WriteFile(resolv, []byte("nameserver "+nodeIP+"\n"), 0o644); err != nil {
-		return err
+		return nil, err
 	}
 	conf := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -472,32 +521,14 @@ imageGCLowThresholdPercent: 98
 serializeImagePulls: false
 syncFrequency: 10s
 fileCheckFrequency: 5s
-`, cgroupRoot, containerdSock, nodeIP, crt, key, p.CA, resolv, nodeIP)
+`, cgroupRoot, containerdSock, n.ip, crt, key, ca, resolv, nodeIP)
 	cfg := filepath.Join(n.dir, "kubelet.yaml")
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-		return err
+		return nil, err
 	}
-	k, err := n.spawn("kubelet", filepath.Join(n.bins.k8s, "kubelet"),
+	return n.spawn("kubelet", filepath.Join(n.bins.k8s, "kubelet"),
 		"--config="+cfg, "--kubeconfig="+kc,
-		"--hostname-override="+nodeName, "--node-ip="+nodeIP, "--v=2")
-	if err != nil {
-		return err
-	}
-	return n.wait(k, 3*time.Minute, "Ready node", func() error {
-		nd, err := n.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, c := range nd.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				if c.Status == corev1.ConditionTrue {
-					return nil
-				}
-				return fmt.Errorf("Ready=%s: %s", c.Status, c.Message)
-			}
-		}
-		return errors.New("no Ready condition")
-	})
+		"--hostname-override="+n.name, "--node-ip="+n.ip, "--v=2")
 }
 
 func (n *node) startKubeProxy() error {
@@ -505,6 +536,11 @@ func (n *node) startKubeProxy() error {
 	if err != nil {
 		return err
 	}
+	return n.runKubeProxy(kc)
+}
+
+// runKubeProxy starts kube-proxy with kubeconfig kc and waits for its health.
+func (n *node) runKubeProxy(kc string) error {
 	conf := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: %q}
@@ -519,7 +555,7 @@ conntrack: {maxPerCore: 0, min: 0}
 # Pod -> Service -> pod on the same bridge without br_netfilter: masquerade so replies
 # come back through the namespace's stack.
 iptables: {masqueradeAll: true}
-`, kc, nodeName, nodeIP)
+`, kc, n.name, n.ip)
 	cfg := filepath.Join(n.dir, "kube-proxy.yaml")
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		return err
@@ -587,12 +623,11 @@ var registryHost = "localhost:" + strconv.Itoa(podcontract.DevRegistryPort)
 // writeRegistryHosts tells containerd to pull registryHost over plain HTTP, as a
 // cluster admin does for a registry without TLS (containerd's hosts.toml, under the CRI
 // images plugin's config_path).
-func writeRegistryHosts(dir string) error {
+func writeRegistryHosts(dir, server string) error {
 	d := filepath.Join(dir, registryHost)
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return err
 	}
-	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n",
-		"http://"+registryHost, "http://"+registryHost)
+	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", server, server)
 	return os.WriteFile(filepath.Join(d, "hosts.toml"), []byte(hosts), 0o644)
 }

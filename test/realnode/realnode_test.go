@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
 	"github.com/workerd-operator/workerd-operator/internal/toolchain"
 )
 
@@ -62,6 +63,9 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	flag.Parse()
+	if plan := os.Getenv(memberEnv); plan != "" {
+		return memberInit(plan)
+	}
 	if dir := os.Getenv(insideEnv); dir != "" {
 		return inside(m, dir, os.Getenv(cgroupEnv))
 	}
@@ -183,6 +187,12 @@ func cgroupMounts(types ...string) []string {
 // the namespaces do not take with them (the run directory, the cgroup root) and checks
 // nothing is left behind.
 func outside() int {
+	release, err := testenv.HoldMachine("test/realnode")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "realnode:", err)
+		return 1
+	}
+	defer release()
 	removeStaleCgroups()
 	before := hostState()
 	dir, err := os.MkdirTemp("", "workerd-realnode-")

@@ -16,6 +16,18 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
+// selectedNodeAnnotation is where the scheduler puts the node it chose for a claim's
+// first pod (https://kubernetes.io/docs/concepts/storage/storage-classes/#volume-binding-mode).
+const selectedNodeAnnotation = "volume.kubernetes.io/selected-node"
+
+// volumesOn is where, seen from the control-plane host, node's volumesDir is.
+func (n *node) volumesOn(node string) string {
+	if node == nodeName {
+		return volumesDir
+	}
+	return filepath.Join(n.dir, "nodes", node, "var-lib", filepath.Base(volumesDir))
+}
+
 const (
 	storageClass = "realnode-local"
 	provisioner  = "realnode.workerd-operator.io/local"
@@ -23,10 +35,12 @@ const (
 )
 
 // startProvisioner makes storageClass the default StorageClass and, until ctx ends,
-// gives every pending claim of that class a local PersistentVolume on the node: a
-// directory owned by the pods' user (fsGroup does not apply to local volumes).
+// gives every pending claim of that class a local PersistentVolume on the node the
+// scheduler chose for its pod (WaitForFirstConsumer: the claim's selected-node
+// annotation), as node-local provisioners do: a directory owned by the pods' user
+// (fsGroup does not apply to local volumes), pinned to that node.
 func (n *node) startProvisioner(ctx context.Context) error {
-	mode := storagev1.VolumeBindingImmediate
+	mode := storagev1.VolumeBindingWaitForFirstConsumer
 	sc := &storagev1.StorageClass{
 		ObjectMeta:        metav1.ObjectMeta{Name: storageClass, Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
 		Provisioner:       provisioner,
@@ -55,11 +69,12 @@ func (n *node) provisionPending(ctx context.Context) error {
 		return err
 	}
 	for _, c := range pvcs.Items {
-		if c.Status.Phase != corev1.ClaimPending || c.Spec.VolumeName != "" || c.Spec.StorageClassName == nil || *c.Spec.StorageClassName != storageClass {
+		node := c.Annotations[selectedNodeAnnotation]
+		if c.Status.Phase != corev1.ClaimPending || c.Spec.VolumeName != "" || c.Spec.StorageClassName == nil || *c.Spec.StorageClassName != storageClass || node == "" {
 			continue
 		}
 		name := "pv-" + string(c.UID)
-		dir := filepath.Join(volumesDir, name)
+		dir := filepath.Join(n.volumesOn(node), name)
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return err
 		}
@@ -78,9 +93,9 @@ func (n *node) provisionPending(ctx context.Context) error {
 				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
 				StorageClassName:              storageClass,
 				ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: c.Namespace, Name: c.Name, UID: c.UID},
-				PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: filepath.Join(volumesDir, name)}},
 				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{nodeName}}},
+					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
 				}}}},
 			},
 		}

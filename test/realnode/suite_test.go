@@ -90,7 +90,7 @@ const bundleImage = "localhost/workerd-operator/realnode-bundle:1"
 // inside runs in the namespaces: it starts the node, installs the operator and the
 // samples, runs the tests and stops everything.
 func inside(m interface{ Run() int }, dir, cgroupRoot string) int {
-	runDir = dir
+	runDir, runCgroupRoot = dir, cgroupRoot
 	start := time.Now()
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "realnode: %5.1fs "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
@@ -112,7 +112,8 @@ func inside(m interface{ Run() int }, dir, cgroupRoot string) int {
 		return 1
 	}
 	defer cluster.stop()
-	reg, err := ociregistry.Start(ctx, ociregistry.Config{Addr: "127.0.0.1:" + strconv.Itoa(podcontract.DevRegistryPort), Dir: filepath.Join(dir, "registry")})
+	// On every address of the namespace: joining nodes pull from nodeIP.
+	reg, err := ociregistry.Start(ctx, ociregistry.Config{Addr: ":" + strconv.Itoa(podcontract.DevRegistryPort), Dir: filepath.Join(dir, "registry")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "realnode: registry:", err)
 		return 1

@@ -17,8 +17,9 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/wrangler"
 )
 
-// runDir is the run directory (inside the namespaces as outside).
-var runDir string
+// runDir is the run directory (inside the namespaces as outside); runCgroupRoot the
+// run's cgroup root, under which joining nodes get theirs.
+var runDir, runCgroupRoot string
 
 // templateNames are the projects of the cloudflare/templates snapshot
 // (../shared/testdata/cloudflare-templates, never edited) that TestTemplatesServe
