@@ -67,6 +67,10 @@ type managerFlags struct {
 	policy            policyFlags
 	isolation         isolationFlags
 	requestCF         requestCFFlags
+	customMetrics     customMetricsFlags
+	// certsReady is closed once the webhook serving certificate is in the cert dir
+	// (nil: the certificate is provided, e.g. by cert-manager).
+	certsReady <-chan struct{}
 }
 
 // isolationFlags are the cluster admin's isolation settings for every workerd pod
@@ -210,6 +214,7 @@ func newManagerCommand() *cobra.Command {
 	f.policy.register(fl)
 	f.isolation.register(fl)
 	f.requestCF.register(fl)
+	f.customMetrics.register(fl)
 	fl.StringVar(&f.opts.RequestCF.GeoIPImage, "request-cf-geoip-image", "", "OCI image holding GeoIP databases (*.mmdb, MaxMind's format) at its root, mounted into every Worker pod's sidecar (an image volume) for request.cf's geographic fields; empty: none (docs/request-cf.md)")
 	fl.StringSliceVar(&f.watch, "watch-namespaces", nil, "watch only these namespaces (and the manager's own), so that Roles there suffice (docs/security-policy.md); default: every namespace")
 	fl.StringSliceVar(&f.opts.Outbound.Allow, "outbound-default-allow", f.opts.Outbound.Allow, "CIDRs and tokens (public, private, local) Workers without spec.outbound.allow may connect to: set your cluster's Service and Pod CIDRs (docs/outbound.md)")
@@ -291,6 +296,9 @@ func runManager(f *managerFlags) error {
 			return err
 		}
 	}
+	if err := f.customMetrics.setup(mgr, f); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
@@ -345,10 +353,10 @@ func setupWebhooks(mgr ctrl.Manager, f *managerFlags) error {
 		DNSName:        fmt.Sprintf("%s.%s.svc", f.webhookService, ns),
 		ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.%s", f.webhookService, ns, f.opts.ClusterDomain)},
 		IsReady:        ready,
-		Webhooks: []rotator.WebhookInfo{
+		Webhooks: append([]rotator.WebhookInfo{
 			{Name: "workerd-operator-mutating-webhook-configuration", Type: rotator.Mutating},
 			{Name: "workerd-operator-validating-webhook-configuration", Type: rotator.Validating},
-		},
+		}, f.customMetrics.caInjection()...),
 		RequireLeaderElection: false,
 	}); err != nil {
 		return fmt.Errorf("webhook certificates: %w", err)
@@ -365,6 +373,7 @@ func setupWebhooks(mgr ctrl.Manager, f *managerFlags) error {
 	})); err != nil {
 		return err
 	}
+	f.certsReady = ready
 	errc := make(chan error, 1)
 	go func() {
 		<-ready

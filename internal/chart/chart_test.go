@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/workerd-operator/workerd-operator/internal/chart"
+	"github.com/workerd-operator/workerd-operator/internal/custommetrics"
 	"github.com/workerd-operator/workerd-operator/internal/installer"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
@@ -162,7 +163,7 @@ var optionSets = []struct {
 			wantArgs(t, objs, "--leader-elect", "--webhook-cert-secret=$(WEBHOOK_CERT_SECRET)",
 				"--workerd-image="+installer.DefaultWorkerdImage, "--default-limit-profile=paid", "--network-policies=true",
 				"--failure-log-scan-interval=1m")
-			for _, k := range []string{"ServiceMonitor", "PodDisruptionBudget", "NetworkPolicy", "Certificate", "Issuer", "ConfigMap"} {
+			for _, k := range []string{"ServiceMonitor", "PodDisruptionBudget", "NetworkPolicy", "Certificate", "Issuer", "ConfigMap", "APIService"} {
 				if n := len(kinds(objs, k)); n != 0 {
 					t.Errorf("%d %s rendered by default, want none", n, k)
 				}
@@ -328,6 +329,31 @@ var optionSets = []struct {
 				t.Errorf("%d NetworkPolicies rendered, want the manager's only", n)
 			}
 			wantArgs(t, objs, "--network-policies=false")
+		},
+	},
+	{
+		name:   "custom metrics API",
+		values: `customMetrics: {enabled: true, port: 7443}`,
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			wantArgs(t, objs, "--custom-metrics-port=7443")
+			api := mustFind(t, objs, "APIService", custommetrics.APIServiceName)
+			svc := nested(t, api, "spec", "service").(map[string]any)
+			if svc["name"] != release+"-webhook-service" || fmt.Sprint(svc["port"]) != "7443" {
+				t.Errorf("APIService service = %v, want the webhook Service at 7443", svc)
+			}
+			var ports []string
+			for _, p := range nested(t, mustFind(t, objs, "Service", release+"-webhook-service"), "spec", "ports").([]any) {
+				ports = append(ports, fmt.Sprint(p.(map[string]any)["port"]))
+			}
+			if !slices.Contains(ports, "7443") {
+				t.Errorf("webhook Service ports %v: no 7443", ports)
+			}
+			rb := mustFind(t, objs, "RoleBinding", release+"-custom-metrics-auth-reader")
+			if rb.GetNamespace() != "kube-system" {
+				t.Errorf("auth reader RoleBinding in %q, want kube-system", rb.GetNamespace())
+			}
+			mustFind(t, objs, "ClusterRoleBinding", release+"-custom-metrics-auth-delegator")
+			mustFind(t, objs, "ClusterRole", release+"-custom-metrics-apiservice")
 		},
 	},
 	{

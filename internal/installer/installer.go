@@ -23,14 +23,23 @@ const (
 // Build returns the install bundle as multi-document YAML, built from
 // <repoRoot>/config/default with the given images ("" keeps the defaults).
 func Build(repoRoot, operatorImage, workerdImage string) ([]byte, error) {
+	return BuildOverlay(repoRoot, "default", operatorImage, workerdImage)
+}
+
+// CustomMetricsOverlay is config/default with the custom metrics API on
+// (docs/scaling.md "Autoscaling a Worker").
+const CustomMetricsOverlay = "custom-metrics"
+
+// BuildOverlay is Build of <repoRoot>/config/<overlay>.
+func BuildOverlay(repoRoot, overlay, operatorImage, workerdImage string) ([]byte, error) {
 	opts := krusty.MakeDefaultOptions()
 	// Namespaces and CRDs first, webhook configurations last (what `kustomize build`
 	// and kubectl users get), so the bundle applies in one pass.
 	opts.Reorder = krusty.ReorderOptionLegacy
 	k := krusty.MakeKustomizer(opts)
-	res, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(repoRoot, "config", "default"))
+	res, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(repoRoot, "config", overlay))
 	if err != nil {
-		return nil, fmt.Errorf("installer: kustomize config/default: %w", err)
+		return nil, fmt.Errorf("installer: kustomize config/%s: %w", overlay, err)
 	}
 	out, err := res.AsYaml()
 	if err != nil {

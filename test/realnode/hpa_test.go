@@ -37,7 +37,7 @@ func TestHPAScalesAWorker(t *testing.T) {
 		"modules": []any{map[string]any{"name": "worker.js", "type": "ESModule", "content": busyWorker}},
 	}}})
 	hpas := cluster.client.AutoscalingV2().HorizontalPodAutoscalers(sampleNS)
-	if _, err := hpas.Create(ctx, busyHPA(name), metav1.CreateOptions{}); err != nil {
+	if _, err := hpas.Create(ctx, workerHPA(name, cpuTarget), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = hpas.Delete(context.Background(), name, metav1.DeleteOptions{}) })
@@ -69,21 +69,24 @@ func TestHPAScalesAWorker(t *testing.T) {
 	}
 }
 
-// busyHPA scales the Worker name between 1 and 3 pods at 50% of their CPU requests,
-// down after 30 s of lower demand (the default waits 5 minutes).
-func busyHPA(name string) *autoscalingv2.HorizontalPodAutoscaler {
+// cpuTarget is 50 % of the pods' CPU requests.
+var cpuTarget = autoscalingv2.MetricSpec{
+	Type: autoscalingv2.ResourceMetricSourceType,
+	Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{
+		Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr(int32(50)),
+	}},
+}
+
+// workerHPA scales the Worker name between 1 and 3 pods on metric, down after 30 s of
+// lower demand (the default waits 5 minutes).
+func workerHPA(name string, metric autoscalingv2.MetricSpec) *autoscalingv2.HorizontalPodAutoscaler {
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: sampleNS},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
 			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: fleetGroup + "/v1alpha1", Kind: "Worker", Name: name},
 			MinReplicas:    ptr(int32(1)),
 			MaxReplicas:    3,
-			Metrics: []autoscalingv2.MetricSpec{{
-				Type: autoscalingv2.ResourceMetricSourceType,
-				Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{
-					Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr(int32(50)),
-				}},
-			}},
+			Metrics:        []autoscalingv2.MetricSpec{metric},
 			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
 				ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr(int32(30))},
 			},
@@ -122,11 +125,14 @@ func logHPA(t *testing.T, name string) {
 	for _, c := range h.Status.Conditions {
 		conds = append(conds, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
 	}
-	var cpu string
+	var cur []string
 	for _, m := range h.Status.CurrentMetrics {
 		if m.Resource != nil && m.Resource.Current.AverageUtilization != nil {
-			cpu = fmt.Sprintf("%d%%", *m.Resource.Current.AverageUtilization)
+			cur = append(cur, fmt.Sprintf("cpu %d%%", *m.Resource.Current.AverageUtilization))
+		}
+		if m.Pods != nil && m.Pods.Current.AverageValue != nil {
+			cur = append(cur, fmt.Sprintf("%s %s per pod", m.Pods.Metric.Name, m.Pods.Current.AverageValue))
 		}
 	}
-	t.Logf("hpa: %d → %d replicas, cpu %s; %s", h.Status.CurrentReplicas, h.Status.DesiredReplicas, cpu, strings.Join(conds, "; "))
+	t.Logf("hpa: %d → %d replicas, %s; %s", h.Status.CurrentReplicas, h.Status.DesiredReplicas, strings.Join(cur, ", "), strings.Join(conds, "; "))
 }

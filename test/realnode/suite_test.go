@@ -135,7 +135,9 @@ func inside(m interface{ Run() int }, dir, cgroupRoot string) int {
 }
 
 func install(ctx context.Context, logf func(string, ...any)) error {
-	b, err := installer.Build(repoRoot, "", "")
+	// The bundle with the custom metrics API on (TestHPAOnRequestsInFlight): the
+	// node runs no other custom metrics adapter.
+	b, err := installer.BuildOverlay(repoRoot, installer.CustomMetricsOverlay, "", "")
 	if err != nil {
 		return err
 	}
