@@ -173,7 +173,9 @@ func intruderWorker(t *testing.T) *corev1.Pod {
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: intruderNS}}
 	// An earlier test's intruder namespace may still be terminating: wait for it to go.
-	eventually(t, 3*time.Minute, "namespace "+intruderNS+" created", func() error {
+	// Its Worker pod may take its whole grace period, 5 + 120 + 30 s (docs/durable-objects.md
+	// "Rollouts"), when that test left connections to it open.
+	eventually(t, 5*time.Minute, "namespace "+intruderNS+" created", func() error {
 		cur := &corev1.Namespace{}
 		if err := k8sClient.Get(ctx, client.ObjectKey{Name: intruderNS}, cur); err == nil && cur.DeletionTimestamp != nil {
 			return fmt.Errorf("namespace %s is still terminating", intruderNS)
