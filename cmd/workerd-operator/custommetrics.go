@@ -36,8 +36,11 @@ func (c customMetricsFlags) setup(mgr ctrl.Manager, f *managerFlags) error {
 	if c.port == 0 {
 		return nil
 	}
-	if f.webhookCertDir == "" {
-		return fmt.Errorf("--custom-metrics-port needs --webhook-cert-dir: the API is served with the webhook serving certificate")
+	if f.webhookCertDir == "" || !f.enableWebhooks {
+		return fmt.Errorf("--custom-metrics-port needs the webhooks (--enable-webhooks, --webhook-cert-dir): the API is served with their serving certificate")
+	}
+	if c.port == f.webhookPort {
+		return fmt.Errorf("--custom-metrics-port %d is the webhook port: give the custom metrics API a port of its own", c.port)
 	}
 	p := &custommetrics.Provider{Pods: mgr.GetClient(), Scrape: custommetrics.SidecarScraper(f.opts.Issuer)}
 	return mgr.Add(everyReplica(func(ctx context.Context) error {
@@ -49,6 +52,11 @@ func (c customMetricsFlags) setup(mgr ctrl.Manager, f *managerFlags) error {
 			}
 		}
 		ctrl.Log.WithName("custom-metrics").Info("serving the custom metrics API", "port", c.port, "metric", custommetrics.RequestsInFlight)
-		return custommetrics.Run(ctx, p, custommetrics.ServerOptions{BindAddress: f.webhookHost, Port: c.port, CertDir: f.webhookCertDir})
+		// A failure here (the front proxy's CA unreadable, the port taken) leaves the
+		// APIService unavailable, not the webhooks and controllers stopped.
+		if err := custommetrics.Run(ctx, p, custommetrics.ServerOptions{BindAddress: f.webhookHost, Port: c.port, CertDir: f.webhookCertDir}); err != nil && ctx.Err() == nil {
+			ctrl.Log.WithName("custom-metrics").Error(err, "the custom metrics API stopped; HPAs on "+custommetrics.RequestsInFlight+" get no values until the manager restarts")
+		}
+		return nil
 	}))
 }

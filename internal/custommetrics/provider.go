@@ -15,7 +15,9 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -42,6 +44,9 @@ const (
 	Rescrape = 5 * time.Second
 )
 
+// MaxConcurrentScrapes bounds the pods one query reads at once.
+const MaxConcurrentScrapes = 16
+
 // ScrapeFunc reads the sum of the wall time of the pod's invocations so far, in seconds.
 type ScrapeFunc func(ctx context.Context, pod *corev1.Pod) (float64, error)
 
@@ -54,6 +59,7 @@ type Provider struct {
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 
+	scrapes singleflight.Group
 	mu      sync.Mutex
 	samples map[types.UID][]sample
 }
@@ -94,18 +100,22 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 // GetMetricBySelector is the metric of every serving Worker pod the selector matches;
 // a pod without a value yet (its first sample, or its sidecar not answering) is left
 // out, which the HPA controller treats as it documents for missing metrics.
-func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info provider.CustomMetricInfo, _ labels.Selector) (*custom_metrics.MetricValueList, error) {
+func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info provider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
 	if err := check(info); err != nil {
 		return nil, err
+	}
+	if metricSelector != nil && !metricSelector.Empty() {
+		return nil, apierrors.NewBadRequest(RequestsInFlight + " has no labels to select by (metric.selector must be empty)")
 	}
 	pods := &corev1.PodList{}
 	if err := p.Pods.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return nil, err
 	}
 	var (
-		mu  sync.Mutex
-		out = &custom_metrics.MetricValueList{}
-		wg  sync.WaitGroup
+		mu   sync.Mutex
+		out  = &custom_metrics.MetricValueList{}
+		wg   sync.WaitGroup
+		sema = make(chan struct{}, MaxConcurrentScrapes)
 	)
 	for i := range pods.Items {
 		pod := &pods.Items[i]
@@ -115,6 +125,8 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			sema <- struct{}{}
+			defer func() { <-sema }()
 			if v, ok := p.value(ctx, pod); ok {
 				mu.Lock()
 				out.Items = append(out.Items, v)
@@ -128,8 +140,9 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	return out, nil
 }
 
+// check: the one metric, of pods in one namespace (never a cluster-wide fan-out).
 func check(info provider.CustomMetricInfo) error {
-	if info.GroupResource != podsResource || info.Metric != RequestsInFlight {
+	if info.GroupResource != podsResource || info.Metric != RequestsInFlight || !info.Namespaced {
 		return provider.NewMetricNotFoundError(info.GroupResource, info.Metric)
 	}
 	return nil
@@ -145,18 +158,26 @@ func isWorkerPod(pod *corev1.Pod) bool {
 // value samples the pod when its newest sample is older than Rescrape and averages
 // over the span of its samples within Window.
 func (p *Provider) value(ctx context.Context, pod *corev1.Pod) (custom_metrics.MetricValue, bool) {
-	now := p.now()
-	if last, ok := p.newest(pod.UID); !ok || now.Sub(last.at) >= Rescrape {
-		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		wall, err := p.Scrape(sctx, pod)
-		cancel()
-		if err != nil {
-			log.FromContext(ctx).V(1).Info("custom metrics: sidecar not read", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
-		} else {
-			p.add(pod.UID, sample{at: now, wall: wall})
+	// One scrape of a pod at a time (two HPAs, or a query by name beside one by
+	// selector): samples are added in the order they were taken.
+	_, err, _ := p.scrapes.Do(string(pod.UID), func() (any, error) {
+		if last, ok := p.newest(pod.UID); ok && p.now().Sub(last.at) < Rescrape {
+			return nil, nil
 		}
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		wall, err := p.Scrape(sctx, pod)
+		if err == nil {
+			p.add(pod.UID, sample{at: p.now(), wall: wall})
+		}
+		return nil, err
+	})
+	if err != nil {
+		// Not an old value of a sidecar that stopped answering: none.
+		log.FromContext(ctx).V(1).Info("custom metrics: sidecar not read", "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
+		return custom_metrics.MetricValue{}, false
 	}
-	first, last, ok := p.span(pod.UID, now)
+	first, last, ok := p.span(pod.UID, p.now())
 	if !ok {
 		return custom_metrics.MetricValue{}, false
 	}

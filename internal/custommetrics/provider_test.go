@@ -132,11 +132,34 @@ func TestRequestsInFlight(t *testing.T) {
 	if got := f.query(t); got["a"] != 400 {
 		t.Fatalf("15 s after the restart a = %d, want 400 (6 s over 15 s)", got["a"])
 	}
-	// A sidecar not answering: the pod is left out, the others answer.
+	// A sidecar not answering: the pod is left out (not its old value), the others answer.
 	delete(f.walls, "b")
+	f.now = f.now.Add(10 * time.Second)
+	f.walls["a"] = 20
+	if got, want := f.query(t), map[string]int64{"a": 640}; !maps.Equal(got, want) {
+		t.Fatalf("b not answering = %v, want %v (a: 16 s of wall time over its 25 s since the restart)", got, want)
+	}
+	// Samples older than the window give nothing.
 	f.now = f.now.Add(2 * Window)
+	delete(f.walls, "a")
 	if got := f.query(t); len(got) != 0 {
 		t.Fatalf("samples older than the window = %v, want none", got)
+	}
+}
+
+// A pod streaming a /metrics without end is cut off at MaxExpositionBytes.
+func TestExpositionBounded(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		line := []byte("# " + strings.Repeat("x", 1<<10) + "\n")
+		for n := 0; n <= MaxExpositionBytes; n += len(line) {
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	if _, err := scrapeURL(context.Background(), srv.Client(), srv.URL); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Fatalf("an endless exposition: %v, want refused past %d bytes", err, MaxExpositionBytes)
 	}
 }
 
@@ -151,6 +174,15 @@ func TestOneMetricOnPods(t *testing.T) {
 	onService.GroupResource = schema.GroupResource{Resource: "services"}
 	if _, err := f.p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "ns", Name: "a"}, onService, labels.Everything()); !apierrors.IsNotFound(err) {
 		t.Errorf("on services: %v, want NotFound", err)
+	}
+	// The root-scoped route (every namespace at once) is not served.
+	clusterWide := inFlight
+	clusterWide.Namespaced = false
+	if _, err := f.p.GetMetricBySelector(context.Background(), "", labels.Everything(), clusterWide, labels.Everything()); !apierrors.IsNotFound(err) {
+		t.Errorf("all namespaces: %v, want NotFound", err)
+	}
+	if _, err := f.p.GetMetricBySelector(context.Background(), "ns", labels.Everything(), inFlight, labels.SelectorFromSet(labels.Set{"a": "b"})); !apierrors.IsBadRequest(err) {
+		t.Errorf("a metric selector: %v, want BadRequest", err)
 	}
 	if got := f.p.ListAllMetrics(); len(got) != 1 || got[0] != inFlight {
 		t.Errorf("ListAllMetrics = %v", got)

@@ -1,6 +1,7 @@
 package custommetrics
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -63,16 +65,46 @@ func Run(ctx context.Context, p provider.CustomMetricsProvider, o ServerOptions)
 	return a.Run(ctx)
 }
 
+// MaxExpositionBytes bounds what is read of a pod's /metrics: a pod of the tenant's
+// could otherwise stream without end into the manager.
+const MaxExpositionBytes = 4 << 20
+
+// clientTTL is how long a namespace's client is reused before its Secret is read again
+// (the Issuer reads it on every call).
+const clientTTL = 30 * time.Second
+
 // SidecarScraper reads a Worker pod's sidecar /metrics over the internal plane's mutual
 // TLS with the manager's certificate (docs/security-internal-plane.md).
 func SidecarScraper(issuer *internalca.Issuer) ScrapeFunc {
+	var (
+		mu      sync.Mutex
+		clients = map[string]cachedClient{}
+	)
+	client := func(ctx context.Context, ns string) (*http.Client, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if c, ok := clients[ns]; ok && time.Since(c.at) < clientTTL {
+			return c.hc, nil
+		}
+		hc, err := issuer.HTTPClient(ctx, ns, 3*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		clients[ns] = cachedClient{hc: hc, at: time.Now()}
+		return hc, nil
+	}
 	return func(ctx context.Context, pod *corev1.Pod) (float64, error) {
-		hc, err := issuer.HTTPClient(ctx, pod.Namespace, 3*time.Second)
+		hc, err := client(ctx, pod.Namespace)
 		if err != nil {
 			return 0, err
 		}
 		return scrapeURL(ctx, hc, "https://"+net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(podcontract.SidecarPort))+"/metrics")
 	}
+}
+
+type cachedClient struct {
+	hc *http.Client
+	at time.Time
 }
 
 func scrapeURL(ctx context.Context, hc *http.Client, url string) (float64, error) {
@@ -88,7 +120,14 @@ func scrapeURL(ctx context.Context, hc *http.Client, url string) (float64, error
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return WallSeconds(resp.Body)
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxExpositionBytes+1))
+	if err != nil {
+		return 0, err
+	}
+	if len(b) > MaxExpositionBytes {
+		return 0, fmt.Errorf("GET %s: more than %d bytes", url, MaxExpositionBytes)
+	}
+	return WallSeconds(bytes.NewReader(b))
 }
 
 // WallSeconds is the sum of telemetry.WallTimeSeconds over all its series in a
