@@ -390,11 +390,21 @@ func (l *incLoad) inc(c *http.Client, o int) (incAnswer, error) {
 }
 
 // counter reads object o's counter.
+//
+// A read is tried 3 times: after a node loss, a connection may still be routed to the
+// lost node's Worker pod until its endpoint is gone, and a read that never arrived says
+// nothing about the object's state (the calls of the load are what count failures).
 func counter(url string, o int) (int, error) {
-	var n int
-	body, err := get(fmt.Sprintf("%s/get?o=%d", url, o))
-	if err == nil {
-		err = json.Unmarshal([]byte(body), &n)
+	var (
+		n   int
+		err error
+	)
+	for try := 0; try < 3; try++ {
+		var body string
+		if body, err = get(fmt.Sprintf("%s/get?o=%d", url, o)); err == nil {
+			return n, json.Unmarshal([]byte(body), &n)
+		}
+		time.Sleep(2 * time.Second)
 	}
 	return n, err
 }

@@ -37,7 +37,9 @@ func TestHelmChartTakesOver(t *testing.T) {
 	install.ReleaseName, install.Namespace = "workerd-operator", ns
 	install.TakeOwnership = true
 	install.Timeout = 3 * time.Minute
-	if _, err := install.RunWithContext(ctx, c, nil); err != nil {
+	// As the bundle it takes over (config/custom-metrics): TestHPAOnRequestsInFlight
+	// runs against the chart's custom metrics API.
+	if _, err := install.RunWithContext(ctx, c, map[string]any{"customMetrics": map[string]any{"enabled": true}}); err != nil {
 		t.Fatalf("helm install: %v", err)
 	}
 	var name string
