@@ -29,7 +29,7 @@ help: ## Show the targets.
 
 .PHONY: manifests
 manifests: ## Generate CRDs, RBAC and webhook configuration from the Go markers.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." \
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/...;./controllers/...;./internal/webhook/..." \
 		output:crd:artifacts:config=config/crd/bases \
 		output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
