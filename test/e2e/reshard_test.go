@@ -4,13 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net/http"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,138 +17,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
-
-// tallyModule: GET /inc?o=[&alarm=ms] increments object o's counter and answers {n,
-// token}, the token drawn once per instance of the object, and sets an alarm ms ahead
-// when it has none and none ran; GET /get?o= reads the counter, GET /alarms?o= how many
-// times its alarm ran and the one pending.
-const tallyModule = `import { DurableObject } from "cloudflare:workers";
-export class Tally extends DurableObject {
-  constructor(ctx, env) {
-    super(ctx, env);
-    this.token = crypto.randomUUID();
-  }
-  async inc(alarmIn) {
-    const n = ((await this.ctx.storage.get("n")) ?? 0) + 1;
-    await this.ctx.storage.put("n", n);
-    if (alarmIn && (await this.ctx.storage.getAlarm()) === null && !(await this.ctx.storage.get("fired"))) {
-      await this.ctx.storage.setAlarm(Date.now() + alarmIn);
-    }
-    return { n, token: this.token };
-  }
-  async get() {
-    return (await this.ctx.storage.get("n")) ?? 0;
-  }
-  async alarms() {
-    return { fired: (await this.ctx.storage.get("fired")) ?? 0, pending: await this.ctx.storage.getAlarm() };
-  }
-  async alarm() {
-    await this.ctx.storage.put("fired", ((await this.ctx.storage.get("fired")) ?? 0) + 1);
-  }
-}
-export default {
-  async fetch(req, env) {
-    const u = new URL(req.url), o = "o" + u.searchParams.get("o");
-    if (u.pathname === "/inc") return Response.json(await env.TALLY.getByName(o).inc(Number(u.searchParams.get("alarm") ?? 0)));
-    if (u.pathname === "/alarms") return Response.json(await env.TALLY.getByName(o).alarms());
-    if (u.pathname === "/get") return Response.json(await env.TALLY.getByName(o).get());
-    return new Response("no such path", { status: 404 });
-  },
-};`
-
-// incAnswer is one acknowledged increment.
-type incAnswer struct {
-	N     int    `json:"n"`
-	Token string `json:"token"`
-}
-
-// incLoad sends GET /inc for a random object of objects at rate per second, each from
-// its own goroutine, and keeps every answer by object until stop closes.
-type incLoad struct {
-	url           string
-	rate, objects int
-	sent, failed  atomic.Int64
-	mu            sync.Mutex
-	answers       map[int][]incAnswer
-	failures      []string
-	wg            sync.WaitGroup
-	stop          chan struct{}
-	// onFailure runs once, at the first failed call (while the pods that saw it live).
-	onFailure func()
-	// alarmMs, while not 0, makes each call set an alarm that far ahead; alarmed are
-	// the objects called meanwhile.
-	alarmMs atomic.Int64
-	alarmed map[int]bool
-}
-
-func (l *incLoad) run() {
-	c := &http.Client{Timeout: 150 * time.Second}
-	paced(l.rate, l.stop, func(int) {
-		o := rand.IntN(l.objects)
-		l.sent.Add(1)
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			alarm := l.alarmMs.Load()
-			a, err := l.inc(c, o, alarm)
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if err != nil {
-				if l.failed.Add(1) == 1 && l.onFailure != nil {
-					go l.onFailure()
-				}
-				l.failures = append(l.failures, fmt.Sprintf("%s o%d: %v", time.Now().Format("15:04:05.000"), o, err))
-				return
-			}
-			l.answers[o] = append(l.answers[o], a)
-			if alarm > 0 {
-				l.alarmed[o] = true
-			}
-		}()
-	})
-}
-
-func (l *incLoad) inc(c *http.Client, o int, alarm int64) (incAnswer, error) {
-	var a incAnswer
-	resp, err := c.Get(fmt.Sprintf("%s/inc?o=%d&alarm=%d", l.url, o, alarm))
-	if err != nil {
-		return a, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return a, fmt.Errorf("%s: %.400s", resp.Status, b)
-	}
-	return a, json.Unmarshal(b, &a)
-}
 
 // checkObject: object o's acknowledged increments are 1..k exactly once each (none
 // lost, none applied by two copies from one state), and its instances never
 // interleave: once a later instance answered, an earlier one never answers again (two
 // live copies of an object would).
-func checkObject(answers []incAnswer) error {
+func checkObject(answers []testenv.TallyAnswer) error {
 	sort.Slice(answers, func(i, j int) bool { return answers[i].N < answers[j].N })
-	done := map[string]bool{}
-	cur := ""
 	for i, a := range answers {
 		if a.N != i+1 {
 			return fmt.Errorf("acknowledged counts %v: want 1..%d once each", counts(answers), len(answers))
 		}
-		if a.Token != cur {
-			if done[a.Token] {
-				return fmt.Errorf("instance %s answered again after a later one (at n=%d): two copies served the object", a.Token, a.N)
-			}
-			if cur != "" {
-				done[cur] = true
-			}
-			cur = a.Token
-		}
+	}
+	if a := testenv.AnsweredAgain(answers); a != nil {
+		return fmt.Errorf("instance %s answered again after a later one (at n=%d): two copies served the object", a.Token, a.N)
 	}
 	return nil
 }
 
-func counts(as []incAnswer) []int {
+func counts(as []testenv.TallyAnswer) []int {
 	out := make([]int, len(as))
 	for i, a := range as {
 		out[i] = a.N
@@ -170,7 +54,7 @@ func TestReshardUnderLoad(t *testing.T) {
 	w := &fleetv1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "tally"}, Spec: fleetv1alpha1.WorkerSpec{
 		CompatibilityDate: "2026-11-01", Replicas: ptr.To[int32](2),
 		Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
-			Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: ptr.To(tallyModule)}}}},
+			Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: ptr.To(testenv.TallyModule)}}}},
 		Bindings: []fleetv1alpha1.Binding{{Name: "TALLY", DurableObjectNamespace: &fleetv1alpha1.LocalObjectReference{Name: "tallies"}}},
 	}}
 	d := &fleetv1alpha1.DurableObjectNamespace{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "tallies"},
@@ -188,33 +72,30 @@ func TestReshardUnderLoad(t *testing.T) {
 	url := serviceURL(t, "tally")
 	eventually(t, 2*time.Minute, "warm-up", func() error { _, err := get(url + "/inc?o=warm"); return err })
 
-	l := &incLoad{url: url, rate: 25, objects: 1000, answers: map[int][]incAnswer{}, stop: make(chan struct{}),
-		onFailure: func() { time.Sleep(2 * time.Second); podLogLines(t, "rror", "tally-", "tallies-do-") }}
+	l := testenv.StartTallyLoad(url, 25, 1000, func() { time.Sleep(2 * time.Second); podLogLines(t, "rror", "tally-", "tallies-do-") })
+	t.Cleanup(l.Stop)
 	// The objects called in the first 10 s get an alarm 45 s ahead: due while or
 	// after their objects move (Cloudflare: at least once,
 	// https://developers.cloudflare.com/durable-objects/api/alarms/).
-	l.alarmed = map[int]bool{}
-	l.alarmMs.Store(45000)
+	l.AlarmMs.Store(45000)
 	start := time.Now()
-	go l.run()
 	time.Sleep(10 * time.Second)
-	l.alarmMs.Store(0)
+	l.AlarmMs.Store(0)
 	var moves []string
 	for _, n := range []int32{8, 3} {
 		moves = append(moves, reshardTo(t, d, n))
 		time.Sleep(10 * time.Second)
 	}
-	close(l.stop)
 	elapsed := time.Since(start)
-	l.wg.Wait()
+	l.Stop()
 
-	sent, failed := l.sent.Load(), l.failed.Load()
+	sent, failed := l.Sent.Load(), l.Failed.Load()
 	fmt.Printf("reshard: %d calls in %s (%.1f/s), %d failed; %s\n", sent, elapsed.Round(time.Second), float64(sent)/elapsed.Seconds(), failed, strings.Join(moves, "; "))
 	if failed != 0 {
-		t.Errorf("%d of %d calls failed:\n%s", failed, sent, strings.Join(l.failures[:min(len(l.failures), 30)], "\n"))
+		t.Errorf("%d of %d calls failed:\n%s", failed, sent, strings.Join(l.Failures(30), "\n"))
 	}
 	checked := 0
-	for o, as := range l.answers {
+	for o, as := range l.Answers() {
 		if err := checkObject(as); err != nil {
 			t.Errorf("object o%d: %v", o, err)
 		}
@@ -225,7 +106,7 @@ func TestReshardUnderLoad(t *testing.T) {
 		checked++
 	}
 	t.Logf("%d objects checked, %d calls acknowledged", checked, sent-failed)
-	checkAlarms(t, url, l.alarmed)
+	checkAlarms(t, url, l.Alarmed())
 }
 
 // checkAlarms: every alarm set before the moves ran on the object's owner, none is

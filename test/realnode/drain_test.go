@@ -5,13 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
-	"net/http"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,32 +23,6 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
-
-// tallyModule: GET /inc?o= increments object o's counter and answers {n, token}, the
-// token drawn once per instance of the object; GET /get?o= reads the counter.
-const tallyModule = `import { DurableObject } from "cloudflare:workers";
-export class Tally extends DurableObject {
-  constructor(ctx, env) {
-    super(ctx, env);
-    this.token = crypto.randomUUID();
-  }
-  async inc() {
-    const n = ((await this.ctx.storage.get("n")) ?? 0) + 1;
-    await this.ctx.storage.put("n", n);
-    return { n, token: this.token };
-  }
-  async get() {
-    return (await this.ctx.storage.get("n")) ?? 0;
-  }
-}
-export default {
-  async fetch(req, env) {
-    const u = new URL(req.url), o = "o" + u.searchParams.get("o");
-    if (u.pathname === "/inc") return Response.json(await env.TALLY.getByName(o).inc());
-    if (u.pathname === "/get") return Response.json(await env.TALLY.getByName(o).get());
-    return new Response("no such path", { status: 404 });
-  },
-};`
 
 const (
 	tallyShards = 3
@@ -76,34 +46,34 @@ func TestDrainAndNodeLoss(t *testing.T) {
 	}
 	drained := shardOn(t, shards, members[0].name)
 
-	l := startIncLoad(t, url, 25, 1000)
+	l := startTallyLoad(t, url)
 	time.Sleep(5 * time.Second)
 	took := drainNode(t, members[0].name, drained)
 	time.Sleep(10 * time.Second)
-	l.finish()
-	t.Logf("drain of %s: shard %d back on %s in %s; %d calls, %d failed", members[0].name, drained, shardNodes(t)[drained], took.Round(time.Second), l.sent.Load(), l.failed.Load())
-	if l.failed.Load() != 0 {
-		t.Errorf("%d of %d calls failed during the drain:\n%s", l.failed.Load(), l.sent.Load(), strings.Join(l.failures[:min(len(l.failures), 30)], "\n"))
+	l.Stop()
+	t.Logf("drain of %s: shard %d back on %s in %s; %d calls, %d failed", members[0].name, drained, shardNodes(t)[drained], took.Round(time.Second), l.Sent.Load(), l.Failed.Load())
+	if l.Failed.Load() != 0 {
+		t.Errorf("%d of %d calls failed during the drain:\n%s", l.Failed.Load(), l.Sent.Load(), strings.Join(l.Failures(30), "\n"))
 	}
-	l.checkExact(t, url)
-	floor := l.lastCounts()
+	checkExact(t, url, l)
+	floor := lastCounts(l)
 	uncordon(t, members[0].name)
 	// The moved shard ships a full copy of every restored database first; until then its
 	// newest writes lag that much (docs/scaling.md). The bound below is the caught-up one.
 	waitShipped(t)
 
 	lost := shardOn(t, shardNodes(t), members[1].name)
-	l = startIncLoad(t, url, 25, 1000)
+	l = startTallyLoad(t, url)
 	// Longer than lostBound: a restore that lost more than the last seconds shows.
 	time.Sleep(30 * time.Second)
 	killed, took := loseNode(t, members[1])
 	time.Sleep(10 * time.Second)
-	l.finish()
-	lostWrites, objects := l.lostWrites(t, url, killed)
-	l.checkOneOwner(t)
+	l.Stop()
+	writes, objects := lostWrites(t, url, l, killed)
+	checkOneOwner(t, l)
 	checkFloor(t, url, floor)
 	fmt.Printf("realnode: node %s killed: shard %d back on %s in %s; %d calls, %d failed, %d acknowledged writes lost on %d objects\n",
-		members[1].name, lost, shardNodes(t)[lost], took.Round(time.Second), l.sent.Load(), l.failed.Load(), lostWrites, objects)
+		members[1].name, lost, shardNodes(t)[lost], took.Round(time.Second), l.Sent.Load(), l.Failed.Load(), writes, objects)
 	for i, n := range shardNodes(t) {
 		if n == members[1].name || n == "" {
 			t.Errorf("shard %d on %q after the loss of %s", i, n, members[1].name)
@@ -170,7 +140,7 @@ func applyTally(t *testing.T, backup map[string]any) string {
 	// allows. Three replicas, one per node, leave two to share them (docs/scaling.md,
 	// "Drains and lost nodes").
 	url := applyWorker(t, "tally", map[string]any{"replicas": int64(3),
-		"source":   map[string]any{"inline": map[string]any{"modules": []any{map[string]any{"name": "worker.js", "type": "ESModule", "content": tallyModule}}}},
+		"source":   map[string]any{"inline": map[string]any{"modules": []any{map[string]any{"name": "worker.js", "type": "ESModule", "content": testenv.TallyModule}}}},
 		"bindings": []any{map[string]any{"name": "TALLY", "durableObjectNamespace": map[string]any{"name": tallyDONS}}}})
 	if err := cluster.waitReady(context.Background(), []*unstructured.Unstructured{d}, 5*time.Minute); err != nil {
 		logPods(t, sampleNS, tallyDONS)
@@ -314,79 +284,12 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// incAnswer is one acknowledged increment.
-type incAnswer struct {
-	N     int       `json:"n"`
-	Token string    `json:"token"`
-	at    time.Time // when the answer arrived
-}
-
-// incLoad sends GET /inc for a random object at rate per second, each call from its
-// own goroutine, and keeps every acknowledged answer by object.
-type incLoad struct {
-	url          string
-	sent, failed atomic.Int64
-	mu           sync.Mutex
-	answers      map[int][]incAnswer
-	failures     []string
-	wg           sync.WaitGroup
-	stop         chan struct{}
-	once         sync.Once
-}
-
-// startIncLoad starts the load; it is finished at the test's end at the latest.
-func startIncLoad(t *testing.T, url string, rate, objects int) *incLoad {
-	l := &incLoad{url: url, answers: map[int][]incAnswer{}, stop: make(chan struct{})}
-	t.Cleanup(l.finish)
-	c := &http.Client{Timeout: 150 * time.Second}
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	go func() {
-		defer tick.Stop()
-		for {
-			select {
-			case <-l.stop:
-				return
-			case <-tick.C:
-			}
-			o := rand.IntN(objects)
-			l.sent.Add(1)
-			l.wg.Add(1)
-			go func() {
-				defer l.wg.Done()
-				a, err := l.inc(c, o)
-				l.mu.Lock()
-				defer l.mu.Unlock()
-				if err != nil {
-					l.failed.Add(1)
-					l.failures = append(l.failures, fmt.Sprintf("%s o%d: %v", time.Now().Format("15:04:05.000"), o, err))
-					return
-				}
-				a.at = time.Now()
-				l.answers[o] = append(l.answers[o], a)
-			}()
-		}
-	}()
+// startTallyLoad increments counters of 1,000 objects at 25 calls/s until stopped, at
+// the test's end at the latest.
+func startTallyLoad(t *testing.T, url string) *testenv.TallyLoad {
+	l := testenv.StartTallyLoad(url, 25, 1000, nil)
+	t.Cleanup(l.Stop)
 	return l
-}
-
-// finish stops the load and waits for the calls under way; a second call does nothing.
-func (l *incLoad) finish() {
-	l.once.Do(func() { close(l.stop) })
-	l.wg.Wait()
-}
-
-func (l *incLoad) inc(c *http.Client, o int) (incAnswer, error) {
-	var a incAnswer
-	resp, err := c.Get(fmt.Sprintf("%s/inc?o=%d", l.url, o))
-	if err != nil {
-		return a, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return a, fmt.Errorf("%s: %.400s", resp.Status, b)
-	}
-	return a, json.Unmarshal(b, &a)
 }
 
 // counter reads object o's counter.
@@ -412,9 +315,9 @@ func counter(url string, o int) (int, error) {
 // checkExact: each object's acknowledged increments are its last counts, once each,
 // from instances that never interleave (two live copies of an object would), and its
 // counter ends at the last of them.
-func (l *incLoad) checkExact(t *testing.T, url string) {
+func checkExact(t *testing.T, url string, l *testenv.TallyLoad) {
 	t.Helper()
-	for o, as := range l.answers {
+	for o, as := range l.Answers() {
 		sort.Slice(as, func(i, j int) bool { return as[i].N < as[j].N })
 		for i, a := range as {
 			if a.N != as[0].N+i {
@@ -422,7 +325,7 @@ func (l *incLoad) checkExact(t *testing.T, url string) {
 				break
 			}
 		}
-		if a := answeredAgain(as); a != nil {
+		if a := testenv.AnsweredAgain(as); a != nil {
 			t.Errorf("object o%d: instance %s answered again after a later one (n=%d): two copies served it", o, a.Token, a.N)
 		}
 		if n, err := counter(url, o); err != nil || n != as[len(as)-1].N {
@@ -444,18 +347,18 @@ const lostBound = 10 * time.Second
 // loss are lost above the count that instance started from (or above the final
 // counter when none answered since). A failed call the object applied makes a count no
 // one acknowledged: skipped, not lost.
-func (l *incLoad) lostWrites(t *testing.T, url string, killed time.Time) (writes, objects int) {
+func lostWrites(t *testing.T, url string, l *testenv.TallyLoad, killed time.Time) (writes, objects int) {
 	t.Helper()
-	for o, as := range l.answers {
+	for o, as := range l.Answers() {
 		c, err := counter(url, o)
 		if err != nil {
 			t.Errorf("object o%d: %v", o, err)
 			continue
 		}
-		sort.Slice(as, func(i, j int) bool { return as[i].at.Before(as[j].at) })
+		sort.Slice(as, func(i, j int) bool { return as[i].At.Before(as[j].At) })
 		base, after := c, ""
 		for _, a := range as {
-			if a.at.After(killed) && a.Token != as[0].Token {
+			if a.At.After(killed) && a.Token != as[0].Token {
 				after = a.Token
 				break
 			}
@@ -472,9 +375,9 @@ func (l *incLoad) lostWrites(t *testing.T, url string, killed time.Time) (writes
 			}
 			if a.N > base {
 				lost++
-				if a.at.Before(killed.Add(-lostBound)) {
+				if a.At.Before(killed.Add(-lostBound)) {
 					t.Errorf("object o%d: count %d acknowledged at %s, %s before the node was lost, is not in the restored state (restored to %d)",
-						o, a.N, a.at.Format("15:04:05.000"), killed.Sub(a.at).Round(time.Millisecond), base)
+						o, a.N, a.At.Format("15:04:05.000"), killed.Sub(a.At).Round(time.Millisecond), base)
 				}
 			}
 		}
@@ -509,9 +412,9 @@ func waitShipped(t *testing.T) {
 }
 
 // lastCounts is each object's last acknowledged count.
-func (l *incLoad) lastCounts() map[int]int {
+func lastCounts(l *testenv.TallyLoad) map[int]int {
 	out := map[int]int{}
-	for o, as := range l.answers {
+	for o, as := range l.Answers() {
 		for _, a := range as {
 			out[o] = max(out[o], a.N)
 		}
@@ -532,30 +435,14 @@ func checkFloor(t *testing.T, url string, floor map[int]int) {
 
 // checkOneOwner: in the order answers arrived, no object's instance answers again after
 // a later one did (two live copies would interleave).
-func (l *incLoad) checkOneOwner(t *testing.T) {
+func checkOneOwner(t *testing.T, l *testenv.TallyLoad) {
 	t.Helper()
-	for o, as := range l.answers {
-		sort.Slice(as, func(i, j int) bool { return as[i].at.Before(as[j].at) })
-		if a := answeredAgain(as); a != nil {
-			t.Errorf("object o%d: instance %s answered again (n=%d at %s) after a later one: two copies served it", o, a.Token, a.N, a.at.Format("15:04:05.000"))
+	for o, as := range l.Answers() {
+		sort.Slice(as, func(i, j int) bool { return as[i].At.Before(as[j].At) })
+		if a := testenv.AnsweredAgain(as); a != nil {
+			t.Errorf("object o%d: instance %s answered again (n=%d at %s) after a later one: two copies served it", o, a.Token, a.N, a.At.Format("15:04:05.000"))
 		}
 	}
-}
-
-// answeredAgain is the first answer, in the order of as, from an instance that had
-// given way to a later one (nil: none).
-func answeredAgain(as []incAnswer) *incAnswer {
-	done, cur := map[string]bool{}, ""
-	for i, a := range as {
-		if a.Token == cur {
-			continue
-		}
-		if done[a.Token] {
-			return &as[i]
-		}
-		done[cur], cur = cur != "", a.Token
-	}
-	return nil
 }
 
 // logEvents logs the Events recorded on the object name (the operator's decisions).
