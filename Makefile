@@ -57,9 +57,10 @@ vet: ## go vet.
 	go vet -tags dev ./cmd/...
 
 .PHONY: tools
-tools: ## Build or reuse the control-plane binaries, the OCI registry, the pinned workerd, Node 22, the npm bundling tools and Playwright, and (as root) PostgreSQL, Chromium and the real node's binaries (docs/real-node.md).
+tools: ## Build or reuse the control-plane binaries, the OCI registry, Prometheus' promtool, the pinned workerd, Node 22, the npm bundling tools and Playwright, and (as root) PostgreSQL, Chromium and the real node's binaries (docs/real-node.md).
 	bash hack/build-control-plane.sh
 	bash hack/build-registry.sh >/dev/null
+	bash hack/build-promtool.sh >/dev/null
 	bash hack/install-workerd.sh >/dev/null
 	bash hack/install-node.sh >/dev/null
 	bash hack/install-npm-tools.sh >/dev/null

@@ -59,6 +59,9 @@ func SetupAll(mgr ctrl.Manager, opts specs.Options, cron cronschedule.Dispatcher
 			return err
 		}
 	}
+	if err := common.RegisterShardsCollector(mgr.GetClient()); err != nil {
+		return err
+	}
 	if err := (&r2bucket.Reconciler{Client: mgr.GetClient(), Events: events, Refs: refs}).SetupWithManager(mgr); err != nil {
 		return err
 	}

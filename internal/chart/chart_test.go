@@ -163,7 +163,7 @@ var optionSets = []struct {
 			wantArgs(t, objs, "--leader-elect", "--webhook-cert-secret=$(WEBHOOK_CERT_SECRET)",
 				"--workerd-image="+installer.DefaultWorkerdImage, "--default-limit-profile=paid", "--network-policies=true",
 				"--failure-log-scan-interval=1m")
-			for _, k := range []string{"ServiceMonitor", "PodDisruptionBudget", "NetworkPolicy", "Certificate", "Issuer", "ConfigMap", "APIService"} {
+			for _, k := range []string{"ServiceMonitor", "PrometheusRule", "PodDisruptionBudget", "NetworkPolicy", "Certificate", "Issuer", "ConfigMap", "APIService"} {
 				if n := len(kinds(objs, k)); n != 0 {
 					t.Errorf("%d %s rendered by default, want none", n, k)
 				}
@@ -250,8 +250,22 @@ var optionSets = []struct {
 				}
 			}
 			ep := nested(t, sm, "spec", "endpoints").([]any)[0].(map[string]any)
-			if ep["interval"] != "15s" || ep["scheme"] != "https" || ep["port"] != "https" {
+			// honorLabels: the manager's series name the object's namespace (docs/alerts.md).
+			if ep["interval"] != "15s" || ep["scheme"] != "https" || ep["port"] != "https" || ep["honorLabels"] != true {
 				t.Errorf("endpoint %v", ep)
+			}
+		},
+	},
+	{
+		name:   "alerts",
+		values: `alerts: {enabled: true, labels: {release: prom}, runbookURL: "https://runbooks.example/alerts.md"}`,
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			pr := mustFind(t, objs, "PrometheusRule", release+"-alerts")
+			groups := nested(t, pr, "spec", "groups").([]any)
+			rule := groups[0].(map[string]any)["rules"].([]any)[0].(map[string]any)
+			url := rule["annotations"].(map[string]any)["runbook_url"]
+			if pr.GetLabels()["release"] != "prom" || url != "https://runbooks.example/alerts.md#"+strings.ToLower(rule["alert"].(string)) {
+				t.Errorf("PrometheusRule labels %v, first rule's runbook_url %v", pr.GetLabels(), url)
 			}
 		},
 	},
@@ -645,6 +659,7 @@ func TestSchemaRejectsWrongTypes(t *testing.T) {
 		{`workerd: {version: latest}`, []string{"/workerd/version", "does not match pattern"}},
 		{`webhook: {timeoutSeconds: 60}`, []string{"/webhook/timeoutSeconds", "maximum"}},
 		{`failureLogScanInterval: 1 minute`, []string{"/failureLogScanInterval", "does not match pattern"}},
+		{`alerts: {runbookURL: "docs/alerts.md#top"}`, []string{"/alerts/runbookURL", "does not match pattern"}},
 		{`replicas: 2`, []string{"additional properties 'replicas' not allowed"}},
 	} {
 		t.Run(tc.values, func(t *testing.T) {

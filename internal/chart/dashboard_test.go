@@ -11,16 +11,17 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/workerd-operator/workerd-operator/controllers/common"
 	"github.com/workerd-operator/workerd-operator/controllers/cronschedule"
+	"github.com/workerd-operator/workerd-operator/internal/backup"
 	"github.com/workerd-operator/workerd-operator/internal/chart"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/telemetry"
 	"github.com/workerd-operator/workerd-operator/internal/specs"
+	"github.com/workerd-operator/workerd-operator/internal/workflows"
 )
 
 // DashboardFile is the Grafana dashboard in the chart.
@@ -39,15 +40,18 @@ func (c *collecting) Unregister(prometheus.Collector) bool    { return false }
 
 var descRE = regexp.MustCompile(`^Desc\{fqName: "([^"]+)".*variableLabels: \{([^}]*)\}\}$`)
 
-// exportedSeries maps every series name the product exports (the sidecar's Worker and
-// channel series, the manager's cron series; a histogram's _bucket, _sum and _count) to
-// its labels.
+// exportedSeries maps every series name the product exports (the sidecar's Worker,
+// channel, backup and workflow engine series, the manager's cron and shard series; a
+// histogram's _bucket, _sum and _count) to its labels.
 func exportedSeries(t *testing.T) map[string][]string {
 	t.Helper()
 	reg := &collecting{}
 	telemetry.NewMetrics(reg, 0)
 	channels.NewMetrics(reg)
 	reg.MustRegister(cronschedule.Collectors()...)
+	reg.MustRegister(&common.ShardsCollector{})
+	reg.MustRegister((&backup.Replicator{}).Collectors()...)
+	reg.MustRegister(engineCollectors(t)...)
 	out := map[string][]string{}
 	for _, c := range reg.cs {
 		ch := make(chan *prometheus.Desc, 16)
@@ -134,29 +138,9 @@ func TestDashboardQueries(t *testing.T) {
 	}
 	used := map[string]bool{}
 	for where, q := range qs {
-		expr, err := parser.NewParser(parser.Options{}).ParseExpr(grafanaVars.Replace(q))
-		if err != nil {
-			t.Errorf("%s: %q does not parse: %v", where, q, err)
-			continue
+		for _, name := range checkSelectors(t, where, grafanaVars.Replace(q), series) {
+			used[name] = true
 		}
-		parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
-			vs, ok := n.(*parser.VectorSelector)
-			if !ok {
-				return nil
-			}
-			lbls, known := series[vs.Name]
-			if !known {
-				t.Errorf("%s: series %q is not exported by the product", where, vs.Name)
-				return nil
-			}
-			used[vs.Name] = true
-			for _, m := range vs.LabelMatchers {
-				if m.Name != labels.MetricName && !slices.Contains(lbls, m.Name) {
-					t.Errorf("%s: %s has no label %q (labels %v)", where, vs.Name, m.Name, lbls)
-				}
-			}
-			return nil
-		})
 	}
 	for _, name := range []string{telemetry.InvocationsTotal, telemetry.WallTimeSeconds + "_bucket", telemetry.CPUTimeSeconds + "_bucket",
 		telemetry.ExceptionsTotal, telemetry.SubrequestsTotal} {
@@ -203,4 +187,15 @@ func checkWorkerdMetrics(t *testing.T, objs []*unstructured.Unstructured) {
 	if !slices.Contains(args(t, objs), "--network-policy-metrics-namespace=monitoring") {
 		t.Errorf("args %v", args(t, objs))
 	}
+}
+
+// engineCollectors are a Workflows engine's series (an engine over an empty store).
+func engineCollectors(t *testing.T) []prometheus.Collector {
+	t.Helper()
+	e, err := workflows.New(workflows.Options{DataDir: t.TempDir(), RunnerURL: "http://127.0.0.1:9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e.Collectors()
 }

@@ -119,6 +119,16 @@ func S3Server() (string, error) {
 	return runScript(filepath.Join(root, "hack", "install-s3.sh"))
 }
 
+// Promtool returns Prometheus' promtool of the version go.mod pins, building it first
+// if needed (hack/build-promtool.sh).
+func Promtool() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return runScript(filepath.Join(root, "hack", "build-promtool.sh"))
+}
+
 func runScript(path string, args ...string) (string, error) {
 	cmd := exec.Command("bash", append([]string{path}, args...)...)
 	var stdout bytes.Buffer

@@ -23,6 +23,9 @@ func Attach(s *sidecar.Server, o Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, c := range e.Collectors() {
+		s.Registry().MustRegister(c)
+	}
 	h := e.Handler()
 	s.Handle(api.PathPrefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.Stopping() && r.Method != http.MethodGet && !strings.HasPrefix(r.URL.Path, api.PathPrefix+"_run/") {

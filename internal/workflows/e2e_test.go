@@ -2,7 +2,11 @@ package workflows_test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,3 +133,63 @@ func expDelays(d int64, n int) []int64 {
 }
 
 var _ = json.Marshal
+
+// TestEngineMetrics: the engine's series count what the Basic workflow did, as read on
+// the sidecar's /metrics: two step.do attempts (first, second), one run suspended by the
+// sleep and one by the wait, one complete run, and no run in flight or ready after it.
+func TestEngineMetrics(t *testing.T) {
+	h := newHarness(t, 1, wfDef{api.WorkflowConfig{Name: "basic"}, "Basic", "BASIC"})
+	h.create("basic", "m-1", map[string]any{"n": 1})
+	h.waitFor("the waitForEvent step", 30*time.Second, func() bool { return h.get("basic", "m-1").WaitType == "approve" })
+	if code := h.binding("BASIC", "sendEvent", map[string]any{"id": "m-1", "type": "approve", "payload": map[string]any{"add": 1}}, nil); code != 200 {
+		t.Fatalf("sendEvent: %d", code)
+	}
+	h.waitStatus("basic", "m-1", api.StatusComplete)
+	want := map[string]float64{
+		`workerd_operator_workflow_step_attempts_total{workflow="basic"}`:            2,
+		`workerd_operator_workflow_runs_total{outcome="suspended",workflow="basic"}`: 2,
+		`workerd_operator_workflow_runs_total{outcome="complete",workflow="basic"}`:  1,
+		`workerd_operator_workflow_runs_in_flight{workflow="basic"}`:                 0,
+		`workerd_operator_workflow_runs_ready{workflow="basic"}`:                     0,
+		`workerd_operator_workflow_commit_failures_total`:                            0,
+	}
+	var got map[string]float64
+	h.waitFor("the run's end counted", 10*time.Second, func() bool {
+		got = scrapeSeries(t, "http://"+h.sidecarAddr+"/metrics", "workerd_operator_workflow_")
+		return got[`workerd_operator_workflow_runs_total{outcome="complete",workflow="basic"}`] == 1
+	})
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+}
+
+// scrapeSeries reads url's Prometheus text exposition: each sample of a series named
+// with prefix, keyed by its line's name and labels (client_golang writes the labels
+// sorted by name).
+func scrapeSeries(t *testing.T, url, prefix string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		i := strings.LastIndexByte(line, ' ')
+		if !strings.HasPrefix(line, prefix) || i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("%s: %q", url, line)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}

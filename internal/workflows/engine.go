@@ -68,6 +68,8 @@ type Engine struct {
 	dispatchFailures int
 	pumpTimer        *time.Timer
 	admitTimer       *time.Timer
+
+	metrics engineMetrics
 }
 
 type wfState struct {
@@ -118,6 +120,7 @@ func New(o Options) (*Engine, error) {
 		wfs:     map[string]*wfState{},
 		timers:  map[string]*time.Timer{},
 		settled: make(chan struct{}),
+		metrics: newEngineMetrics(),
 	}
 	for i := range e.shards {
 		e.shards[i].runs = map[string]*runMem{}
@@ -132,6 +135,7 @@ func New(o Options) (*Engine, error) {
 			return fail(fmt.Errorf("workflows: %w", err))
 		}
 		e.wfs[c.Name] = &wfState{cfg: e.workflowDefaults(c), inflight: map[string]bool{}, pendingWake: map[string]bool{}, inReady: map[string]bool{}}
+		e.metrics.initSeries(c.Name)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -590,6 +594,7 @@ func (e *Engine) settleRun(job *runJob, res *runResult, runErr error) {
 		if e.closed.Load() {
 			return
 		}
+		e.metrics.failures.Inc()
 		e.mu.Lock()
 		e.holdDispatch(true)
 		d := time.Until(e.dispatchBackoff)
@@ -598,6 +603,7 @@ func (e *Engine) settleRun(job *runJob, res *runResult, runErr error) {
 		time.AfterFunc(d, func() { e.settleRun(job, res, runErr) })
 		return
 	}
+	e.countRun(job, res, runErr)
 	m, unlock := e.lockRun(job.Workflow, job.ID)
 	m.dropAttempts()
 	m.dropPending()
@@ -641,6 +647,7 @@ func dispatchDelay(base time.Duration, failures int) time.Duration {
 func (e *Engine) countStoreFailure(err error) {
 	var ae *api.APIError
 	if !errors.As(err, &ae) {
+		e.metrics.failures.Inc()
 		e.mu.Lock()
 		e.dispatchFailures++
 		e.mu.Unlock()

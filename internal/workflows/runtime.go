@@ -459,6 +459,9 @@ func (e *Engine) Attempt(r AttemptReport) (*StepAnswer, error) {
 		e.countStoreFailure(err)
 		return nil, err
 	}
+	if ans != abortAnswer {
+		e.metrics.attempts.WithLabelValues(r.Workflow).Inc()
+	}
 	m, unlock = e.lockRun(r.Workflow, r.ID)
 	defer unlock()
 	for _, f := range after {
