@@ -384,10 +384,10 @@ var optionSets = []struct {
 	},
 	{
 		name: "admin policy",
-		values: `policy: {runtimeImages: [registry.example/workerd, mirror.example/], serviceAccounts: [builder], priorityClasses: [batch],
+		values: `policy: {runtimeImages: [registry.example/workerd, mirror.example/], workerdVersions: ["1.20261110.1"], serviceAccounts: [builder], priorityClasses: [batch],
   tolerationKeys: [dedicated, "*"], nodePlacement: true, serviceTypes: [NodePort, LoadBalancer], maxLimitProfile: custom, maxWorkerdCPU: "2"}`,
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
-			wantArgs(t, objs, "--allowed-runtime-images=registry.example/workerd,mirror.example/", "--allowed-service-accounts=builder",
+			wantArgs(t, objs, "--allowed-runtime-images=registry.example/workerd,mirror.example/", "--allowed-workerd-versions=1.20261110.1", "--allowed-service-accounts=builder",
 				"--allowed-priority-classes=batch", "--allowed-toleration-keys=dedicated,*", "--allow-node-placement",
 				"--allowed-service-types=NodePort,LoadBalancer", "--max-limit-profile=custom", "--max-workerd-cpu=2")
 		},
@@ -657,6 +657,7 @@ func TestSchemaRejectsWrongTypes(t *testing.T) {
 		{`policy: {maxWorkerdCPU: lots}`, []string{"/policy/maxWorkerdCPU", "does not match pattern"}},
 		{`outbound: {defaultAllow: [internet]}`, []string{"/outbound/defaultAllow/0", "does not match pattern"}},
 		{`workerd: {version: latest}`, []string{"/workerd/version", "does not match pattern"}},
+		{`policy: {workerdVersions: [latest]}`, []string{"/policy/workerdVersions/0", "does not match pattern"}},
 		{`webhook: {timeoutSeconds: 60}`, []string{"/webhook/timeoutSeconds", "maximum"}},
 		{`failureLogScanInterval: 1 minute`, []string{"/failureLogScanInterval", "does not match pattern"}},
 		{`alerts: {runbookURL: "docs/alerts.md#top"}`, []string{"/alerts/runbookURL", "does not match pattern"}},

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -82,7 +83,7 @@ func (m *ImageMapping) Binary(image string) (string, error) {
 		if !matchImage(e.Image, image) {
 			continue
 		}
-		p, err := resolveBinary(e.Binary)
+		p, err := resolveBinary(e.Binary, image)
 		if err != nil {
 			return "", fmt.Errorf("image %q (mapped to %q in %s): %w", image, e.Binary, m.Source, err)
 		}
@@ -127,9 +128,18 @@ func OperatorBinary() (string, error) {
 	return operatorBin, operatorErr
 }
 
-func resolveBinary(b string) (string, error) {
+// workerdTagRE is a workerd release tag (npm's version of the workerd package).
+var workerdTagRE = regexp.MustCompile(`^1\.[0-9]{8}\.[0-9]+$`)
+
+// resolveBinary is the local binary b stands for as the entrypoint of image: $workerd
+// is the workerd release the image's tag names (installed from npm on first use), the
+// pinned one for any other tag.
+func resolveBinary(b, image string) (string, error) {
 	switch b {
 	case "$workerd":
+		if tag := strings.TrimPrefix(image, stripTag(image)+":"); workerdTagRE.MatchString(tag) {
+			return toolchain.WorkerdAt(tag)
+		}
 		return testenv.Workerd()
 	case "$operator":
 		return OperatorBinary()

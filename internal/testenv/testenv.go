@@ -15,6 +15,9 @@ import (
 const (
 	WorkerdVersion    = podcontract.WorkerdVersion
 	KubernetesVersion = podcontract.KubernetesVersion
+	// OtherWorkerdVersion is a second workerd release from npm, older than the pinned
+	// one, that the upgrade tests move Workers to and back (spec.runtime.version).
+	OtherWorkerdVersion = "1.20261110.1"
 )
 
 // SharedDir returns the directory of reference texts that a few tests compare the

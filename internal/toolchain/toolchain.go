@@ -75,6 +75,19 @@ func Workerd() (string, error) {
 	return workerdPath, workerdErr
 }
 
+// WorkerdAt returns workerd version from npm (hack/install-workerd.sh), installing it
+// into the cache on first use; the pinned version is Workerd (WORKERD_BIN wins).
+func WorkerdAt(version string) (string, error) {
+	if version == podcontract.WorkerdVersion {
+		return Workerd()
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return runScriptEnv([]string{"WORKERD_VERSION=" + version}, filepath.Join(root, "hack", "install-workerd.sh"))
+}
+
 // ControlPlaneDir returns the directory holding etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler and kubectl, building the named binaries
 // first if they are missing (hack/build-control-plane.sh).
@@ -130,7 +143,16 @@ func Promtool() (string, error) {
 }
 
 func runScript(path string, args ...string) (string, error) {
+	return runScriptEnv(nil, path, args...)
+}
+
+// runScriptEnv runs the script with env added to this process's environment and
+// returns its stdout, trimmed.
+func runScriptEnv(env []string, path string, args ...string) (string, error) {
 	cmd := exec.Command("bash", append([]string{path}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = os.Stderr

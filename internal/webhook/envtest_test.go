@@ -214,6 +214,7 @@ var suiteNamespaces = map[string]limits.Profile{
 // entry, so that both what it allows and what it refuses can be checked.
 var suitePolicy = Policy{
 	RuntimeImages:   []string{"registry.example.com/workerd", "mirror.example.com/"},
+	WorkerdVersions: []string{"1.20260601.0"},
 	ServiceAccounts: []string{"builder"},
 	PriorityClasses: []string{"batch"},
 	TolerationKeys:  []string{"dedicated"},

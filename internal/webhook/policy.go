@@ -43,6 +43,9 @@ type Policy struct {
 	// repository ("ghcr.io/org/workerd": its tags and digests), a prefix ending in
 	// "/" (a registry or a path), or "*". Empty: spec.runtime.image is refused.
 	RuntimeImages []string
+	// WorkerdVersions are the workerd versions spec.runtime.version may name besides
+	// the operator's own (Options.WorkerdVersion), or "*". Empty: the operator's only.
+	WorkerdVersions []string
 	// ServiceAccounts spec.pod.serviceAccountName may name ("*": any). Unset is always
 	// allowed (the namespace's default account, its token not mounted).
 	ServiceAccounts []string
@@ -175,6 +178,11 @@ func (w *Webhooks) validatePolicy(ctx context.Context, c *check, spec *field.Pat
 		c.add(forbidden(spec.Child("runtime", "image"), fmt.Sprintf("image %q is not allowed: it runs with the Worker's Secrets", s.Runtime.Image),
 			allowedList(pol.RuntimeImages, "no image but the operator's workerd (set spec.runtime.version only)"),
 			"--allowed-runtime-images, Helm policy.runtimeImages"))
+	}
+	if v := s.RuntimeVersion(); v != "" && v != w.opts.WorkerdVersion && !inList(v, pol.WorkerdVersions) {
+		c.add(forbidden(spec.Child("runtime", "version"), fmt.Sprintf("workerd %s is not allowed", v),
+			allowedList(pol.WorkerdVersions, "only the operator's workerd "+w.opts.WorkerdVersion),
+			"--allowed-workerd-versions, Helm policy.workerdVersions"))
 	}
 	if s.Service != nil && s.Service.Type != "" && s.Service.Type != corev1.ServiceTypeClusterIP && !slices.Contains(pol.ServiceTypes, s.Service.Type) {
 		c.add(forbidden(spec.Child("service", "type"), fmt.Sprintf("Service type %s is not allowed: it exposes the Worker outside the cluster", s.Service.Type),

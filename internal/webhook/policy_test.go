@@ -62,6 +62,12 @@ func policyCases() []admitCase {
 		{name: "policy-image-registry-prefix", obj: newWorker("img-prefix", limits.Paid, rt("mirror.example.com/team/workerd@sha256:"+strings.Repeat("a", 64)))},
 		{name: "policy-image-lookalike-repository", obj: newWorker("img-evil", limits.Paid, rt("registry.example.com/workerd-evil:1")),
 			wantErr: refused("spec.runtime.image", `image "registry.example.com/workerd-evil:1" is not allowed`, "allowed: registry.example.com/workerd, mirror.example.com/", "--allowed-runtime-images")},
+		{name: "policy-workerd-version-allowed", obj: newWorker("ver-ok", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.CompatibilityDate, s.Runtime = "2026-06-01", &v1alpha1.RuntimeSpec{Version: "1.20260601.0"}
+		})},
+		{name: "policy-workerd-version-refused", obj: newWorker("ver-other", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.CompatibilityDate, s.Runtime = "2026-06-01", &v1alpha1.RuntimeSpec{Version: "1.20260610.1"}
+		}), wantErr: refused("spec.runtime.version", "workerd 1.20260610.1 is not allowed", "allowed: 1.20260601.0", "--allowed-workerd-versions")},
 		{name: "policy-service-account-allowed", obj: newWorker("sa-ok", limits.Paid, withPod(func(p *v1alpha1.PodOverrides) { p.ServiceAccountName = "builder" }))},
 		{name: "policy-service-account-refused", obj: newWorker("sa-admin", limits.Paid, withPod(func(p *v1alpha1.PodOverrides) { p.ServiceAccountName = "admin" })),
 			wantErr: refused("spec.pod.serviceAccountName", `ServiceAccount "admin" is not allowed`, "allowed: builder", "--allowed-service-accounts")},
@@ -215,6 +221,13 @@ func TestZeroPolicyIsStrict(t *testing.T) {
 		if !strings.Contains(err.Error(), path+": Forbidden") {
 			t.Errorf("no refusal of %s:\n%v", path, err)
 		}
+	}
+	other := newWorker("other-workerd", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+		s.CompatibilityDate, s.Runtime = "2026-06-01", &v1alpha1.RuntimeSpec{Version: "1.20260601.0"}
+	})
+	if _, err := w.ValidateWorker(context.Background(), other); err == nil || !strings.Contains(err.Error(), "spec.runtime.version: Forbidden") ||
+		!strings.Contains(err.Error(), "only the operator's workerd "+PinnedWorkerdVersion) {
+		t.Errorf("another workerd version: %v", err)
 	}
 }
 

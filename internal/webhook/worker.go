@@ -152,8 +152,8 @@ func (w *Webhooks) ValidateWorker(ctx context.Context, wk *v1alpha1.Worker) (adm
 // and flags, limits, environment variables, and the size of inline sources.
 func validateWorkerSpec(c *check, spec *field.Path, s *v1alpha1.WorkerSpec, workerdVersion, scriptSizeRules string) {
 	version := workerdVersion
-	if s.Runtime != nil && s.Runtime.Version != "" {
-		version = s.Runtime.Version
+	if v := s.RuntimeVersion(); v != "" {
+		version = v
 	}
 	c.add(validateCompatibilityDate(spec.Child("compatibilityDate"), s.CompatibilityDate, version))
 	validateCompatibilityFlags(c, spec.Child("compatibilityFlags"), s.CompatibilityFlags, s.CompatibilityDate, version)

@@ -25,13 +25,16 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/devcluster"
 	"github.com/workerd-operator/workerd-operator/internal/installer"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
+	"github.com/workerd-operator/workerd-operator/internal/toolchain"
 )
 
 var (
 	cluster   *devcluster.Cluster
 	k8sClient client.Client
-	repoRoot  string
-	sampleNS  = "default"
+	// suiteImageMapping maps the suite's images to the local binaries its pods run.
+	suiteImageMapping *devcluster.ImageMapping
+	repoRoot          string
+	sampleNS          = "default"
 )
 
 func TestMain(m *testing.M) {
@@ -67,6 +70,12 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 
+	// The second workerd release the rollout test moves a Worker to: installed before
+	// the cluster starts, not while its pods wait.
+	if _, err := toolchain.WorkerdAt(testenv.OtherWorkerdVersion); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	// Beside the run directory, which the cluster empties at start.
 	defer os.RemoveAll(dir + "-images")
 	images, err := suiteImages(dir + "-images")
@@ -74,6 +83,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: images:", err)
 		return 1
 	}
+	suiteImageMapping = images
 	cluster, err = devcluster.Start(ctx, devcluster.Config{Dir: dir, Images: images, Log: os.Stderr, Registry: "127.0.0.1:0"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: local cluster:", err)
@@ -138,7 +148,7 @@ func bundleObjects() ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := requestCFArgs(objs); err != nil {
+	if err := managerArgs(objs); err != nil {
 		return nil, err
 	}
 	return objs, cluster.LocalizeInstall(objs)

@@ -18,6 +18,7 @@ import (
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/chart"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
 // The chart's release name and namespace: with these its objects are the install
@@ -50,11 +51,12 @@ func TestHelm(t *testing.T) {
 	install.TakeOwnership = true
 	install.Timeout = 2 * time.Minute
 	// The local cluster's Pod and Service CIDRs, as the bundle gets them (LocalizeInstall).
-	// The bundle's request.cf flags too (requestCFArgs): without them every Worker, shard
+	// The bundle's request.cf flags too (managerArgs): without them every Worker, shard
 	// and engine pod of the suite would roll to the chart's manager and back.
 	local := map[string]any{
 		"outbound":  map[string]any{"defaultAllow": append([]any{"public"}, anySlice(cluster.ClusterCIDRs())...)},
 		"requestCF": requestCFValues(),
+		"policy":    map[string]any{"workerdVersions": []any{testenv.OtherWorkerdVersion}},
 	}
 	if _, err := install.RunWithContext(ctx, c, local); err != nil {
 		t.Fatalf("helm install: %v", err)

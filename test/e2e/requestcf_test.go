@@ -22,6 +22,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/devcluster"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/requestcf/geoiptest"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
 
 // The suite's operator is given what docs/request-cf.md tells an admin to give it: a
@@ -49,8 +50,9 @@ func requestCFValues() map[string]any {
 	return map[string]any{"colo": e2eColo, "trustedProxies": []any{e2eProxy + "/32"}, "geoipImage": geoipImageRef + ":1"}
 }
 
-// requestCFArgs adds the manager's --request-cf-* flags to the install bundle.
-func requestCFArgs(objs []*unstructured.Unstructured) error {
+// managerArgs adds the manager's --request-cf-* flags to the install bundle, and
+// --allowed-workerd-versions with testenv.OtherWorkerdVersion (rollouts_test.go).
+func managerArgs(objs []*unstructured.Unstructured) error {
 	for _, o := range objs {
 		if o.GetKind() != "Deployment" {
 			continue
@@ -60,7 +62,7 @@ func requestCFArgs(objs []*unstructured.Unstructured) error {
 			ctr, _ := ci.(map[string]any)
 			args, _ := ctr["args"].([]any)
 			ctr["args"] = append(args, "--request-cf-colo="+e2eColo, "--request-cf-trusted-proxies="+e2eProxy+"/32",
-				"--request-cf-geoip-image="+geoipImageRef+":1")
+				"--request-cf-geoip-image="+geoipImageRef+":1", "--allowed-workerd-versions="+testenv.OtherWorkerdVersion)
 		}
 		if err := unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"); err != nil {
 			return err

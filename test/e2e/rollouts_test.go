@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
 	"github.com/workerd-operator/workerd-operator/internal/workflows/api"
 )
 
@@ -177,7 +179,8 @@ func (l *loadLoop) one(c *http.Client, path string) error {
 
 // TestRolloutsWithoutFailedCalls: while a client calls a Durable Object method and
 // env.WF.create/status/sendEvent through the Worker at 25 requests/s, the Worker's code
-// changes, then a binding, then its shard pods are deleted: every request succeeds. An
+// changes, then a binding, then its shard pods are deleted, then its workerd moves to
+// another release from npm and back (spec.runtime.version): every request succeeds. An
 // instance sleeping across the code change, whose v2 renames its first step, runs the
 // renamed step once, first attempt successful.
 func TestRolloutsWithoutFailedCalls(t *testing.T) {
@@ -187,7 +190,7 @@ func TestRolloutsWithoutFailedCalls(t *testing.T) {
 		eventually(t, 2*time.Minute, "warm-up "+p, func() error { _, err := get(url + p); return err })
 	}
 	l := &loadLoop{url: url, rate: 25, stop: make(chan struct{})}
-	phases := []string{"steady", "code change", "binding change", "shard pods deleted", "after"}
+	phases := []string{"steady", "code change", "binding change", "shard pods deleted", "workerd " + testenv.OtherWorkerdVersion, "workerd back", "after"}
 	results := make([]*loadResult, len(phases))
 	for i := range results {
 		results[i] = &loadResult{}
@@ -207,6 +210,14 @@ func TestRolloutsWithoutFailedCalls(t *testing.T) {
 	l.cur.Store(results[3])
 	replaceShardPods(t, d)
 	l.cur.Store(results[4])
+	changeWorker(t, w, d, wf, func(w *fleetv1alpha1.Worker) {
+		w.Spec.Runtime = &fleetv1alpha1.RuntimeSpec{Version: testenv.OtherWorkerdVersion}
+	})
+	checkWorkerdRelease(t, testenv.OtherWorkerdVersion)
+	l.cur.Store(results[5])
+	changeWorker(t, w, d, wf, func(w *fleetv1alpha1.Worker) { w.Spec.Runtime = nil })
+	checkWorkerdRelease(t, testenv.WorkerdVersion)
+	l.cur.Store(results[6])
 	time.Sleep(5 * time.Second)
 	close(l.stop)
 	elapsed := time.Since(start)
@@ -226,6 +237,45 @@ func TestRolloutsWithoutFailedCalls(t *testing.T) {
 		t.Errorf("client rate %.1f/s, want at least 20", rate)
 	}
 	checkRenamedStep(t, wf)
+}
+
+// checkWorkerdRelease: every pod of the roller (Worker, shards, engine) runs the
+// workerd image tagged version, which the local cluster runs as that npm release's
+// binary (its --version names the release's date).
+func checkWorkerdRelease(t *testing.T, version string) {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := k8sClient.List(context.Background(), pods, client.InNamespace(sampleNS)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if !strings.HasPrefix(p.Name, "roller-") && !strings.HasPrefix(p.Name, "rollcount-") && !strings.HasPrefix(p.Name, "rollflow-") {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			if c.Name != podcontract.WorkerdContainer {
+				continue
+			}
+			n++
+			if !strings.HasSuffix(c.Image, ":"+version) {
+				t.Errorf("pod %s runs %s, want workerd %s", p.Name, c.Image, version)
+				continue
+			}
+			bin, err := suiteImageMapping.Binary(c.Image)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(bin, "--version").Output()
+			date := version[2:6] + "-" + version[6:8] + "-" + version[8:10]
+			if err != nil || !strings.Contains(string(out), date) {
+				t.Errorf("%s (for %s) --version: %q %v, want %s", bin, c.Image, out, err, date)
+			}
+		}
+	}
+	if n < 5 { // 2 Worker pods, 2 shards, 1 engine
+		t.Errorf("%d roller pods run workerd, want 5", n)
+	}
 }
 
 // changeWorker applies change to w and waits until the Worker, its shards and its
