@@ -161,6 +161,11 @@ func (p *policyFlags) build(workerdRepository string) (webhook.Policy, error) {
 	if err != nil {
 		return webhook.Policy{}, fmt.Errorf("--max-workerd-cpu: %w", err)
 	}
+	for _, v := range p.workerdVersions {
+		if v != webhook.AnyValue && podcontract.ImageWorkerdVersion("workerd:"+v) != v {
+			return webhook.Policy{}, fmt.Errorf("--allowed-workerd-versions: %q is not a workerd release (1.YYYYMMDD.N) or *", v)
+		}
+	}
 	images := p.runtimeImages
 	if len(images) == 0 {
 		images = []string{workerdRepository}
@@ -407,7 +412,13 @@ func webhookOptions(f *managerFlags) (webhook.Options, error) {
 	if err != nil {
 		return webhook.Options{}, err
 	}
-	return webhook.Options{Limits: tbl, DefaultProfile: limits.Profile(f.defaultProfile), WorkerdVersion: podcontract.WorkerdVersion, Policy: pol}, nil
+	// The operator's own workerd is the release --workerd-image's tag names (the pinned
+	// one when the tag names none, e.g. a digest).
+	version := podcontract.ImageWorkerdVersion(f.opts.WorkerdImage)
+	if version == "" {
+		version = podcontract.WorkerdVersion
+	}
+	return webhook.Options{Limits: tbl, DefaultProfile: limits.Profile(f.defaultProfile), WorkerdVersion: version, Policy: pol}, nil
 }
 
 // syncCertFiles writes tls.crt and tls.key of the Secret into dir whenever they differ,

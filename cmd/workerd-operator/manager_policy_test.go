@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/specs"
 )
 
@@ -17,7 +18,7 @@ func TestPolicyFlags(t *testing.T) {
 	var p policyFlags
 	fl := pflag.NewFlagSet("manager", pflag.ContinueOnError)
 	p.register(fl)
-	if err := fl.Parse([]string{"--allowed-service-accounts=builder,ci", "--allowed-service-types=LoadBalancer",
+	if err := fl.Parse([]string{"--allowed-service-accounts=builder,ci", "--allowed-service-types=LoadBalancer", "--allowed-workerd-versions=1.20261110.1,*",
 		"--allow-node-placement", "--max-limit-profile=custom", "--max-workerd-cpu=1500m"}); err != nil {
 		t.Fatal(err)
 	}
@@ -26,11 +27,33 @@ func TestPolicyFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(pol.RuntimeImages, []string{"ghcr.io/x/workerd"}) || !slices.Equal(pol.ServiceAccounts, []string{"builder", "ci"}) ||
-		len(pol.ServiceTypes) != 1 || !pol.NodePlacement || pol.MaxProfile != limits.Custom || pol.MaxCPU.MilliValue() != 1500 {
+		len(pol.ServiceTypes) != 1 || !pol.NodePlacement || pol.MaxProfile != limits.Custom || pol.MaxCPU.MilliValue() != 1500 ||
+		!slices.Equal(pol.WorkerdVersions, []string{"1.20261110.1", "*"}) {
 		t.Errorf("policy %+v", pol)
 	}
 	if _, err := (&policyFlags{maxCPU: "lots"}).build("r"); err == nil {
 		t.Error("--max-workerd-cpu=lots accepted")
+	}
+	if _, err := (&policyFlags{maxCPU: "1", workerdVersions: []string{"latest"}}).build("r"); err == nil || !strings.Contains(err.Error(), "--allowed-workerd-versions") {
+		t.Errorf("--allowed-workerd-versions=latest: %v", err)
+	}
+}
+
+// TestOperatorWorkerdVersion: the webhooks take the operator's own workerd from
+// --workerd-image's tag, and the pinned release when the tag names none.
+func TestOperatorWorkerdVersion(t *testing.T) {
+	for image, want := range map[string]string{
+		"ghcr.io/workerd-operator/workerd:1.20261110.1":                              "1.20261110.1",
+		"registry.local:5000/workerd:1.20261110.1@sha256:" + strings.Repeat("a", 64): "1.20261110.1",
+		"ghcr.io/workerd-operator/workerd@sha256:" + strings.Repeat("a", 64):         podcontract.WorkerdVersion,
+		"registry.local:5000/workerd:edge":                                           podcontract.WorkerdVersion,
+	} {
+		f := &managerFlags{opts: specs.DefaultOptions(), defaultProfile: "paid", policy: policyFlags{maxCPU: "1"}}
+		f.opts.WorkerdImage = image
+		o, err := webhookOptions(f)
+		if err != nil || o.WorkerdVersion != want {
+			t.Errorf("--workerd-image=%s: version %q (%v), want %q", image, o.WorkerdVersion, err, want)
+		}
 	}
 }
 

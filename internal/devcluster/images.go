@@ -5,12 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
+
 	"strings"
 	"sync"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 	"github.com/workerd-operator/workerd-operator/internal/toolchain"
 )
@@ -128,16 +129,13 @@ func OperatorBinary() (string, error) {
 	return operatorBin, operatorErr
 }
 
-// workerdTagRE is a workerd release tag (npm's version of the workerd package).
-var workerdTagRE = regexp.MustCompile(`^1\.[0-9]{8}\.[0-9]+$`)
-
 // resolveBinary is the local binary b stands for as the entrypoint of image: $workerd
 // is the workerd release the image's tag names (installed from npm on first use), the
 // pinned one for any other tag.
 func resolveBinary(b, image string) (string, error) {
 	switch b {
 	case "$workerd":
-		if tag := strings.TrimPrefix(image, stripTag(image)+":"); workerdTagRE.MatchString(tag) {
+		if tag := podcontract.ImageWorkerdVersion(image); tag != "" {
 			return toolchain.WorkerdAt(tag)
 		}
 		return testenv.Workerd()

@@ -170,7 +170,7 @@ func ImageAllowed(image string, allowed []string) bool {
 
 // validatePolicy checks a Worker against the admin's policy: the limit profile its
 // namespace may use, spec.runtime.image, spec.service.type and spec.pod.
-func (w *Webhooks) validatePolicy(ctx context.Context, c *check, spec *field.Path, wk *v1alpha1.Worker) {
+func (w *Webhooks) validatePolicy(ctx context.Context, c *check, spec *field.Path, old, wk *v1alpha1.Worker) {
 	pol := &w.opts.Policy
 	s := &wk.Spec
 	w.validateProfileAllowed(ctx, c, spec.Child("limits", "profile"), wk.Namespace, w.profileOf(s.Limits))
@@ -179,11 +179,7 @@ func (w *Webhooks) validatePolicy(ctx context.Context, c *check, spec *field.Pat
 			allowedList(pol.RuntimeImages, "no image but the operator's workerd (set spec.runtime.version only)"),
 			"--allowed-runtime-images, Helm policy.runtimeImages"))
 	}
-	if v := s.RuntimeVersion(); v != "" && v != w.opts.WorkerdVersion && !inList(v, pol.WorkerdVersions) {
-		c.add(forbidden(spec.Child("runtime", "version"), fmt.Sprintf("workerd %s is not allowed", v),
-			allowedList(pol.WorkerdVersions, "only the operator's workerd "+w.opts.WorkerdVersion),
-			"--allowed-workerd-versions, Helm policy.workerdVersions"))
-	}
+	w.validateWorkerdVersion(c, spec.Child("runtime"), old, wk)
 	if s.Service != nil && s.Service.Type != "" && s.Service.Type != corev1.ServiceTypeClusterIP && !slices.Contains(pol.ServiceTypes, s.Service.Type) {
 		c.add(forbidden(spec.Child("service", "type"), fmt.Sprintf("Service type %s is not allowed: it exposes the Worker outside the cluster", s.Service.Type),
 			allowedList(serviceTypeNames(pol.ServiceTypes), "ClusterIP only"), "--allowed-service-types, Helm policy.serviceTypes"))
@@ -199,6 +195,37 @@ func (w *Webhooks) validatePolicy(ctx context.Context, c *check, spec *field.Pat
 			}
 		}
 	}
+}
+
+// validateWorkerdVersion refuses a workerd release (spec.runtime.version; an image
+// holds the release its version names, validateRuntime) other than the operator's and
+// those the admin allows. An update
+// keeping the release the Worker already ran is admitted with a warning: a Worker
+// admitted before the rule, or before an operator upgrade moved the operator's own
+// release, stays editable.
+func (w *Webhooks) validateWorkerdVersion(c *check, path *field.Path, old, wk *v1alpha1.Worker) {
+	pol := &w.opts.Policy
+	v := runtimeVersion(&wk.Spec)
+	if v == "" || v == w.opts.WorkerdVersion || inList(v, pol.WorkerdVersions) {
+		return
+	}
+	rule := allowedList(pol.WorkerdVersions, "only the operator's workerd "+w.opts.WorkerdVersion)
+	const setting = "--allowed-workerd-versions, Helm policy.workerdVersions"
+	if old != nil {
+		if runtimeVersion(&old.Spec) == v {
+			c.warn("%s: workerd %s is no longer allowed (rule: %s; set by the cluster admin: %s; see %s); the Worker keeps it until it changes", path.Child("version"), v, rule, setting, PolicyDoc)
+			return
+		}
+	}
+	c.add(forbidden(path.Child("version"), fmt.Sprintf("workerd %s is not allowed", v), rule, setting))
+}
+
+// runtimeVersion is spec.runtime.version, "" for the operator's workerd.
+func runtimeVersion(s *v1alpha1.WorkerSpec) string {
+	if s.Runtime == nil {
+		return ""
+	}
+	return s.Runtime.Version
 }
 
 // validateOutboundPolicy refuses spec.outbound.allow entries outside Policy.Outbound:

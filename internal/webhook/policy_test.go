@@ -68,6 +68,14 @@ func policyCases() []admitCase {
 		{name: "policy-workerd-version-refused", obj: newWorker("ver-other", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.CompatibilityDate, s.Runtime = "2026-06-01", &v1alpha1.RuntimeSpec{Version: "1.20260610.1"}
 		}), wantErr: refused("spec.runtime.version", "workerd 1.20260610.1 is not allowed", "allowed: 1.20260601.0", "--allowed-workerd-versions")},
+		// An image holds the release its tag names: the version must say so, so that the
+		// allowed releases and the compatibility date are checked against what runs.
+		{name: "policy-workerd-version-image-mismatch", obj: newWorker("ver-img", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.CompatibilityDate, s.Runtime = "2026-06-01", &v1alpha1.RuntimeSpec{Version: PinnedWorkerdVersion, Image: "registry.example.com/workerd:1.20260610.1"}
+		}), wantErr: []string{"spec.runtime.version: Invalid value", `"registry.example.com/workerd:1.20260610.1" holds workerd 1.20260610.1`, UpgradesDoc}},
+		{name: "policy-workerd-version-by-image-refused", obj: newWorker("ver-img-other", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.CompatibilityDate, s.Runtime = "2026-06-01", &v1alpha1.RuntimeSpec{Version: "1.20260610.1", Image: "registry.example.com/workerd:1.20260610.1"}
+		}), wantErr: refused("spec.runtime.version", "workerd 1.20260610.1 is not allowed", "--allowed-workerd-versions")},
 		{name: "policy-service-account-allowed", obj: newWorker("sa-ok", limits.Paid, withPod(func(p *v1alpha1.PodOverrides) { p.ServiceAccountName = "builder" }))},
 		{name: "policy-service-account-refused", obj: newWorker("sa-admin", limits.Paid, withPod(func(p *v1alpha1.PodOverrides) { p.ServiceAccountName = "admin" })),
 			wantErr: refused("spec.pod.serviceAccountName", `ServiceAccount "admin" is not allowed`, "allowed: builder", "--allowed-service-accounts")},
@@ -285,5 +293,25 @@ func podContractCases() []admitCase {
 			podcontract.LabelWorker: "victim", podcontract.LabelAppComponent: podcontract.ManagerComponent, "team": "a"}),
 			wantErr: []string{"spec.pod.labels[fleet.workerd-operator.io/worker]: Invalid value: \"victim\"",
 				"spec.pod.labels[app.kubernetes.io/component]: Invalid value: \"manager\"", "the operator sets", "docs/pod-contract.md"}},
+	}
+}
+
+// TestWorkerdVersionKeptOnUpdate: a Worker already running a release the policy does
+// not allow (admitted before the rule, or the operator's own before an upgrade) stays
+// editable with a warning; moving to such a release is refused.
+func TestWorkerdVersionKeptOnUpdate(t *testing.T) {
+	v := &WorkerValidator{w: staticWebhooks()}
+	old := newWorker("kept", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+		s.CompatibilityDate, s.Runtime = "2026-06-01", &v1alpha1.RuntimeSpec{Version: "1.20260601.0"}
+	})
+	wk := old.DeepCopy()
+	wk.Spec.Replicas = ptr[int32](3)
+	warns, err := v.ValidateUpdate(context.Background(), old, wk)
+	if err != nil || !strings.Contains(strings.Join(warns, "\n"), "spec.runtime.version: workerd 1.20260601.0 is no longer allowed") {
+		t.Errorf("update keeping the release: %v, warnings %q", err, warns)
+	}
+	wk.Spec.Runtime.Version = "1.20260602.0"
+	if _, err := v.ValidateUpdate(context.Background(), old, wk); err == nil || !strings.Contains(err.Error(), "spec.runtime.version: Forbidden") {
+		t.Errorf("update to another release: %v", err)
 	}
 }

@@ -71,14 +71,14 @@ func (d *WorkerDefaulter) Default(ctx context.Context, wk *v1alpha1.Worker) erro
 
 // ValidateCreate implements admission.Validator.
 func (v *WorkerValidator) ValidateCreate(ctx context.Context, wk *v1alpha1.Worker) (admission.Warnings, error) {
-	return v.w.ValidateWorker(ctx, wk)
+	return v.w.validateWorker(ctx, nil, wk)
 }
 
 // ValidateUpdate implements admission.Validator. Besides ValidateWorker's checks, a
 // profile change warns about limits that keep the old profile's default (see
 // profileChangeWarnings).
 func (v *WorkerValidator) ValidateUpdate(ctx context.Context, old, wk *v1alpha1.Worker) (admission.Warnings, error) {
-	warns, err := v.w.ValidateWorker(ctx, wk)
+	warns, err := v.w.validateWorker(ctx, old, wk)
 	return append(v.w.profileChangeWarnings(old, wk), warns...), err
 }
 
@@ -128,11 +128,16 @@ func (v *WorkerValidator) ValidateDelete(context.Context, *v1alpha1.Worker) (adm
 // ValidateWorker checks a Worker against its profile. It returns the warnings and an
 // apierrors Invalid error listing every rejected field.
 func (w *Webhooks) ValidateWorker(ctx context.Context, wk *v1alpha1.Worker) (admission.Warnings, error) {
+	return w.validateWorker(ctx, nil, wk)
+}
+
+// validateWorker is ValidateWorker of an update from old (nil: a create).
+func (w *Webhooks) validateWorker(ctx context.Context, old, wk *v1alpha1.Worker) (admission.Warnings, error) {
 	c := &check{t: w.opts.Limits, p: w.profileOf(wk.Spec.Limits)}
 	spec := field.NewPath("spec")
 	s := &wk.Spec
 	validateWorkerSpec(c, spec, s, w.opts.WorkerdVersion, w.opts.ScriptSizeRules)
-	w.validatePolicy(ctx, c, spec, wk)
+	w.validatePolicy(ctx, c, spec, old, wk)
 	w.validateSource(ctx, c, spec.Child("source"), wk.Namespace, &s.Source)
 	for i, b := range s.Bindings {
 		kind, name := b.Reference()
@@ -152,9 +157,10 @@ func (w *Webhooks) ValidateWorker(ctx context.Context, wk *v1alpha1.Worker) (adm
 // and flags, limits, environment variables, and the size of inline sources.
 func validateWorkerSpec(c *check, spec *field.Path, s *v1alpha1.WorkerSpec, workerdVersion, scriptSizeRules string) {
 	version := workerdVersion
-	if v := s.RuntimeVersion(); v != "" {
-		version = v
+	if s.Runtime != nil && s.Runtime.Version != "" {
+		version = s.Runtime.Version
 	}
+	c.add(validateRuntime(spec.Child("runtime"), s.Runtime))
 	c.add(validateCompatibilityDate(spec.Child("compatibilityDate"), s.CompatibilityDate, version))
 	validateCompatibilityFlags(c, spec.Child("compatibilityFlags"), s.CompatibilityFlags, s.CompatibilityDate, version)
 	if s.Limits != nil {
