@@ -29,9 +29,10 @@ var (
 // status in the manager's cache when scraped, so a deleted object's series go with it.
 type ShardsCollector struct {
 	Reader client.Reader
-	// Timeout bounds one scrape's lists (default 5 s).
-	Timeout time.Duration
 }
+
+// shardsScrapeTimeout bounds one scrape's lists.
+const shardsScrapeTimeout = 5 * time.Second
 
 // RegisterShardsCollector adds a ShardsCollector reading r to the manager's registry,
 // replacing the one an earlier manager of this process registered.
@@ -52,11 +53,7 @@ type shardCount struct {
 }
 
 func (c *ShardsCollector) Collect(ch chan<- prometheus.Metric) {
-	timeout := c.Timeout
-	if timeout == 0 {
-		timeout = 5 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), shardsScrapeTimeout)
 	defer cancel()
 	for _, s := range c.counts(ctx) {
 		ch <- prometheus.MustNewConstMetric(shardsDesiredDsc, prometheus.GaugeValue, float64(s.desired), s.namespace, s.kind, s.name)

@@ -220,14 +220,6 @@ func (w *Webhooks) validateWorkerdVersion(c *check, path *field.Path, old, wk *v
 	c.add(forbidden(path.Child("version"), fmt.Sprintf("workerd %s is not allowed", v), rule, setting))
 }
 
-// runtimeVersion is spec.runtime.version, "" for the operator's workerd.
-func runtimeVersion(s *v1alpha1.WorkerSpec) string {
-	if s.Runtime == nil {
-		return ""
-	}
-	return s.Runtime.Version
-}
-
 // validateOutboundPolicy refuses spec.outbound.allow entries outside Policy.Outbound:
 // an author gets no more of the network than the cluster admin allows.
 func validateOutboundPolicy(c *check, pol *Policy, path *field.Path, allow []string) {

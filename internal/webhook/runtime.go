@@ -26,3 +26,11 @@ func validateRuntime(path *field.Path, rt *v1alpha1.RuntimeSpec) *field.Error {
 	}
 	return nil
 }
+
+// runtimeVersion is spec.runtime.version, "" for the operator's workerd.
+func runtimeVersion(s *v1alpha1.WorkerSpec) string {
+	if s.Runtime == nil {
+		return ""
+	}
+	return s.Runtime.Version
+}

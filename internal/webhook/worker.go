@@ -157,8 +157,8 @@ func (w *Webhooks) validateWorker(ctx context.Context, old, wk *v1alpha1.Worker)
 // and flags, limits, environment variables, and the size of inline sources.
 func validateWorkerSpec(c *check, spec *field.Path, s *v1alpha1.WorkerSpec, workerdVersion, scriptSizeRules string) {
 	version := workerdVersion
-	if s.Runtime != nil && s.Runtime.Version != "" {
-		version = s.Runtime.Version
+	if v := runtimeVersion(s); v != "" {
+		version = v
 	}
 	c.add(validateRuntime(spec.Child("runtime"), s.Runtime))
 	c.add(validateCompatibilityDate(spec.Child("compatibilityDate"), s.CompatibilityDate, version))
