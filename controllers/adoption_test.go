@@ -139,3 +139,55 @@ func TestDurableObjectNamespaceDoesNotAdoptForeignService(t *testing.T) {
 	})
 	assertServiceUntouched(t, before)
 }
+
+// TestChangedChildrenAreAppliedAgain: the reconciler skips a child it applied when the
+// live object is still the one its apply answered with (common.ApplyAll); a change by
+// anyone else to a field the operator sets (a Deployment's container image, a Service's
+// label) makes it apply that child again and restore the field.
+func TestChangedChildrenAreAppliedAgain(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	w := workerFixture(ns, "drift")
+	if err := k8sClient.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(w)
+	var image string
+	eventually(t, "the Deployment", func() error {
+		d, err := getDeployment(key)
+		if err == nil {
+			image = d.Spec.Template.Spec.Containers[0].Image
+		}
+		return err
+	})
+	d, _ := getDeployment(key)
+	d.Spec.Template.Spec.Containers[0].Image = "example.com/not-workerd:1"
+	if err := k8sClient.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Deployment's image restored", func() error {
+		d, err := getDeployment(key)
+		if err == nil && d.Spec.Template.Spec.Containers[0].Image != image {
+			err = fmt.Errorf("image %q, want %q", d.Spec.Template.Spec.Containers[0].Image, image)
+		}
+		return err
+	})
+	svc := &corev1.Service{}
+	if err := k8sClient.Get(ctx, key, svc); err != nil {
+		t.Fatal(err)
+	}
+	want := svc.Labels[podcontract.LabelInstance]
+	delete(svc.Labels, podcontract.LabelInstance)
+	if err := k8sClient.Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Service's label restored", func() error {
+		if err := k8sClient.Get(ctx, key, svc); err != nil {
+			return err
+		}
+		if got := svc.Labels[podcontract.LabelInstance]; got != want || want == "" {
+			return fmt.Errorf("label %s=%q, want %q", podcontract.LabelInstance, got, want)
+		}
+		return nil
+	})
+}

@@ -223,11 +223,9 @@ func TestWorkerModuleChangeRollsPods(t *testing.T) {
 		v1, t1 = w.Status.Version, dep.Spec.Template.Annotations[podcontract.AnnotationVersion]
 		return nil
 	})
-	w = getWorker(t, key)
-	w.Spec.Source.Inline.Modules[0].Content = ptr.To("export default { fetch() { return new Response('v2') } }")
-	if err := k8sClient.Update(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	updateWorker(t, key, func(w *fleetv1alpha1.Worker) {
+		w.Spec.Source.Inline.Modules[0].Content = ptr.To("export default { fetch() { return new Response('v2') } }")
+	})
 	eventually(t, "new version", func() error {
 		w := getWorker(t, key)
 		dep, err := getDeployment(key)
@@ -459,15 +457,18 @@ func waitsForTarget(t *testing.T, refer func(*fleetv1alpha1.Worker), wantMsg, wa
 // markDeploymentAvailable plays the part of the Deployment controller envtest lacks.
 func markDeploymentAvailable(t *testing.T, key types.NamespacedName) {
 	t.Helper()
-	dep, err := getDeployment(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := *dep.Spec.Replicas
-	dep.Status = appsv1.DeploymentStatus{
-		ObservedGeneration: dep.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
-	}
-	if err := k8sClient.Status().Update(context.Background(), dep); err != nil {
+	// The controller may write the Deployment between the read and the update.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		dep, err := getDeployment(key)
+		if err != nil {
+			return err
+		}
+		n := *dep.Spec.Replicas
+		dep.Status = appsv1.DeploymentStatus{
+			ObservedGeneration: dep.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
+		}
+		return k8sClient.Status().Update(context.Background(), dep)
+	}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -194,6 +194,15 @@ func assertField(t *testing.T, err error, field string) {
 	t.Fatalf("want an error at %q, got fields %q: %v", field, fields, err)
 }
 
+// deployment sets spec.deployment.versions.
+func deployment(vs ...obj) func(obj) {
+	l := make([]any, len(vs))
+	for i, v := range vs {
+		l[i] = v
+	}
+	return set("deployment.versions", l)
+}
+
 func TestWorkerValidation(t *testing.T) {
 	mods := func(ms ...obj) func(obj) {
 		l := make([]any, len(ms))
@@ -261,6 +270,17 @@ func TestWorkerValidation(t *testing.T) {
 		{name: "service type ExternalName", mutate: set("service", obj{"type": "ExternalName"}), wantField: "spec.service.type"},
 		{name: "runtime image without version", mutate: set("runtime", obj{"image": "x/workerd:1"}), wantField: "spec"},
 		{name: "runtime version malformed", mutate: set("runtime", obj{"version": "latest"}), wantField: "spec.runtime.version"},
+		// Gradual deployments: one or two versions whose percentages add up to 100
+		// (https://developers.cloudflare.com/workers/versions-and-deployments/gradual-deployments/).
+		{name: "deployment of one version", mutate: deployment(obj{"versionId": "latest", "percentage": int64(100)})},
+		{name: "deployment split 90/10", mutate: deployment(obj{"versionId": "0123456789abcdef", "percentage": int64(90)}, obj{"versionId": "latest", "percentage": int64(10)})},
+		{name: "deployment percentages add up to 110", mutate: deployment(obj{"versionId": "0123456789abcdef", "percentage": int64(90)}, obj{"versionId": "latest", "percentage": int64(20)}), wantField: "spec.deployment.versions"},
+		{name: "deployment of one version at 50", mutate: deployment(obj{"versionId": "latest", "percentage": int64(50)}), wantField: "spec.deployment.versions"},
+		{name: "deployment lists a version twice", mutate: deployment(obj{"versionId": "latest", "percentage": int64(50)}, obj{"versionId": "latest", "percentage": int64(50)}), wantField: "spec.deployment.versions"},
+		{name: "deployment of three versions", mutate: deployment(obj{"versionId": "0123456789abcdef", "percentage": int64(50)}, obj{"versionId": "fedcba9876543210", "percentage": int64(25)}, obj{"versionId": "latest", "percentage": int64(25)}), wantField: "spec.deployment.versions"},
+		{name: "deployment version id malformed", mutate: deployment(obj{"versionId": "v1", "percentage": int64(100)}), wantField: "spec.deployment.versions[0].versionId"},
+		{name: "deployment of a version at 0 (overrides only)", mutate: deployment(obj{"versionId": "0123456789abcdef", "percentage": int64(100)}, obj{"versionId": "latest", "percentage": int64(0)})},
+		{name: "deployment percentage negative", mutate: deployment(obj{"versionId": "0123456789abcdef", "percentage": int64(-1)}, obj{"versionId": "latest", "percentage": int64(101)}), wantField: "spec.deployment.versions[0].percentage"},
 	})
 }
 

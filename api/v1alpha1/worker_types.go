@@ -113,6 +113,41 @@ type WorkerSpec struct {
 	// Service and Pod CIDRs and the public internet), within what the cluster admin allows.
 	// +optional
 	Outbound *OutboundSpec `json:"outbound,omitempty"`
+
+	// deployment says which of the Worker's versions serve its requests, and what share
+	// of them each serves: a gradual deployment when it names two (docs/versions.md,
+	// https://developers.cloudflare.com/workers/configuration/versions-and-deployments/gradual-deployments/).
+	// Unset: the version of this spec serves every request, as soon as it is rolled out.
+	// +optional
+	Deployment *WorkerDeployment `json:"deployment,omitempty"`
+}
+
+// WorkerDeployment is the versions serving a Worker and their shares.
+type WorkerDeployment struct {
+	// versions are one version at 100 percent, or two whose percentages add up to 100.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:validation:XValidation:rule="self.map(v, v.percentage).sum() == 100",message="the percentages must add up to 100"
+	// +kubebuilder:validation:XValidation:rule="size(self) < 2 || self[0].versionId != self[1].versionId",message="a version may be listed once"
+	// +listType=atomic
+	// +required
+	Versions []DeploymentVersion `json:"versions"`
+}
+
+// DeploymentVersion is one version of a deployment and its share of the requests.
+type DeploymentVersion struct {
+	// versionId is a version's id from status.versions, or "latest": the version of
+	// this spec.
+	// +kubebuilder:validation:Pattern=`^([0-9a-f]{16}|latest)$`
+	// +required
+	VersionID string `json:"versionId"`
+	// percentage of the requests this version serves, 0 to 100. A version at 0 serves
+	// only the requests that name it in Cloudflare-Workers-Version-Overrides (a smoke
+	// test, https://developers.cloudflare.com/workers/versions-and-deployments/version-overrides/).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +required
+	Percentage int32 `json:"percentage"`
 }
 
 // OutboundSpec is the allow and deny lists of the Worker's network, as workerd's network
@@ -637,6 +672,20 @@ type WorkerStatus struct {
 	// exactly when what the pods run changes.
 	// +optional
 	Version string `json:"version,omitempty"`
+	// versions are the Worker's stored versions, newest first: the last 10 and any
+	// still deployed (docs/versions.md).
+	// +listType=atomic
+	// +optional
+	Versions []WorkerVersion `json:"versions,omitempty"`
+	// deployment is the versions serving the Worker and their shares, ids resolved.
+	// +listType=atomic
+	// +optional
+	Deployment []DeploymentVersion `json:"deployment,omitempty"`
+	// previousDeployment is the deployment before this one: what
+	// `workerd-operator rollback` returns to.
+	// +listType=atomic
+	// +optional
+	PreviousDeployment []DeploymentVersion `json:"previousDeployment,omitempty"`
 	// url is the in-cluster URL of the Worker's Service.
 	// +optional
 	URL string `json:"url,omitempty"`
@@ -644,6 +693,19 @@ type WorkerStatus struct {
 	// or a failure its running container logged (docs/failures.md).
 	// +optional
 	LastFailure *FailureStatus `json:"lastFailure,omitempty"`
+}
+
+// WorkerVersion is one stored version of a Worker: its code, bindings and settings,
+// everything of the spec but replicas, pod, service and deployment.
+type WorkerVersion struct {
+	// id is the version's content hash (16 hex characters).
+	ID string `json:"id"`
+	// created is when the operator stored the version.
+	Created metav1.Time `json:"created"`
+	// message is the Worker's fleet.workerd-operator.io/version-message annotation when
+	// the version was stored (wrangler's --message).
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Worker is a Cloudflare Workers script served by workerd pods behind a Service.

@@ -11,6 +11,8 @@
 //	workerd-operator deploy     build a wrangler project and run it on the cluster
 //	workerd-operator cron       check Cloudflare-dialect cron expressions
 //	workerd-operator workflows  list and operate workflow instances
+//	workerd-operator versions   list and view a Worker's versions, deploy or split them
+//	workerd-operator rollback   go back to a Worker's previous deployment
 package main
 
 import (
@@ -37,6 +39,8 @@ func newRootCommand() *cobra.Command {
 		newDeployCommand(),
 		newCronCommand(),
 		newWorkflowsCommand(),
+		newVersionsCommand(),
+		newRollbackCommand(),
 	)
 	for _, c := range extraCommands {
 		root.AddCommand(c())

@@ -17,14 +17,28 @@ import (
 
 // Apply server-side applies a typed object with the operator's single field owner.
 func Apply(ctx context.Context, c client.Client, obj client.Object) error {
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	u, err := applyConfiguration(obj)
 	if err != nil {
 		return err
+	}
+	return send(ctx, c, u)
+}
+
+// applyConfiguration is obj as the operator applies it: no status, no creation stamps.
+func applyConfiguration(obj client.Object) (*unstructured.Unstructured, error) {
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
 	}
 	u := &unstructured.Unstructured{Object: raw}
 	unstructured.RemoveNestedField(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
+	return u, nil
+}
+
+// send applies u; u then holds the API server's answer.
+func send(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
 	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(podcontract.FieldOwner), client.ForceOwnership)
 }
 
@@ -34,37 +48,63 @@ func Apply(ctx context.Context, c client.Client, obj client.Object) error {
 // applies none of them and returns a Blocked ChildConflict error naming it. Server-side
 // apply with forced ownership would otherwise take over any object of the same name:
 // replace its selector, add the owner reference, and let the garbage collector delete
-// it with the owner.
+// it with the owner. An object whose live copy is still the one this process's last
+// apply of the same configuration answered with is not sent again (appliedBefore).
 func ApplyAll(ctx context.Context, c client.Client, objs ...client.Object) error {
-	for _, obj := range objs {
-		if err := checkControlled(ctx, c, obj); err != nil {
+	lives := make([]metav1.Object, len(objs))
+	for i, obj := range objs {
+		live, err := checkControlled(ctx, c, obj)
+		if err != nil {
 			return err
 		}
+		lives[i] = live
 	}
-	for _, obj := range objs {
-		if err := Apply(ctx, c, obj); err != nil {
+	for i, obj := range objs {
+		if err := applyChanged(ctx, c, obj, lives[i]); err != nil {
 			return fmt.Errorf("apply %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
 		}
 	}
 	return nil
 }
 
+// applyChanged applies obj unless live (nil: absent or unread) is unchanged since this
+// process applied the same configuration to it.
+func applyChanged(ctx context.Context, c client.Client, obj client.Object, live metav1.Object) error {
+	u, err := applyConfiguration(obj)
+	if err != nil {
+		return err
+	}
+	key, sum, err := appliedKey(u)
+	if err != nil {
+		return err
+	}
+	if live != nil && appliedBefore(key, sum, live) {
+		return nil
+	}
+	if err := send(ctx, c, u); err != nil {
+		return err
+	}
+	rememberApplied(key, sum, u)
+	return nil
+}
+
 // checkControlled returns a Blocked ChildConflict error when obj exists and is not
-// controlled by the owner obj's controller reference names (same UID). It reads the
-// cache (the reconcilers own, and so cache, every kind they apply); a miss is confirmed
-// with an unstructured read, which the manager's client sends to the API server
-// (client.CacheOptions.Unstructured is false), so an object the cache has not seen yet
-// is not taken for absent.
-func checkControlled(ctx context.Context, c client.Client, obj client.Object) error {
+// controlled by the owner obj's controller reference names (same UID); otherwise the
+// live object (nil when absent, or when obj names no controller and nothing is read).
+// It reads the cache (the reconcilers own, and so cache, every kind they apply); a miss
+// is confirmed with an unstructured read, which the manager's client sends to the API
+// server (client.CacheOptions.Unstructured is false), so an object the cache has not
+// seen yet is not taken for absent.
+func checkControlled(ctx context.Context, c client.Client, obj client.Object) (metav1.Object, error) {
 	want := metav1.GetControllerOf(obj)
 	if want == nil {
-		return nil
+		return nil, nil
 	}
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	key := client.ObjectKeyFromObject(obj)
 	live, ok := obj.DeepCopyObject().(client.Object)
 	if !ok {
-		return fmt.Errorf("apply %s %s: not a client.Object", gvk.Kind, key.Name)
+		return nil, fmt.Errorf("apply %s %s: not a client.Object", gvk.Kind, key.Name)
 	}
 	err := c.Get(ctx, key, live)
 	if apierrors.IsNotFound(err) {
@@ -74,16 +114,16 @@ func checkControlled(ctx context.Context, c client.Client, obj client.Object) er
 		err = c.Get(ctx, key, live)
 	}
 	if apierrors.IsNotFound(err) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("read %s %s: %w", gvk.Kind, key.Name, err)
+		return nil, fmt.Errorf("read %s %s: %w", gvk.Kind, key.Name, err)
 	}
 	has := metav1.GetControllerOf(live)
 	if has != nil && has.UID == want.UID {
-		return nil
+		return live, nil
 	}
-	return Blocked(fleetv1alpha1.ReasonChildConflict, conflictMessage(gvk.Kind, key.Name, want, has))
+	return nil, Blocked(fleetv1alpha1.ReasonChildConflict, conflictMessage(gvk.Kind, key.Name, want, has))
 }
 
 // conflictMessage says which object blocks owner want and who controls it (has; nil

@@ -99,9 +99,10 @@ func internalTLSHash(ctx context.Context, opts Options, ns, hash string) (string
 	return hex.EncodeToString(h[:])[:16], nil
 }
 
-// WorkerRef reads the Worker named by an object's spec.workerRef; a missing one is
+// WorkerRef reads the Worker named by an object's spec.workerRef, running its primary
+// deployed version (ServingWorker; live reads that version's spec); a missing one is
 // Blocked (ReferenceNotFound).
-func WorkerRef(ctx context.Context, c client.Client, namespace, name string) (*fleetv1alpha1.Worker, error) {
+func WorkerRef(ctx context.Context, c client.Client, live client.Reader, namespace, name string) (*fleetv1alpha1.Worker, error) {
 	w := &fleetv1alpha1.Worker{}
 	err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, w)
 	if apierrors.IsNotFound(err) {
@@ -111,7 +112,7 @@ func WorkerRef(ctx context.Context, c client.Client, namespace, name string) (*f
 	if err != nil {
 		return nil, err
 	}
-	return w, nil
+	return ServingWorker(ctx, live, w)
 }
 
 // resolver reads what a Worker references; what is missing goes to missing.

@@ -102,7 +102,7 @@ func (r *Reconciler) render(ctx context.Context, s *store, h render.DataHost) (*
 		out, hash, err := common.RenderDataHost(ctx, r.Options, h, nil)
 		return w, out, hash, err
 	}
-	w, err := common.WorkerRef(ctx, r.Client, h.Namespace, s.consumer)
+	w, err := common.WorkerRef(ctx, r.Client, r.Refs.Live, h.Namespace, s.consumer)
 	if err != nil {
 		return nil, nil, "", err
 	}

@@ -91,7 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // binds), applies the ConfigMap, the Service and the StatefulSet, and prunes older
 // ConfigMaps. It returns the live StatefulSet.
 func (r *Reconciler) reconcileChildren(ctx context.Context, d *fleetv1alpha1.DurableObjectNamespace) (*appsv1.StatefulSet, error) {
-	w, err := common.WorkerRef(ctx, r.Client, d.Namespace, d.Spec.WorkerRef.Name)
+	w, err := common.WorkerRef(ctx, r.Client, r.Refs.Live, d.Namespace, d.Spec.WorkerRef.Name)
 	if err != nil {
 		return nil, err
 	}

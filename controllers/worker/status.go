@@ -1,7 +1,8 @@
 package worker
 
 import (
-	appsv1 "k8s.io/api/apps/v1"
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -15,11 +16,21 @@ import (
 // computeStatus is the one place a Worker's status is computed: from the live
 // Deployment and pods, the newest failure read from the pods' logs (nil: none) and the
 // error of the pass (nil for a successful pass).
-func computeStatus(w *fleetv1alpha1.Worker, dep *appsv1.Deployment, pods []corev1.Pod, logged *failure.Failure, version string, opts specs.Options, err error) fleetv1alpha1.WorkerStatus {
+func computeStatus(w *fleetv1alpha1.Worker, res passResult, pods []corev1.Pod, logged *failure.Failure, opts specs.Options, err error) fleetv1alpha1.WorkerStatus {
 	st := *w.Status.DeepCopy()
 	gen := w.Generation
+	if res.versions != nil {
+		st.Versions = res.versions
+	}
 	if common.SetPassConditions(&st.Conditions, &st.LastFailure, gen, pods, logged, err) {
 		return st
+	}
+	dep, version := res.dep, res.version
+	if !slices.Equal(st.Deployment, res.deployed) {
+		if st.Deployment != nil {
+			st.PreviousDeployment = st.Deployment
+		}
+		st.Deployment = res.deployed
 	}
 	desired := ptr.Deref(w.Spec.Replicas, 1)
 	st.ObservedGeneration = gen
@@ -30,7 +41,7 @@ func computeStatus(w *fleetv1alpha1.Worker, dep *appsv1.Deployment, pods []corev
 	st.ReadyReplicas = dep.Status.ReadyReplicas
 
 	c := common.Conditions{List: &st.Conditions, Generation: gen}
-	rolled := dep.Status.ObservedGeneration >= dep.Generation &&
+	rolled := res.settled && dep.Status.ObservedGeneration >= dep.Generation &&
 		dep.Status.UpdatedReplicas == desired && dep.Status.Replicas == desired &&
 		dep.Status.AvailableReplicas == desired
 	switch {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +22,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/controllers/common"
 	"github.com/workerd-operator/workerd-operator/internal/failure"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/specs"
 )
 
@@ -64,54 +66,207 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Children carry owner references: the garbage collector removes them.
 		return ctrl.Result{}, nil
 	}
-	dep, version, err := r.reconcileChildren(ctx, w)
+	res, err := r.reconcileChildren(ctx, w)
 	pods, perr := common.ListPods(ctx, r.Client, w.Namespace, specs.WorkerSelector(w.Name))
 	if err == nil {
 		err = perr
 	}
-	st := computeStatus(w, dep, pods, r.logged(w), version, r.Options, err)
+	st := computeStatus(w, res, pods, r.logged(w), r.Options, err)
 	if err := r.writeStatus(ctx, w, st); err != nil {
 		return ctrl.Result{}, err
 	}
 	return r.backoff.Result(ctx, req.NamespacedName, err)
 }
 
-// reconcileChildren renders the Worker and applies its NetworkPolicy (or deletes it
-// when Options.NetworkPolicies is off), ConfigMap, Deployment and Services. It returns the live Deployment and the rendered version.
-func (r *Reconciler) reconcileChildren(ctx context.Context, w *fleetv1alpha1.Worker) (*appsv1.Deployment, string, error) {
-	out, inputsHash, err := common.RenderWorker(ctx, r.Client, r.Refs, r.Options, w, nil, nil)
+// passResult is what reconcileChildren found for the status.
+type passResult struct {
+	// dep is the Worker's own live Deployment; version its rendered version.
+	dep     *appsv1.Deployment
+	version string
+	// deployed are spec.deployment's versions, ids resolved; versions those stored.
+	deployed []fleetv1alpha1.DeploymentVersion
+	versions []fleetv1alpha1.WorkerVersion
+	// settled: no split Deployment is being started, rolled or retired.
+	settled bool
+}
+
+// reconcileChildren stores the spec's version, then renders the deployed versions
+// (planDeployment) and applies the NetworkPolicy (or deletes it when
+// Options.NetworkPolicies is off), the ConfigMaps, Deployments and Services.
+func (r *Reconciler) reconcileChildren(ctx context.Context, w *fleetv1alpha1.Worker) (passResult, error) {
+	res := passResult{deployed: w.Spec.DeployedVersions()}
+	if err := common.RecordVersion(ctx, r.Client, w); err != nil {
+		// The Worker runs without it; only a later deployment naming it needs it.
+		log.FromContext(ctx).Error(err, "could not store the spec's version", "version", w.Spec.VersionID())
+	}
+	primaryLive, secondaryLive, err := r.liveDeployments(ctx, w)
 	if err != nil {
-		return nil, "", err
+		return res, err
 	}
-	children := specs.BuildWorkerChildren(w, out, inputsHash, r.Options)
-	dep := &appsv1.Deployment{}
-	if err := r.Get(ctx, client.ObjectKeyFromObject(children.Deployment), dep); client.IgnoreNotFound(err) != nil {
-		return nil, out.Version, err
+	pods, err := common.ListPods(ctx, r.Client, w.Namespace, specs.WorkerSelector(w.Name))
+	if err != nil {
+		return res, err
 	}
-	before := dep.Spec.Template.Annotations[podcontract.AnnotationVersion]
+	secondary := readLive(secondaryLive, pods)
+	p := planDeployment(res.deployed, readLive(primaryLive, pods), secondary)
+	log.FromContext(ctx).V(1).Info("deployment plan", "primary", p.primary.version, "secondary", p.secondary.version,
+		"split", p.primary.split != nil, "retireSecondary", p.retireSecondary)
+	if len(res.deployed) == 2 {
+		if err := r.prepareSplit(ctx, w); err != nil {
+			return res, err
+		}
+	}
+	if p.hopToken, err = hasToken(ctx, r.Client, w); err != nil {
+		return res, err
+	}
+	cm, version, err := r.applyPrimary(ctx, w, p, primaryLive)
+	res.version = version
+	if err != nil {
+		return res, err
+	}
+	secondaryCM, err := r.applySecondary(ctx, w, p, res.deployed, secondaryLive, secondary)
+	if err != nil {
+		return res, err
+	}
+	if err := r.pruneConfigMaps(ctx, w, cm, secondaryCM); err != nil {
+		return res, err
+	}
+	if res.versions, err = r.keptVersions(ctx, w, res.deployed, p); err != nil {
+		return res, err
+	}
+	res.settled = p.secondary.version == "" && !p.retireSecondary || len(res.deployed) == 2 && p.primary.split != nil && p.secondary.split != nil
+	res.dep, err = common.Live(ctx, r.Client, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: w.Namespace}}, primaryLive)
+	return res, err
+}
+
+// applyPrimary renders p.primary's version into the Worker's own Deployment with its
+// ConfigMap, Services and NetworkPolicy; it returns the ConfigMap's name and the
+// rendered version.
+func (r *Reconciler) applyPrimary(ctx context.Context, w *fleetv1alpha1.Worker, p plan, live *appsv1.Deployment) (string, string, error) {
+	s := p.primary
+	vw, err := r.versionWorker(ctx, w, s.version)
+	if err != nil {
+		return "", "", err
+	}
+	out, inputsHash, err := common.RenderWorker(ctx, r.Client, r.Refs, r.Options, vw, nil, nil, r.withSplit(w, s, p))
+	if err != nil {
+		return "", "", err
+	}
+	children := specs.BuildWorkerChildren(vw, out, inputsHash, r.Options)
+	markSplit(&children.Deployment.Spec.Template, s)
+	before := live.Spec.Template.Annotations[podcontract.AnnotationVersion]
 	if err := common.SyncNetworkPolicy(ctx, r.Client, w, children.NetworkPolicy, r.Options.NetworkPolicies); err != nil {
-		return nil, out.Version, err
+		return "", out.Version, err
 	}
 	if err := common.ApplyAll(ctx, r.Client, children.ConfigMap, children.Service, children.RPCService, children.Deployment); err != nil {
-		return nil, out.Version, err
+		return "", out.Version, err
 	}
 	r.Events.Applied(ctx, w, before, out.Version)
-	log.FromContext(ctx).V(1).Info("applied the children", "version", out.Version, "deployment", children.Deployment.Name)
-	if err := r.pruneConfigMaps(ctx, w, children.ConfigMap.Name); err != nil {
-		return nil, out.Version, err
+	log.FromContext(ctx).V(1).Info("applied the children", "version", out.Version, "workerVersion", s.version, "deployment", children.Deployment.Name)
+	return children.ConfigMap.Name, out.Version, nil
+}
+
+// applySecondary applies the split Deployment of p.secondary, or scales it to zero
+// (live is the live one, empty when absent); it returns its ConfigMap's name ("" when
+// none).
+func (r *Reconciler) applySecondary(ctx context.Context, w *fleetv1alpha1.Worker, p plan, deployed []fleetv1alpha1.DeploymentVersion, live *appsv1.Deployment, ls liveSet) (string, error) {
+	if p.retireSecondary {
+		log.FromContext(ctx).Info("retiring the split Deployment: every pod runs the one deployed version", "deployment", live.Name)
+		return "", retire(ctx, r.Client, live)
 	}
-	dep, err = common.Live(ctx, r.Client, children.Deployment, dep)
-	return dep, out.Version, err
+	if p.secondary.version == "" {
+		return "", nil
+	}
+	vw, err := r.versionWorker(ctx, w, p.secondary.version)
+	if err != nil {
+		return "", err
+	}
+	out, inputsHash, err := common.RenderWorker(ctx, r.Client, r.Refs, r.Options, vw, nil, nil, r.withSplit(w, p.secondary, p))
+	if err != nil {
+		return "", err
+	}
+	cm, sd := specs.BuildSplitDeployment(vw, out, inputsHash, r.Options, secondaryReplicas(w, deployed, p.secondary.version, ls))
+	markSplit(&sd.Spec.Template, p.secondary)
+	if err := common.ApplyAll(ctx, r.Client, cm, sd); err != nil {
+		return "", err
+	}
+	log.FromContext(ctx).V(1).Info("applied the split Deployment", "workerVersion", p.secondary.version, "split", p.secondary.split != nil)
+	return cm.Name, nil
+}
+
+// prepareSplit makes what a split needs besides the Deployments: the hop token's
+// Secret and the two role Services (kept afterwards: the manager deletes neither).
+func (r *Reconciler) prepareSplit(ctx context.Context, w *fleetv1alpha1.Worker) error {
+	if err := ensureSecret(ctx, r.Client, w, specs.BuildSplitTokenSecret(w)); err != nil {
+		return err
+	}
+	return common.ApplyAll(ctx, r.Client, specs.BuildRoleService(w, false), specs.BuildRoleService(w, true))
+}
+
+// liveDeployments are the Worker's own Deployment and its split one (empty when absent).
+func (r *Reconciler) liveDeployments(ctx context.Context, w *fleetv1alpha1.Worker) (*appsv1.Deployment, *appsv1.Deployment, error) {
+	primary, secondary := &appsv1.Deployment{}, &appsv1.Deployment{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: w.Name}, primary); client.IgnoreNotFound(err) != nil {
+		return nil, nil, err
+	}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: specs.SplitDeploymentName(w.Name)}, secondary); client.IgnoreNotFound(err) != nil {
+		return nil, nil, err
+	}
+	if secondary.UID != "" && !metav1.IsControlledBy(secondary, w) {
+		secondary = &appsv1.Deployment{}
+	}
+	return primary, secondary, nil
+}
+
+// versionWorker is w running its version id.
+func (r *Reconciler) versionWorker(ctx context.Context, w *fleetv1alpha1.Worker, id string) (*fleetv1alpha1.Worker, error) {
+	s, err := common.VersionSpec(ctx, r.Refs.Live, w, id)
+	if err != nil {
+		return nil, err
+	}
+	return common.WithVersion(w, s), nil
+}
+
+// withSplit gives the renderer s's split: the versions' shares and the Services of
+// the pods p runs them in.
+func (r *Reconciler) withSplit(w *fleetv1alpha1.Worker, s slot, p plan) func(*render.Input) {
+	return func(in *render.Input) {
+		if s.split == nil && !p.hopToken {
+			return
+		}
+		split := &render.Split{Worker: w.Name, Self: s.version, TokenSecret: specs.SplitTokenSecretName(w.Name)}
+		for _, v := range s.split {
+			split.Versions = append(split.Versions, render.SplitVersion{ID: v.VersionID, Percentage: v.Percentage,
+				Address: specs.RoleAddress(w, v.VersionID != p.primary.version, r.Options.ClusterDomain)})
+		}
+		in.Split = split
+	}
+}
+
+// keptVersions prunes the stored versions beyond the kept ones and lists the rest.
+func (r *Reconciler) keptVersions(ctx context.Context, w *fleetv1alpha1.Worker, deployed []fleetv1alpha1.DeploymentVersion, p plan) ([]fleetv1alpha1.WorkerVersion, error) {
+	all, err := common.ListVersions(ctx, r.Client, w)
+	if err != nil {
+		return nil, err
+	}
+	keep := map[string]bool{w.Spec.VersionID(): true, p.primary.version: true, p.secondary.version: true}
+	for _, v := range deployed {
+		keep[v.VersionID] = true
+	}
+	for _, v := range append(w.Status.Deployment, w.Status.PreviousDeployment...) {
+		keep[v.VersionID] = true
+	}
+	return common.PruneVersions(ctx, r.Client, w, all, keep)
 }
 
 // pruneConfigMaps deletes config versions no ReplicaSet of the Worker still runs.
-func (r *Reconciler) pruneConfigMaps(ctx context.Context, w *fleetv1alpha1.Worker, current string) error {
+func (r *Reconciler) pruneConfigMaps(ctx context.Context, w *fleetv1alpha1.Worker, current, secondary string) error {
 	sel := client.MatchingLabels(specs.WorkerSelector(w.Name))
 	rsList := &appsv1.ReplicaSetList{}
 	if err := r.List(ctx, rsList, client.InNamespace(w.Namespace), sel); err != nil {
 		return err
 	}
-	inUse := map[string]bool{current: true}
+	inUse := map[string]bool{current: true, secondary: true}
 	for _, rs := range rsList.Items {
 		if rs.Status.Replicas == 0 && (rs.Spec.Replicas == nil || *rs.Spec.Replicas == 0) {
 			continue

@@ -109,7 +109,7 @@ func (r *Reconciler) build(ctx context.Context, wf *fleetv1alpha1.Workflow) (spe
 		return specs.ShardSet{}, common.Blocked(fleetv1alpha1.ReasonInvalidSpec,
 			fmt.Sprintf("spec.engine.shards: %d is not supported yet: one engine shard per Workflow (docs/workflows.md)", *e.Shards))
 	}
-	w, err := common.WorkerRef(ctx, r.Client, wf.Namespace, wf.Spec.WorkerRef.Name)
+	w, err := common.WorkerRef(ctx, r.Client, r.Refs.Live, wf.Namespace, wf.Spec.WorkerRef.Name)
 	if err != nil {
 		return specs.ShardSet{}, err
 	}

@@ -277,11 +277,25 @@ const (
 	// AnnotationInputs on the pod template hashes the referenced Secrets' and
 	// ConfigMaps' resourceVersions, so a change of their data rolls the pods.
 	AnnotationInputs = "fleet.workerd-operator.io/inputs"
+	// LabelWorkerVersion on a Worker's pods and stored versions is the Worker version's
+	// id (docs/versions.md).
+	LabelWorkerVersion = "fleet.workerd-operator.io/worker-version"
+	// LabelSplit on a Worker's pods is "true" for the split Deployment's (the second
+	// version of a gradual deployment), "false" for the Worker's own Deployment's.
+	LabelSplit = "fleet.workerd-operator.io/split"
+	// AnnotationSplit on a Worker's pod template is the gradual deployment its ingress
+	// keeps ("id@percentage,id@percentage"); absent when it serves every request itself.
+	AnnotationSplit = "fleet.workerd-operator.io/split"
+	// AnnotationVersionMessage on a Worker is the message its next stored version gets
+	// (wrangler's --message).
+	AnnotationVersionMessage = "fleet.workerd-operator.io/version-message"
 
 	ComponentWorker         = "worker"
 	ComponentDOShard        = "do-shard"
 	ComponentWorkflowEngine = "workflow-engine"
 	ComponentDataStore      = "data-store"
+	// ComponentWorkerVersion labels a Worker's stored versions (ConfigMaps).
+	ComponentWorkerVersion = "worker-version"
 
 	// ManagedBy is the value of LabelManagedBy.
 	ManagedBy = "workerd-operator"

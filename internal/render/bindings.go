@@ -83,6 +83,8 @@ type extras struct {
 	httpService, workerService string
 	// tails are the service designators of spec.tails.
 	tails []string
+	// split is the gradual deployment the ingress shim keeps (Input.Split).
+	split *Split
 }
 
 func newExtras() *extras {

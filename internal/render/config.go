@@ -24,8 +24,8 @@ func writeConfig(w *v1alpha1.Worker, modules []module, flags []string, x *extras
 	}
 	c.splice(&x.services)
 	writeShimServices(c, x.workerService, x.healthBindings)
-	writeIngressService(c, x.httpService)
-	writeTailService(c, w.Name)
+	writeIngressService(c, x.httpService, splitBindings(x.split))
+	writeTailService(c, w.Name, w.Spec.VersionID())
 	c.close("],")
 	c.open("sockets = [")
 	writeSockets(c, x.workerService, x.opts)
@@ -110,30 +110,33 @@ const LoopLimitStatus = 508
 
 // writeIngressService writes the ingress shim worker (ingress.js) the http socket
 // serves: it keeps the loop limit and sets request.cf (from the sidecar), then hands
-// the request to httpSvc.
-func writeIngressService(c *capnp, httpSvc string) {
+// the request to httpSvc, or, in a gradual deployment, to the pods of the version it
+// picks (split).
+func writeIngressService(c *capnp, httpSvc string, split []string) {
 	c.openWorker(podcontract.IngressService)
 	c.field("modules", list(shimModule(shim.IngressModule)))
 	c.field("compatibilityDate", Quote(ShimCompatibilityDate))
-	c.field("bindings", list(
+	c.field("bindings", list(append([]string{
 		tuple(named("TARGET"), kv("service", Quote(httpSvc))),
 		tuple(named("LOOP_LIMIT"), kv("json", Quote(fmt.Sprint(limits.Get(limits.DefaultProfile, limits.LoopInvocations))))),
 		tuple(named("LOOP_STATUS"), kv("json", Quote(fmt.Sprint(LoopLimitStatus)))),
 		tuple(named("SIDECAR"), kv("service", Quote(podcontract.SidecarService))),
 		tuple(named("REQUEST_CF_PATH"), kv("text", Quote(podcontract.RequestCFPath))),
-	))
+	}, split...)...))
 	c.closeWorker()
 }
 
 // writeTailService writes the streaming tail worker (shim tail.js) of the user's Worker:
-// it reaches the sidecar and knows the Worker's name, the `worker` label of its series.
-func writeTailService(c *capnp, worker string) {
+// it reaches the sidecar and knows the Worker's name and version, the `worker` and
+// `version` labels of its series.
+func writeTailService(c *capnp, worker, version string) {
 	c.openWorker(podcontract.TailService)
 	c.field("modules", list(shimModule(shim.TailModule)))
 	c.field("compatibilityDate", Quote(ShimCompatibilityDate))
 	c.field("bindings", list(
 		tuple(named("SIDECAR"), kv("service", Quote(podcontract.SidecarService))),
 		tuple(named("WORKER"), kv("text", Quote(worker))),
+		tuple(named("VERSION"), kv("text", Quote(version))),
 		tuple(named("TAIL_PATH"), kv("text", Quote(podcontract.TailPath))),
 	))
 	c.closeWorker()

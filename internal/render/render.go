@@ -87,6 +87,8 @@ type Input struct {
 	// DataHost, when set, is the store whose host pod is rendered; Worker is then
 	// DataHostWorker(*DataHost).
 	DataHost *DataHost
+	// Split, when set, is the gradual deployment the pods' ingress keeps (split.go).
+	Split *Split
 }
 
 // SecretVolume is a Secret mounted, every key a file, at ConfigDir/Dir.
@@ -155,6 +157,9 @@ func Render(in Input) (*Output, error) {
 		return nil, err
 	}
 	if err := renderOutbound(in, x); err != nil {
+		return nil, err
+	}
+	if err := addSplit(in.Split, x); err != nil {
 		return nil, err
 	}
 	flags, err := sortedFlags(in.Worker.Spec.CompatibilityFlags)

@@ -4,7 +4,8 @@
 // spanOpen/spanClose, attributes, return) up to the outcome. At the outcome it queues one
 // summary record for the sidecar (env.SIDECAR, POST env.TAIL_PATH, a JSON array of
 // records per batch), which turns them into Prometheus series and JSON log lines.
-// env.WORKER is the Worker's name.
+// env.WORKER is the Worker's name, env.VERSION the id of the version it runs
+// (docs/versions.md).
 //
 // What an invocation logs after its response (a plain WebSocket's message listeners, a
 // waitUntil, a stream's pump) is not held until its outcome, which may be hours away:
@@ -48,6 +49,7 @@ function newRecord(onset, env) {
   const ev = onset.event;
   return {
     worker: env.WORKER || "",
+    version: env.VERSION || "",
     entrypoint: ev.entrypoint || "default",
     executionModel: ev.executionModel || "",
     trigger: trigger(ev.info),

@@ -92,3 +92,31 @@ func TestClaimNamesStableAcrossRecreation(t *testing.T) {
 		t.Fatalf("claims %v, want %v for both uids", sets, want)
 	}
 }
+
+// A shard's containers are killed for a failed liveness probe only after a minute
+// without an answer, each probe waiting 5 s (docs/pod-contract.md "The health socket"):
+// a busy or CPU-starved workerd answers its health socket late, and killing it loses
+// every call in flight on the only owner of its objects.
+func TestShardLivenessToleratesBusyMoments(t *testing.T) {
+	w := fixtureWorker()
+	d := &fleetv1alpha1.DurableObjectNamespace{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rooms", UID: "uid-2"},
+		Spec:       fleetv1alpha1.DurableObjectNamespaceSpec{WorkerRef: fleetv1alpha1.LocalObjectReference{Name: "w"}, ClassName: "Room"},
+	}
+	pod := BuildDONSChildren(d, w, &render.Output{Version: "v"}, "inputs", DefaultOptions()).StatefulSet.Spec.Template.Spec
+	probed := 0
+	for _, c := range append(pod.InitContainers, pod.Containers...) {
+		p := c.LivenessProbe
+		if p == nil {
+			continue
+		}
+		probed++
+		if p.TimeoutSeconds < 5 || p.PeriodSeconds*p.FailureThreshold < 60 {
+			t.Errorf("container %s: liveness timeout %d s, %d failures every %d s: want a kill only after 60 s of probes unanswered for 5 s",
+				c.Name, p.TimeoutSeconds, p.FailureThreshold, p.PeriodSeconds)
+		}
+	}
+	if probed != 2 {
+		t.Errorf("%d containers with a liveness probe, want 2 (workerd and the sidecar)", probed)
+	}
+}

@@ -206,6 +206,24 @@ func memoryLimitEnv() corev1.EnvVar {
 	}}
 }
 
+// livenessProbe is GET path on port, failing only after livenessTimeout unanswered
+// for livenessFailures periods in a row (about a minute). A failed liveness probe kills
+// the container, and a shard's workerd is the only owner of its objects: every call in
+// flight on it is lost. A probe answered on the isolates' thread (the health socket)
+// waits behind their work, so a process that is busy, or starved of CPU on a crowded
+// node, must not be taken for a hung one; a process hung for a minute still is.
+func livenessProbe(path string, port int32) *corev1.Probe {
+	p := httpProbe(path, port, livenessPeriod, livenessFailures)
+	p.TimeoutSeconds = livenessTimeout
+	return p
+}
+
+const (
+	livenessPeriod   = 10
+	livenessFailures = 6
+	livenessTimeout  = 5
+)
+
 func httpProbe(path string, port int32, period, failures int32) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -250,7 +268,7 @@ func sidecarContainerSpec(opts Options) corev1.Container {
 			Name: podcontract.SidecarPortName, ContainerPort: podcontract.SidecarPort, Protocol: corev1.ProtocolTCP,
 		}},
 		ReadinessProbe:           httpsProbe(httpProbe("/healthz", podcontract.SidecarPort, 2, 3)),
-		LivenessProbe:            httpsProbe(httpProbe("/healthz", podcontract.SidecarPort, 10, 3)),
+		LivenessProbe:            httpsProbe(livenessProbe("/healthz", podcontract.SidecarPort)),
 		Resources:                corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("32Mi")}, Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}},
 		SecurityContext:          restrictedSecurityContext(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -307,6 +325,8 @@ func workerPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash s
 	for k, v := range workerLabels(w) {
 		podLabels[k] = v
 	}
+	podLabels[podcontract.LabelWorkerVersion] = w.Spec.VersionID()
+	podLabels[podcontract.LabelSplit] = "false" // BuildSplitDeployment's pods: "true"
 	podAnnotations[podcontract.AnnotationVersion] = out.Version
 	podAnnotations[podcontract.AnnotationInputs] = inputsHash
 	podAnnotations["kubectl.kubernetes.io/default-container"] = podcontract.WorkerdContainer
@@ -466,7 +486,7 @@ func workerdContainer(w *fleetv1alpha1.Worker, out *render.Output, opts Options,
 		},
 		StartupProbe:   httpProbe("/healthz", podcontract.HealthPort, 1, 60),
 		ReadinessProbe: httpProbe("/readyz", podcontract.HealthPort, 2, 2),
-		LivenessProbe:  httpProbe("/healthz", podcontract.HealthPort, 10, 3),
+		LivenessProbe:  livenessProbe("/healthz", podcontract.HealthPort),
 		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
 			// workerd refuses new connections at SIGTERM; the sleep lets endpoints drop
 			// the pod first. A sleep action needs no shell.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -28,13 +29,15 @@ import (
 )
 
 // rollerModule is the Worker of TestRolloutsWithoutFailedCalls at code version code:
-// GET /do?k= calls a Durable Object method, GET /wf?id= creates a Workflow instance,
+// GET /do?k= calls a Durable Object method, GET /doclass?k= answers the code version
+// the Durable Object runs, GET /wf?id= creates a Workflow instance,
 // reads its status and sends it its event, GET /sleeper?id= starts an instance that runs a
 // step named after the code version, sleeps, then finishes.
 func rollerModule(code string) string {
 	return `import { DurableObject, WorkflowEntrypoint } from "cloudflare:workers";
 const CODE = "` + code + `";
-` + counterClass + `export class Flow extends WorkflowEntrypoint {
+` + counterClass + `Counter.prototype.code = function () { return CODE; };
+export class Flow extends WorkflowEntrypoint {
   async run(event, step) {
     if (event.payload?.sleeper) {
       const v = await step.do(CODE + " step", { retries: { limit: 0, delay: 0 } },
@@ -55,11 +58,14 @@ export default {
         const v = await env.COUNTER.getByName(url.searchParams.get("k")).increment(1);
         return Response.json({ v, code: CODE, version: env.VERSION });
       }
+      if (url.pathname === "/doclass") {
+        return Response.json({ code: await env.COUNTER.getByName(url.searchParams.get("k")).code() });
+      }
       if (url.pathname === "/wf") {
         const i = await env.WF.create({ id });
         const s = await i.status();
         await i.sendEvent({ type: "go", payload: id });
-        return Response.json({ id, status: s.status });
+        return Response.json({ id, status: s.status, code: CODE });
       }
       if (url.pathname === "/sleeper") {
         const i = await env.WF.create({ id, params: { sleeper: true } });
@@ -78,22 +84,28 @@ export default {
 // rollcount (2 shards) and Workflow rollflow, and waits until all three are Ready.
 func newRoller(t *testing.T) (*fleetv1alpha1.Worker, *fleetv1alpha1.DurableObjectNamespace, *fleetv1alpha1.Workflow) {
 	t.Helper()
+	return newRollerAs(t, "roller", "rollcount", "rollflow")
+}
+
+// newRollerAs is newRoller with the three objects named name, dons and flow.
+func newRollerAs(t *testing.T, name, dons, flow string) (*fleetv1alpha1.Worker, *fleetv1alpha1.DurableObjectNamespace, *fleetv1alpha1.Workflow) {
+	t.Helper()
 	ctx := context.Background()
-	w := newWorker(t, "roller", "", 2)
+	w := newWorker(t, name, "", 2)
 	patch := client.MergeFrom(w.DeepCopy())
 	w.Spec.Source.Inline.Modules[0].Content = ptr.To(rollerModule("v1"))
 	w.Spec.Bindings = []fleetv1alpha1.Binding{
-		{Name: "COUNTER", DurableObjectNamespace: &fleetv1alpha1.LocalObjectReference{Name: "rollcount"}},
-		{Name: "WF", Workflow: &fleetv1alpha1.LocalObjectReference{Name: "rollflow"}},
+		{Name: "COUNTER", DurableObjectNamespace: &fleetv1alpha1.LocalObjectReference{Name: dons}},
+		{Name: "WF", Workflow: &fleetv1alpha1.LocalObjectReference{Name: flow}},
 		{Name: "VERSION", Text: ptr.To("a")},
 	}
 	if err := k8sClient.Patch(ctx, w, patch); err != nil {
 		t.Fatal(err)
 	}
 	wf := &fleetv1alpha1.Workflow{
-		ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "rollflow"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: flow},
 		Spec: fleetv1alpha1.WorkflowSpec{
-			WorkerRef: fleetv1alpha1.LocalObjectReference{Name: "roller"}, ClassName: "Flow",
+			WorkerRef: fleetv1alpha1.LocalObjectReference{Name: name}, ClassName: "Flow",
 			Concurrency: &fleetv1alpha1.WorkflowConcurrency{Limit: ptr.To[int32](100)},
 		},
 	}
@@ -101,16 +113,36 @@ func newRoller(t *testing.T) (*fleetv1alpha1.Worker, *fleetv1alpha1.DurableObjec
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), wf) })
-	d := newCounterNamespace(t, "rollcount", "roller", 2)
+	d := newCounterNamespace(t, dons, name, 2)
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), d) })
 	waitReady(t, wf, 4*time.Minute)
 	waitReady(t, w, 4*time.Minute)
 	return w, d, wf
 }
 
-// loadResult counts one phase of the client loop.
+// loadResult counts one phase of the client loop: requests, and answers by the code
+// version (rollerModule's CODE) that gave them.
 type loadResult struct {
 	sent, ok, failed atomic.Int64
+	mu               sync.Mutex
+	codes            map[string]int
+}
+
+func (r *loadResult) answered(code string) {
+	r.ok.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.codes == nil {
+		r.codes = map[string]int{}
+	}
+	r.codes[code]++
+}
+
+// byCode is how many answers each code version gave.
+func (r *loadResult) byCode() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.codes)
 }
 
 // loadLoop sends GET /do and GET /wf alternately to url at rate requests per second,
@@ -152,29 +184,35 @@ func (l *loadLoop) run() {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			if err := l.one(c, path); err != nil {
+			code, err := l.one(c, path)
+			if err != nil {
 				res.failed.Add(1)
 				l.mu.Lock()
 				l.failures = append(l.failures, fmt.Sprintf("%s %s: %v", time.Now().Format("15:04:05.000"), path, err))
 				l.mu.Unlock()
 				return
 			}
-			res.ok.Add(1)
+			res.answered(code)
 		}()
 	})
 }
 
-func (l *loadLoop) one(c *http.Client, path string) error {
+// one sends GET path and returns the code version that answered it.
+func (l *loadLoop) one(c *http.Client, path string) (string, error) {
 	resp, err := c.Get(l.url + path)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %.400s", resp.Status, b)
+		return "", fmt.Errorf("%s: %.400s", resp.Status, b)
 	}
-	return nil
+	var answer struct{ Code string }
+	if err := json.Unmarshal(b, &answer); err != nil {
+		return "", fmt.Errorf("answer %.200q: %w", b, err)
+	}
+	return answer.Code, nil
 }
 
 // TestRolloutsWithoutFailedCalls: while a client calls a Durable Object method and

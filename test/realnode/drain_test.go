@@ -54,6 +54,8 @@ func TestDrainAndNodeLoss(t *testing.T) {
 	t.Logf("drain of %s: shard %d back on %s in %s; %d calls, %d failed", members[0].name, drained, shardNodes(t)[drained], took.Round(time.Second), l.Sent.Load(), l.Failed.Load())
 	if l.Failed.Load() != 0 {
 		t.Errorf("%d of %d calls failed during the drain:\n%s", l.Failed.Load(), l.Sent.Load(), strings.Join(l.Failures(30), "\n"))
+		logTimeline(t, "tall")
+		logPods(t, sampleNS, "tally")
 	}
 	checkExact(t, url, l)
 	floor := lastCounts(l)
@@ -270,7 +272,7 @@ func waitShardReady(t *testing.T, shard int, from string, timeout time.Duration)
 		}
 		if time.Now().After(deadline) {
 			logPods(t, sampleNS, tallyDONS)
-			logEvents(t, tallyDONS)
+			logTimeline(t, tallyDONS)
 			t.Fatalf("shard %d not Ready on a node other than %s after %s", shard, from, timeout)
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -445,14 +447,28 @@ func checkOneOwner(t *testing.T, l *testenv.TallyLoad) {
 	}
 }
 
-// logEvents logs the Events recorded on the object name (the operator's decisions).
-func logEvents(t *testing.T, name string) {
-	evs, err := cluster.client.EventsV1().Events(sampleNS).List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=" + name})
+// logTimeline logs, in time order, the Events on the objects whose names start with
+// prefix (pods, claims, the StatefulSet, the operator's decisions).
+func logTimeline(t *testing.T, prefix string) {
+	evs, err := cluster.client.CoreV1().Events(sampleNS).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
-		t.Logf("events of %s: %v", name, err)
+		t.Logf("events: %v", err)
 		return
 	}
-	for _, e := range evs.Items {
-		t.Logf("event %s %s: %s", e.Type, e.Reason, e.Note)
+	items := evs.Items
+	sort.Slice(items, func(i, j int) bool { return eventTime(items[i]).Before(eventTime(items[j])) })
+	for _, e := range items {
+		if strings.HasPrefix(e.InvolvedObject.Name, prefix) {
+			t.Logf("%s %s/%s %s %s: %s", eventTime(e).Format("15:04:05.000"), e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Type, e.Reason, e.Message)
+		}
 	}
+}
+
+func eventTime(e corev1.Event) time.Time {
+	for _, at := range []time.Time{e.EventTime.Time, e.LastTimestamp.Time, e.FirstTimestamp.Time} {
+		if !at.IsZero() {
+			return at
+		}
+	}
+	return e.CreationTimestamp.Time
 }

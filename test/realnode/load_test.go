@@ -10,6 +10,7 @@ import (
 // load is clients requesting a URL until stopped.
 type load struct {
 	ok, failed atomic.Int64
+	slowest    atomic.Int64 // nanoseconds, of an answered request
 	mu         sync.Mutex
 	failures   []string
 	done       chan struct{}
@@ -30,7 +31,9 @@ func startLoad(c *http.Client, url string, clients int, pause time.Duration) *lo
 					return
 				case <-time.After(pause):
 				}
-				if _, err := getWith(c, url); err != nil {
+				t0 := time.Now()
+				_, err := getWith(c, url)
+				if err != nil {
 					l.failed.Add(1)
 					l.mu.Lock()
 					if len(l.failures) < 10 {
@@ -39,6 +42,9 @@ func startLoad(c *http.Client, url string, clients int, pause time.Duration) *lo
 					l.mu.Unlock()
 				} else {
 					l.ok.Add(1)
+					d := int64(time.Since(t0))
+					for cur := l.slowest.Load(); d > cur && !l.slowest.CompareAndSwap(cur, d); cur = l.slowest.Load() {
+					}
 				}
 			}
 		}()

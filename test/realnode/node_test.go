@@ -221,7 +221,11 @@ func startNode(ctx context.Context, dir, cgroupRoot string, logf func(string, ..
 	if err := n.startContainerd("http://" + registryHost); err != nil {
 		return nil, err
 	}
-	if err := n.importImages(filepath.Join(dir, "images"), "pause.tar", "operator.tar", "workerd.tar", "bundle.tar", "s3.tar"); err != nil {
+	archives := []string{"pause.tar", "operator.tar", "workerd.tar", "bundle.tar", "s3.tar"}
+	if _, err := os.Stat(filepath.Join(dir, "images", previousArchive)); err == nil {
+		archives = append(archives, previousArchive)
+	}
+	if err := n.importImages(filepath.Join(dir, "images"), archives...); err != nil {
 		return nil, err
 	}
 	logf("images imported; starting the kubelet")

@@ -5,28 +5,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // serviceURL is http://<ClusterIP>:<http port> of a sample's Service.
 func serviceURL(t *testing.T, name string) string {
 	t.Helper()
-	svc, err := cluster.client.CoreV1().Services(sampleNS).Get(context.Background(), name, metav1.GetOptions{})
+	u, err := serviceAddr(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, ok := httpPort(svc)
-	if !ok {
-		t.Fatalf("Service %s has no http port", name)
-	}
-	return "http://" + net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port.Port)))
+	return u
 }
 
 func post(url, body string, want int) ([]byte, error) {

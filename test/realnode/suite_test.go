@@ -28,7 +28,6 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/workerd-operator/workerd-operator/hack/ociimage"
-	"github.com/workerd-operator/workerd-operator/internal/devcluster"
 	"github.com/workerd-operator/workerd-operator/internal/installer"
 	"github.com/workerd-operator/workerd-operator/internal/ociregistry"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
@@ -81,6 +80,9 @@ export default { async fetch(req) { return new Response(greeting + new URL(req.u
 	if err := bundle.WriteArchive(filepath.Join(dir, "images", "bundle.tar")); err != nil {
 		return nil, err
 	}
+	if err := buildPrevious(root, dir); err != nil {
+		return nil, err
+	}
 	return a, writeS3Image(dir)
 }
 
@@ -104,7 +106,7 @@ func inside(m interface{ Run() int }, dir, cgroupRoot string) int {
 		fmt.Fprintln(os.Stderr, "realnode:", err)
 		return 1
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	cluster, err = startNode(ctx, dir, cgroupRoot, logf)
 	if err != nil {
@@ -134,49 +136,6 @@ func inside(m interface{ Run() int }, dir, cgroupRoot string) int {
 	return code
 }
 
-func install(ctx context.Context, logf func(string, ...any)) error {
-	// The bundle with the custom metrics API on (TestHPAOnRequestsInFlight): the
-	// node runs no other custom metrics adapter.
-	b, err := installer.BuildOverlay(repoRoot, installer.CustomMetricsOverlay, "", "")
-	if err != nil {
-		return err
-	}
-	if bundle, err = decodeAll(b); err != nil {
-		return err
-	}
-	for _, o := range bundle {
-		if o.GetKind() == "Deployment" {
-			managerNS = o.GetNamespace()
-		}
-	}
-	if err := cluster.apply(ctx, bundle, 5*time.Minute); err != nil {
-		return fmt.Errorf("apply install bundle: %w", err)
-	}
-	if err := cluster.waitReady(ctx, bundle, 5*time.Minute); err != nil {
-		return fmt.Errorf("operator not ready: %w", err)
-	}
-	logf("operator Ready")
-	// The samples' namespace enforces Pod Security "restricted" as the operator's does.
-	if err := cluster.labelRestricted(ctx, sampleNS); err != nil {
-		return err
-	}
-	if samples, err = devcluster.ReadManifests(filepath.Join(repoRoot, "config", "samples")); err != nil {
-		return err
-	}
-	for _, s := range samples {
-		if s.GetNamespace() == "" {
-			s.SetNamespace(sampleNS)
-		}
-	}
-	if err := cluster.apply(ctx, samples, 5*time.Minute); err != nil {
-		return fmt.Errorf("apply samples: %w", err)
-	}
-	if err := cluster.waitReady(ctx, samples, 10*time.Minute); err != nil {
-		return fmt.Errorf("samples not ready: %w", err)
-	}
-	return nil
-}
-
 func (n *node) labelRestricted(ctx context.Context, ns string) error {
 	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted","pod-security.kubernetes.io/enforce-version":"latest"}}}`)
 	_, err := n.client.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{})
@@ -200,15 +159,20 @@ func decodeAll(b []byte) ([]*unstructured.Unstructured, error) {
 	}
 }
 
+// dynamic is a dynamic client of the node's API server and a REST mapper for it.
+func (n *node) dynamic() (dynamic.Interface, *restmapper.DeferredDiscoveryRESTMapper, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(n.rest)
+	if err != nil {
+		return nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(n.rest)
+	return dyn, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), err
+}
+
 // apply server-side applies objects in order, retrying while a kind is not served yet
 // or a webhook is not reachable yet.
 func (n *node) apply(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(n.rest)
-	if err != nil {
-		return err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(n.rest)
+	dyn, mapper, err := n.dynamic()
 	if err != nil {
 		return err
 	}
@@ -262,12 +226,7 @@ func applyOne(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper
 // waitReady waits until every fleet object is Ready=True and every Deployment and
 // StatefulSet has its replicas ready.
 func (n *node) waitReady(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(n.rest)
-	if err != nil {
-		return err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(n.rest)
+	dyn, mapper, err := n.dynamic()
 	if err != nil {
 		return err
 	}
@@ -395,12 +354,7 @@ func removeAtEnd(t *testing.T, objs []*unstructured.Unstructured) {
 }
 
 func (n *node) remove(ctx context.Context, objs []*unstructured.Unstructured) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(n.rest)
-	if err != nil {
-		return err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(n.rest)
+	dyn, mapper, err := n.dynamic()
 	if err != nil {
 		return err
 	}

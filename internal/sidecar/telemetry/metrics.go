@@ -59,8 +59,8 @@ func NewMetrics(reg prometheus.Registerer, max int) *Metrics {
 	inv := []string{"worker", "entrypoint", "handler", "method"}
 	m := &Metrics{
 		invocations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: InvocationsTotal,
-			Help: "Invocations of the Worker's code by entrypoint, handler, RPC method, execution model (stateless, durableObject), outcome and HTTP status class."},
-			append(inv, "execution_model", "outcome", "status_class")),
+			Help: "Invocations of the Worker's code by entrypoint, handler, RPC method, execution model (stateless, durableObject), outcome, HTTP status class and Worker version (docs/versions.md)."},
+			append(inv, "execution_model", "outcome", "status_class", "version")),
 		wall: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: WallTimeSeconds, Buckets: timeBuckets,
 			Help: "Wall time of an invocation: from its onset to its outcome on workerd's clock."}, inv),
 		cpu: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: CPUTimeSeconds, Buckets: timeBuckets,
@@ -111,7 +111,7 @@ func (m *Metrics) observeInvocation(r *Record, w, ep, h, method string) {
 	b := m.limits
 	outcome := b.value("outcome", w, r.Outcome)
 	model := b.value("execution_model", w, r.ExecutionModel)
-	m.invocations.WithLabelValues(w, ep, h, method, model, outcome, statusClass(r.Status)).Inc()
+	m.invocations.WithLabelValues(w, ep, h, method, model, outcome, statusClass(r.Status), b.value("version", w, r.Version)).Inc()
 	m.wall.WithLabelValues(w, ep, h, method).Observe(r.WallMs / 1000)
 	if r.CPUMs > 0 {
 		// workerd reports 0 when it did not measure (docs/observability.md): no sample

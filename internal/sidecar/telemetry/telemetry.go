@@ -33,6 +33,7 @@ var errBatchTooLarge = fmt.Errorf("a batch holds at most %d records and %d bytes
 // Record is one invocation as the tail worker summarises it.
 type Record struct {
 	Worker         string  `json:"worker"`
+	Version        string  `json:"version"`
 	Entrypoint     string  `json:"entrypoint"`
 	ExecutionModel string  `json:"executionModel"`
 	Trigger        string  `json:"trigger"`

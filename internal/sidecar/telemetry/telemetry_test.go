@@ -191,3 +191,35 @@ func TestPartialRecord(t *testing.T) {
 }
 
 func all(*dto.Metric) bool { return true }
+
+// Each version of a gradual deployment has its own invocation series: the record's
+// version becomes the version label (docs/versions.md).
+func TestVersionLabel(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := telemetry.Handler(telemetry.Options{Metrics: telemetry.NewMetrics(reg, 0), Logs: io.Discard})
+	body := `[
+	  {"worker":"w","version":"0123456789abcdef","entrypoint":"default","trigger":"fetch","outcome":"ok","status":200},
+	  {"worker":"w","version":"0123456789abcdef","entrypoint":"default","trigger":"fetch","outcome":"exception"},
+	  {"worker":"w","version":"fedcba9876543210","entrypoint":"default","trigger":"fetch","outcome":"ok","status":200}
+	]`
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
+	if rec.Code != http.StatusNoContent {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	for _, c := range []struct {
+		version, outcome string
+		want             float64
+	}{{"0123456789abcdef", "ok", 1}, {"0123456789abcdef", "exception", 1}, {"fedcba9876543210", "ok", 1}, {"fedcba9876543210", "exception", 0}} {
+		got := testutil.ToFloat64(sumOf(t, reg, telemetry.InvocationsTotal, func(s *dto.Metric) bool {
+			labels := map[string]string{}
+			for _, l := range s.Label {
+				labels[l.GetName()] = l.GetValue()
+			}
+			return labels["version"] == c.version && labels["outcome"] == c.outcome
+		}))
+		if got != c.want {
+			t.Errorf("version %s outcome %s: %v invocations, want %v", c.version, c.outcome, got, c.want)
+		}
+	}
+}
