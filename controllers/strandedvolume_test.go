@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -80,8 +81,8 @@ func TestStrandedVolumeMoves(t *testing.T) {
 			if tc.node != nil {
 				createNode(t, subject, tc.node.Spec, tc.node.Status)
 			}
-			podA, pvcA := strandedShard(t, d, 0, subject, !tc.unowned)
-			podB, pvcB := strandedShard(t, d, 1, canary, true) // created second: seen with or after podA
+			podA, pvcA := strandedShard(t, d, 0, subject, !tc.unowned, false)
+			podB, pvcB := strandedShard(t, d, 1, canary, true, false) // created second: seen with or after podA
 			t.Cleanup(func() {                                 // before the Nodes' cleanup: no pass, even one under way, sees them deleted
 				for _, p := range []*corev1.Pod{podA, podB} {
 					_ = k8sClient.Delete(context.Background(), p)
@@ -113,6 +114,59 @@ func TestStrandedVolumeMoves(t *testing.T) {
 			}
 		})
 	}
+}
+
+// holdFinalizer keeps a deleted claim terminating, as pvc-protection does while a
+// scheduled pod uses it.
+const holdFinalizer = "test.workerd-operator.io/hold"
+
+// TestStrandedPodDeletedOnceItsClaimIsGone: a move deletes the pod only once its
+// claim is gone. A StatefulSet that finds its pod deleted while the claim is still
+// terminating creates neither and retries with a growing back-off, since it does not
+// watch claims (kubernetes/kubernetes#74374): the shard stayed away for minutes.
+func TestStrandedPodDeletedOnceItsClaimIsGone(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	d := strandedDONS(t, ns, true, true, true)
+	createNode(t, ns+"-a", corev1.NodeSpec{Unschedulable: true}, corev1.NodeStatus{})
+	pod, pvc := strandedShard(t, d, 0, ns+"-a", true, true)
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), pod) })
+
+	eventually(t, "the claim deleted", func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil || pvc.DeletionTimestamp == nil {
+			return fmt.Errorf("claim %s not being deleted (%v)", pvc.Name, err)
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // more than a pass takes here
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil || pod.DeletionTimestamp != nil {
+		t.Fatalf("pod %s deleted (%v) while its claim is still terminating", pod.Name, err)
+	}
+	pvc.Finalizers = nil
+	if err := k8sClient.Update(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pod deleted", func() error { return gone(ctx, pod) })
+	eventually(t, "the Event", func() error { return volumeEvent(ctx, d, pod, common.ReasonVolumeMoved, pvc.Name) })
+}
+
+// TestPodWithoutItsClaimIsRecreated: a shard pod waiting for a claim that no longer
+// exists (deleted while the StatefulSet's cache still held it) is deleted, so that the
+// StatefulSet makes the claim and the pod again.
+func TestPodWithoutItsClaimIsRecreated(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	d := strandedDONS(t, ns, false, false, false)
+	createNode(t, ns+"-a", corev1.NodeSpec{}, corev1.NodeStatus{})
+	pod, pvc := strandedShard(t, d, 0, ns+"-a", true, false)
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), pod) })
+	if err := k8sClient.Delete(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pod deleted", func() error { return gone(ctx, pod) })
+	eventually(t, "the Event", func() error {
+		return podEvent(ctx, d, pod, corev1.EventTypeNormal, common.ReasonClaimMissing, "PersistentVolumeClaim "+pvc.Name+" no longer exists")
+	})
 }
 
 // notReadyNode is a schedulable node whose kubelet stopped posting status
@@ -187,9 +241,10 @@ func createNode(t *testing.T, name string, spec corev1.NodeSpec, st corev1.NodeS
 // strandedShard creates shard ordinal's claim (the StatefulSet's "data-<pod>"), a local
 // PersistentVolume bound to it and pinned to node (the shape of
 // https://kubernetes.io/docs/concepts/storage/volumes/#local), and the pending pod the
-// scheduler marked Unschedulable, controlled by the StatefulSet when owned
+// scheduler marked Unschedulable, controlled by the StatefulSet when owned; hold: the
+// claim keeps holdFinalizer
 // (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-conditions).
-func strandedShard(t *testing.T, d *fleetv1alpha1.DurableObjectNamespace, ordinal int, node string, owned bool) (*corev1.Pod, *corev1.PersistentVolumeClaim) {
+func strandedShard(t *testing.T, d *fleetv1alpha1.DurableObjectNamespace, ordinal int, node string, owned, hold bool) (*corev1.Pod, *corev1.PersistentVolumeClaim) {
 	t.Helper()
 	ctx := context.Background()
 	sts := &appsv1.StatefulSet{}
@@ -207,6 +262,16 @@ func strandedShard(t *testing.T, d *fleetv1alpha1.DurableObjectNamespace, ordina
 		},
 	}
 	if err := k8sClient.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	// envtest runs no pvc-protection controller; in a cluster it removes the finalizer
+	// of a deleted claim at once when no scheduled pod uses it (the case of every pod
+	// here). hold keeps one of the test's own instead.
+	pvc.Finalizers = nil
+	if hold {
+		pvc.Finalizers = []string{holdFinalizer}
+	}
+	if err := k8sClient.Update(ctx, pvc); err != nil {
 		t.Fatal(err)
 	}
 	createLocalPV(t, pvc, node, size)
@@ -254,17 +319,23 @@ func createLocalPV(t *testing.T, pvc *corev1.PersistentVolumeClaim, node string,
 // volumeEvent finds the Warning Event of reason on d about pod whose note names the pod
 // and contains want.
 func volumeEvent(ctx context.Context, d *fleetv1alpha1.DurableObjectNamespace, pod *corev1.Pod, reason, want string) error {
+	return podEvent(ctx, d, pod, corev1.EventTypeWarning, reason, want)
+}
+
+// podEvent finds the Event of type and reason on d about pod whose note names the pod
+// and contains want.
+func podEvent(ctx context.Context, d *fleetv1alpha1.DurableObjectNamespace, pod *corev1.Pod, typ, reason, want string) error {
 	evs := &eventsv1.EventList{}
 	if err := k8sClient.List(ctx, evs, client.InNamespace(d.Namespace)); err != nil {
 		return err
 	}
 	for _, e := range evs.Items {
 		if e.Regarding.Name == d.Name && e.Related != nil && e.Related.Name == pod.Name && e.Reason == reason &&
-			e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, "pod "+pod.Name+" ") && strings.Contains(e.Note, want) {
+			e.Type == typ && strings.Contains(e.Note, "pod "+pod.Name+" ") && strings.Contains(e.Note, want) {
 			return nil
 		}
 	}
-	return fmt.Errorf("no Warning Event %s about pod %s containing %q among %d", reason, pod.Name, want, len(evs.Items))
+	return fmt.Errorf("no %s Event %s about pod %s containing %q among %d", typ, reason, pod.Name, want, len(evs.Items))
 }
 
 // gone: every object is deleted or being deleted.

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
@@ -20,6 +22,7 @@ import (
 const (
 	ReasonVolumeMoved    = "VolumeMoved"
 	ReasonVolumeStranded = "VolumeStranded"
+	ReasonClaimMissing   = "ClaimMissing"
 )
 
 // strandedClaim is a pod's claim whose volume can only be used on a node that is lost
@@ -51,12 +54,14 @@ func BackupHolds(spec *fleetv1alpha1.BackupSpec, st *fleetv1alpha1.BackupStatus,
 
 // MoveStrandedVolumes handles the pods of obj that cannot be scheduled because a
 // volume is pinned (node-local volumes) to a lost or drained node. With a backup, the
-// claims and the pod are deleted: the StatefulSet recreates both, the new claim binds
-// where the pod fits and the restore init container refills it (docs/scaling.md).
+// claims and then the pod are deleted: the StatefulSet recreates both, the new claim
+// binds where the pod fits and the restore init container refills it (docs/scaling.md).
 // Without (holds false for the pod; see BackupHolds), nothing is deleted, the data being only on
-// that node: a Warning Event says why the pod waits. pods may be cached ones (no spec):
-// the pod, its claims, volumes and Nodes are read with api, uncached, and only for a
-// pod that could not be scheduled.
+// that node: a Warning Event says why the pod waits. A pod whose claim no longer
+// exists can never start (the StatefulSet makes claims only with a new pod,
+// kubernetes/kubernetes#74374): it is deleted so that both are made again. pods may be
+// cached ones (no spec): the pod, its claims, volumes and Nodes are read with api,
+// uncached, and only for a pod that could not be scheduled.
 func (e Events) MoveStrandedVolumes(ctx context.Context, c client.Client, api client.Reader, obj client.Object, holds func(pod string, lost bool) bool, pods []corev1.Pod) error {
 	var errs []error
 	for i := range pods {
@@ -71,26 +76,44 @@ func (e Events) MoveStrandedVolumes(ctx context.Context, c client.Client, api cl
 		if !unschedulable(p) || p.Spec.NodeName != "" || !statefulSetPod(p) {
 			continue
 		}
-		var stranded []strandedClaim
-		for _, v := range p.Spec.Volumes {
-			// Only the claims the StatefulSet made from its templates (named
-			// <template>-<pod>), which it makes again; never a claim the user mounted.
-			if v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != v.Name+"-"+p.Name {
-				continue
-			}
-			s, err := findStranded(ctx, api, p.Namespace, v.PersistentVolumeClaim.ClaimName)
-			if err != nil {
-				errs = append(errs, err)
-			} else if s != nil {
-				stranded = append(stranded, *s)
-			}
-		}
-		if len(stranded) > 0 {
+		stranded, missing, err := podClaims(ctx, api, p)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case missing != "":
+			errs = append(errs, e.recreatePod(ctx, c, obj, p, missing))
+		case len(stranded) > 0:
 			lost := !slices.ContainsFunc(stranded, func(s strandedClaim) bool { return !s.lost })
-			errs = append(errs, e.moveVolumes(ctx, c, obj, holds(p.Name, lost), p, stranded))
+			errs = append(errs, e.moveVolumes(ctx, c, api, obj, holds(p.Name, lost), p, stranded))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// podClaims reads the claims pod p's StatefulSet made from its templates (named
+// <template>-<pod>, which it makes again; never a claim the user mounted): those pinned
+// to a lost or drained node, or the name of one that does not exist.
+func podClaims(ctx context.Context, api client.Reader, p *corev1.Pod) (stranded []strandedClaim, missing string, err error) {
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != v.Name+"-"+p.Name {
+			continue
+		}
+		name := v.PersistentVolumeClaim.ClaimName
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := api.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, pvc); apierrors.IsNotFound(err) {
+			return nil, name, nil
+		} else if err != nil {
+			return nil, "", err
+		}
+		s, err := findStranded(ctx, api, pvc)
+		if err != nil {
+			return nil, "", err
+		}
+		if s != nil {
+			stranded = append(stranded, *s)
+		}
+	}
+	return stranded, "", nil
 }
 
 // statefulSetPod: p is controlled by a StatefulSet, which recreates it and its claims.
@@ -112,13 +135,12 @@ func unschedulable(p *corev1.Pod) bool {
 	return false
 }
 
-// findStranded reads claim name, its bound volume and the one node that volume is
-// pinned to: nil unless that node is lost or drained. A NotReady node is left alone:
-// it may come back with the data.
-func findStranded(ctx context.Context, api client.Reader, namespace, name string) (*strandedClaim, error) {
-	pvc := &corev1.PersistentVolumeClaim{}
-	if err := api.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, pvc); err != nil || pvc.Spec.VolumeName == "" {
-		return nil, client.IgnoreNotFound(err)
+// findStranded reads pvc's bound volume and the one node that volume is pinned to:
+// nil unless that node is lost or drained. A NotReady node is left alone: it may come
+// back with the data.
+func findStranded(ctx context.Context, api client.Reader, pvc *corev1.PersistentVolumeClaim) (*strandedClaim, error) {
+	if pvc.Spec.VolumeName == "" {
+		return nil, nil
 	}
 	pv := &corev1.PersistentVolume{}
 	if err := api.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
@@ -169,9 +191,19 @@ func outOfService(n *corev1.Node) bool {
 	return false
 }
 
-// moveVolumes deletes the stranded claims of pod p and then p (UID preconditions: never
-// a newer claim or pod of the same name), or, without a backup, only says why p waits.
-func (e Events) moveVolumes(ctx context.Context, c client.Client, obj client.Object, hasBackup bool, p *corev1.Pod, stranded []strandedClaim) error {
+// claimGoneWait bounds how long a move waits for the claims it deleted to be gone
+// before it deletes the pod; past it, the next pass goes on.
+const claimGoneWait = 20 * time.Second
+
+// moveVolumes deletes the stranded claims of pod p, waits until they are gone, then
+// deletes p (UID preconditions: never a newer claim or pod of the same name), or,
+// without a backup, only says why p waits.
+//
+// The order matters: a claim of an unscheduled pod goes at once (the claim's
+// protection counts scheduled pods only), and a StatefulSet that finds its pod gone
+// and a claim still terminating makes neither and retries with a growing back-off
+// (it does not watch claims), which kept a shard away for minutes.
+func (e Events) moveVolumes(ctx context.Context, c client.Client, api client.Reader, obj client.Object, hasBackup bool, p *corev1.Pod, stranded []strandedClaim) error {
 	if !hasBackup {
 		for _, s := range stranded {
 			e.EventRelated(ctx, obj, p, corev1.EventTypeWarning, ReasonVolumeStranded, "Wait", volumeMessage(p, s, false))
@@ -184,14 +216,53 @@ func (e Events) moveVolumes(ctx context.Context, c client.Client, obj client.Obj
 			return fmt.Errorf("delete PersistentVolumeClaim %s of pod %s: %w", s.claim.Name, p.Name, err)
 		}
 	}
-	// The version too: a pod the scheduler placed since it was read (its node was
-	// uncordoned) is left to run.
+	for _, s := range stranded {
+		if err := waitGone(ctx, api, s.claim); err != nil {
+			return fmt.Errorf("pod %s: %w", p.Name, err)
+		}
+	}
+	if err := deletePodAsRead(ctx, c, p); err != nil {
+		return err
+	}
+	for _, s := range stranded {
+		e.EventRelated(ctx, obj, p, corev1.EventTypeWarning, ReasonVolumeMoved, "MoveVolume", volumeMessage(p, s, true))
+	}
+	return nil
+}
+
+// recreatePod deletes pod p, which waits for claim, gone: the StatefulSet makes both
+// again.
+func (e Events) recreatePod(ctx context.Context, c client.Client, obj client.Object, p *corev1.Pod, claim string) error {
+	if err := deletePodAsRead(ctx, c, p); err != nil {
+		return err
+	}
+	e.EventRelated(ctx, obj, p, corev1.EventTypeNormal, ReasonClaimMissing, "RecreatePod",
+		fmt.Sprintf("pod %s cannot start: its PersistentVolumeClaim %s no longer exists, and the StatefulSet makes a claim only with a new pod; deleted the pod so that both are made again (docs/scaling.md)", p.Name, claim))
+	return nil
+}
+
+// deletePodAsRead deletes p only as it was read, the version too: a pod the scheduler
+// placed since then (its node was uncordoned) is left to run.
+func deletePodAsRead(ctx context.Context, c client.Client, p *corev1.Pod) error {
 	uid, rv := p.UID, p.ResourceVersion
 	if err := c.Delete(ctx, p, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete pod %s: %w", p.Name, err)
 	}
-	for _, s := range stranded {
-		e.EventRelated(ctx, obj, p, corev1.EventTypeWarning, ReasonVolumeMoved, "MoveVolume", volumeMessage(p, s, true))
+	return nil
+}
+
+// waitGone polls, uncached, until claim (this one: its UID) no longer exists.
+func waitGone(ctx context.Context, api client.Reader, claim *corev1.PersistentVolumeClaim) error {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, claimGoneWait, true, func(ctx context.Context) (bool, error) {
+		live := &corev1.PersistentVolumeClaim{}
+		err := api.Get(ctx, client.ObjectKeyFromObject(claim), live)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && live.UID != claim.UID, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		return fmt.Errorf("PersistentVolumeClaim %s still there %s after its deletion: %w", claim.Name, claimGoneWait, err)
 	}
 	return nil
 }
