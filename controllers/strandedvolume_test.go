@@ -83,7 +83,7 @@ func TestStrandedVolumeMoves(t *testing.T) {
 			}
 			podA, pvcA := strandedShard(t, d, 0, subject, !tc.unowned, false)
 			podB, pvcB := strandedShard(t, d, 1, canary, true, false) // created second: seen with or after podA
-			t.Cleanup(func() {                                 // before the Nodes' cleanup: no pass, even one under way, sees them deleted
+			t.Cleanup(func() {                                        // before the Nodes' cleanup: no pass, even one under way, sees them deleted
 				for _, p := range []*corev1.Pod{podA, podB} {
 					_ = k8sClient.Delete(context.Background(), p)
 				}
