@@ -11,10 +11,12 @@ import (
 	"strconv"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -68,10 +70,10 @@ func BackupTarget(spec *fleetv1alpha1.BackupSpec, path string) string {
 // Backup asks each ready pod's sidecar for its backup (backup.StatusPath, over the
 // internal plane's mutual TLS) and sums them up: nil without spec. prev is the status so far: when none
 // answered it stands if it is of the same target (else nil), and its pod lists carry
-// over for the pods that exist and did not answer. A pod whose store directory was
+// over for the pods of sts that did not answer (see carriedPods). A pod whose store directory was
 // wiped under it is deleted, so its restore init container runs again before it
 // serves; that and a lag past BackupLagWarning are Warning Events.
-func (e Events) Backup(ctx context.Context, c client.Client, opts specs.Options, obj client.Object, spec *fleetv1alpha1.BackupSpec, path string, prev *fleetv1alpha1.BackupStatus, pods []corev1.Pod) *fleetv1alpha1.BackupStatus {
+func (e Events) Backup(ctx context.Context, c client.Client, opts specs.Options, obj client.Object, spec *fleetv1alpha1.BackupSpec, path string, prev *fleetv1alpha1.BackupStatus, sts *appsv1.StatefulSet, pods []corev1.Pod) *fleetv1alpha1.BackupStatus {
 	if spec == nil {
 		return nil
 	}
@@ -87,7 +89,7 @@ func (e Events) Backup(ctx context.Context, c client.Client, opts specs.Options,
 		log.FromContext(ctx).V(1).Info("backup status unavailable", "error", err.Error())
 		return prev
 	}
-	lists := carriedPods(prev, pods)
+	lists := carriedPods(prev, sts, pods)
 	var sum *fleetv1alpha1.BackupStatus
 	for _, p := range ReadyPods(pods) {
 		st, err := podBackup(ctx, hc, p.Status.PodIP)
@@ -123,14 +125,34 @@ type podCover struct{ shipped, restored bool }
 
 type podCovers map[string]podCover
 
-// carriedPods is prev's lists, for the pods that still exist.
-func carriedPods(prev *fleetv1alpha1.BackupStatus, pods []corev1.Pod) podCovers {
+// carriedPods is prev's lists, for the pods that exist and for the ordinals sts keeps
+// (all of prev when sts is unknown): a pod deleted with its lost node is absent until
+// the StatefulSet makes it again, and its entry must outlast that gap, or the move of
+// its volume waits for a node that is gone. A shard removed by a reshard leaves: it is
+// a new pod when the count grows again.
+func carriedPods(prev *fleetv1alpha1.BackupStatus, sts *appsv1.StatefulSet, pods []corev1.Pod) podCovers {
 	out := podCovers{}
 	if prev == nil {
 		return out
 	}
-	for _, p := range pods {
-		out[p.Name] = podCover{shipped: slices.Contains(prev.ShippedPods, p.Name), restored: slices.Contains(prev.RestoredPods, p.Name)}
+	keep := func(name string) bool {
+		if sts == nil {
+			return true
+		}
+		if slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Name == name }) {
+			return true
+		}
+		for i := range ptr.Deref(sts.Spec.Replicas, 1) {
+			if name == fmt.Sprintf("%s-%d", sts.Name, i) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, name := range slices.Concat(prev.ShippedPods, prev.RestoredPods) {
+		if keep(name) {
+			out[name] = podCover{shipped: slices.Contains(prev.ShippedPods, name), restored: slices.Contains(prev.RestoredPods, name)}
+		}
 	}
 	return out
 }

@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/backup"
@@ -35,15 +37,15 @@ func TestAddBackup(t *testing.T) {
 func TestBackupKeepsShippedPods(t *testing.T) {
 	spec := &fleetv1alpha1.BackupSpec{S3: fleetv1alpha1.S3BucketSource{Endpoint: "http://s3:7070", Bucket: "a"}}
 	prev := &fleetv1alpha1.BackupStatus{Path: "ns/dons/a", Target: "http://s3:7070/a/ns/dons/a", ShippedPods: []string{"a-do-0"}, RestoredPods: []string{"a-do-1"}}
-	if got := (Events{}).Backup(context.Background(), nil, specs.Options{}, nil, spec, "ns/dons/a", prev, nil); got != prev {
+	if got := (Events{}).Backup(context.Background(), nil, specs.Options{}, nil, spec, "ns/dons/a", prev, nil, nil); got != prev {
 		t.Errorf("same path and target: %+v, want the status so far", got)
 	}
-	if got := (Events{}).Backup(context.Background(), nil, specs.Options{}, nil, spec, "ns/dons/b", prev, nil); got != nil {
+	if got := (Events{}).Backup(context.Background(), nil, specs.Options{}, nil, spec, "ns/dons/b", prev, nil, nil); got != nil {
 		t.Errorf("path changed: %+v, want nil", got)
 	}
 	other := spec.DeepCopy()
 	other.S3.Bucket = "b"
-	if got := (Events{}).Backup(context.Background(), nil, specs.Options{}, nil, other, "ns/dons/a", prev, nil); got != nil {
+	if got := (Events{}).Backup(context.Background(), nil, specs.Options{}, nil, other, "ns/dons/a", prev, nil, nil); got != nil {
 		t.Errorf("bucket changed: %+v, want nil", got)
 	}
 	holds := BackupHolds(spec, prev, "ns/dons/a")
@@ -60,13 +62,19 @@ func TestBackupKeepsShippedPods(t *testing.T) {
 	}
 }
 
-// TestCarriedPods: a pod that no longer exists leaves the lists (a shard removed by a
-// reshard is a new pod when the count grows again).
+// TestCarriedPods: a shard removed by a reshard leaves the lists (it is a new pod when
+// the count grows again); a pod of an ordinal the StatefulSet keeps stays while it is
+// absent (deleted with its lost node, not yet made again): the move of its volume
+// depends on it.
 func TestCarriedPods(t *testing.T) {
-	prev := &fleetv1alpha1.BackupStatus{ShippedPods: []string{"a-0", "a-3"}, RestoredPods: []string{"a-1", "a-2"}}
+	prev := &fleetv1alpha1.BackupStatus{ShippedPods: []string{"a-0", "a-2", "a-3"}, RestoredPods: []string{"a-1", "a-4"}}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3)}}
 	pods := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "a-0"}}, {ObjectMeta: metav1.ObjectMeta{Name: "a-1"}}}
-	shipped, restored := carriedPods(prev, pods).names()
-	if !slices.Equal(shipped, []string{"a-0"}) || !slices.Equal(restored, []string{"a-1"}) {
-		t.Errorf("carried %v, %v; want [a-0], [a-1]", shipped, restored)
+	shipped, restored := carriedPods(prev, sts, pods).names()
+	if !slices.Equal(shipped, []string{"a-0", "a-2"}) || !slices.Equal(restored, []string{"a-1"}) {
+		t.Errorf("carried %v, %v; want [a-0 a-2], [a-1]", shipped, restored)
+	}
+	if shipped, restored := carriedPods(prev, nil, pods).names(); len(shipped) != 3 || len(restored) != 2 {
+		t.Errorf("StatefulSet unknown: carried %v, %v; want all of the status so far", shipped, restored)
 	}
 }

@@ -63,7 +63,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.FromContext(ctx).Error(err, "move the volume of a pod pinned to a lost or drained node")
 	}
 	st := computeStatus(s.obj.GetGeneration(), *s.status, sts, pods, err)
-	st.Backup = r.Events.Backup(ctx, r.Client, r.Options, s.obj, s.backup.Backup, s.backup.Path, s.status.Backup, pods)
+	st.Backup = r.Events.Backup(ctx, r.Client, r.Options, s.obj, s.backup.Backup, s.backup.Path, s.status.Backup, sts, pods)
 	r.Events.Transitions(ctx, s.obj, s.status.Conditions, st.Conditions)
 	if err := s.write(ctx, r.Client, st); err != nil {
 		return ctrl.Result{}, err

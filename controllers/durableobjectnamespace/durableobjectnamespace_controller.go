@@ -75,7 +75,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.finishReshard(ctx, d, &base)
 	}
 	st := computeStatus(d, base, sts, pods, err)
-	st.Backup = r.Events.Backup(ctx, r.Client, r.Options, d, d.Spec.Backup, d.BackupPath(), d.Status.Backup, pods)
+	st.Backup = r.Events.Backup(ctx, r.Client, r.Options, d, d.Spec.Backup, d.BackupPath(), d.Status.Backup, sts, pods)
 	r.Events.Transitions(ctx, d, d.Status.Conditions, st.Conditions)
 	if err := common.WriteStatus(ctx, r.Client, d, &d.Status, st); err != nil {
 		return ctrl.Result{}, err

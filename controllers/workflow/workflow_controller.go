@@ -79,7 +79,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	counts := r.instanceCounts(ctx, wf, pods)
 	st := computeStatus(wf, sts, pods, counts, err)
-	st.Backup = r.Events.Backup(ctx, r.Client, r.Options, wf, bk.Backup, bk.Path, wf.Status.Backup, pods)
+	st.Backup = r.Events.Backup(ctx, r.Client, r.Options, wf, bk.Backup, bk.Path, wf.Status.Backup, sts, pods)
 	r.Events.Transitions(ctx, wf, wf.Status.Conditions, st.Conditions)
 	if err := common.WriteStatus(ctx, r.Client, wf, &wf.Status, st); err != nil {
 		return ctrl.Result{}, err
