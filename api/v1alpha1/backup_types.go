@@ -81,7 +81,9 @@ type BackupStatus struct {
 	// drained node (docs/scaling.md). restoredPods were filled from target when they
 	// started and have not completed a pass yet: their volumes are moved off a lost
 	// node only (a drained node still has the newest data). A pod stays listed while
-	// it is down and leaves the lists when it answers otherwise or no longer exists.
+	// it is down, and while it is absent if its StatefulSet keeps its ordinal (deleted
+	// with a lost node, not yet made again); it leaves the lists when it answers
+	// otherwise or a reshard removes its ordinal.
 	// +optional
 	// +listType=set
 	ShippedPods []string `json:"shippedPods,omitempty"`
