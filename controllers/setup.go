@@ -104,10 +104,12 @@ func workerLogScanner(mgr ctrl.Manager, interval time.Duration) (*common.LogScan
 // namespaces (manager flag --watch-namespaces) the cache lists and watches objects of
 // those namespaces and of managerNamespace (where the manager keeps its own records)
 // only, so that Roles there suffice; Namespaces, which are cluster-scoped, are still
-// read cluster-wide. Without: every namespace.
+// read cluster-wide. Without: every namespace. No cached object keeps its managed
+// fields, which nothing reads from the cache (server-side apply computes them on the
+// server) and which weigh as much as the rest of a Deployment.
 func CacheOptions(namespaces []string, managerNamespace string) cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{podcontract.LabelManagedBy: podcontract.ManagedBy})
-	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
+	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}:       {Label: managed, Transform: podMeta},
 		&corev1.ConfigMap{}: {Label: managed, Transform: configMapMeta},
 		&corev1.Secret{}:    {Label: managed, Transform: secretMeta},
