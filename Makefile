@@ -57,7 +57,7 @@ vet: ## go vet.
 	go vet -tags dev ./cmd/...
 
 .PHONY: tools
-tools: ## Build or reuse the control-plane binaries, the OCI registry, Prometheus' promtool, the pinned workerd, Node 22, the npm bundling tools and Playwright, and (as root) PostgreSQL, Chromium and the real node's binaries (docs/real-node.md).
+tools: ## Build or reuse the control-plane binaries, the OCI registry, Prometheus' promtool, the pinned workerd, Node 22, the npm bundling tools and Playwright, and (as root) PostgreSQL, llama.cpp's llama-server (built from source once), Chromium and the real node's binaries (docs/real-node.md).
 	bash hack/build-control-plane.sh
 	bash hack/build-registry.sh >/dev/null
 	bash hack/build-promtool.sh >/dev/null
@@ -65,6 +65,7 @@ tools: ## Build or reuse the control-plane binaries, the OCI registry, Prometheu
 	bash hack/install-node.sh >/dev/null
 	bash hack/install-npm-tools.sh >/dev/null
 	bash hack/install-postgres.sh >/dev/null
+	bash hack/install-llama.sh >/dev/null
 	bash hack/install-playwright.sh >/dev/null
 	bash hack/install-chromium.sh >/dev/null
 	@if [ "$$(id -u)" = 0 ] && [ "$${WORKERD_OPERATOR_REALNODE:-}" != skip ]; then bash hack/build-node.sh; \

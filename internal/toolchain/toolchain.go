@@ -1,7 +1,8 @@
 // Package toolchain finds the repository, the per-machine cache and the binaries the
 // scripts in hack/ install there: the pinned workerd, the control plane, the OCI
-// registry, Node.js, and for the browser tests Playwright and Chromium. The CLI
-// (render --check) and the tests use it; it must not import testing.
+// registry, Node.js, for the browser tests Playwright and Chromium, and for the AI
+// tests llama.cpp's llama-server. The CLI (render --check) and the tests use it; it
+// must not import testing.
 package toolchain
 
 import (
@@ -197,6 +198,23 @@ func PostgresBin() (string, error) {
 		return "", err
 	}
 	return runScript(filepath.Join(root, "hack", "install-postgres.sh"))
+}
+
+// LlamaServerBin returns the path of llama.cpp's llama-server, building it from source
+// into the cache first when root or cmake is at hand (hack/install-llama.sh); "" when it
+// is not built and cannot be.
+func LlamaServerBin() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return runScript(filepath.Join(root, "hack", "install-llama.sh"))
+}
+
+// LlamaVocab is the LLaMA tokenizer vocabulary (a GGUF file) hack/install-llama.sh puts
+// beside the llama-server binary bin.
+func LlamaVocab(bin string) string {
+	return filepath.Join(filepath.Dir(filepath.Dir(bin)), "ggml-vocab-llama-spm.gguf")
 }
 
 // Playwright returns the directory whose node_modules hold the pinned @playwright/test
