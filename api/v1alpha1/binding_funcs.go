@@ -17,6 +17,7 @@ const (
 	BindingQueue                  BindingKind = "queue"
 	BindingHyperdrive             BindingKind = "hyperdrive"
 	BindingR2Bucket               BindingKind = "r2Bucket"
+	BindingAI                     BindingKind = "ai"
 )
 
 // Kinds of the objects a binding references (Binding.Reference). Every reference is by
@@ -92,6 +93,9 @@ var bindingFields = []bindingField{
 	{kind: BindingR2Bucket, object: ReferenceR2Bucket,
 		set: func(b *Binding) bool { return b.R2Bucket != nil },
 		ref: func(b *Binding) string { return b.R2Bucket.Name }},
+	{kind: BindingAI, object: ReferenceSecret, refField: "secretRef.name",
+		set: func(b *Binding) bool { return b.AI != nil },
+		ref: func(b *Binding) string { return b.AI.SecretRef.Name }},
 }
 
 // BindingKinds lists every binding kind in the API's order.

@@ -427,7 +427,7 @@ type WorkerAssets struct {
 }
 
 // Binding is one entry of the Worker's env. Exactly one value field is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow), has(self.kvNamespace), has(self.d1Database), has(self.queue), has(self.hyperdrive), has(self.r2Bucket)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace, workflow, kvNamespace, d1Database, queue, hyperdrive or r2Bucket must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow), has(self.kvNamespace), has(self.d1Database), has(self.queue), has(self.hyperdrive), has(self.r2Bucket), has(self.ai)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace, workflow, kvNamespace, d1Database, queue, hyperdrive, r2Bucket or ai must be set"
 type Binding struct {
 	// name of the binding in env: a JavaScript identifier, 1 to 64 characters.
 	// +kubebuilder:validation:MinLength=1
@@ -482,7 +482,62 @@ type Binding struct {
 	// Hyperdrive's pooling and caching (docs/outbound.md).
 	// +optional
 	Hyperdrive *HyperdriveBinding `json:"hyperdrive,omitempty"`
+
+	// ai binds an OpenAI-compatible inference server (vLLM, llama.cpp's server, Ollama)
+	// as Workers AI: env.X.run(model, inputs) for text generation, chat and embeddings,
+	// in Cloudflare's request and response shapes (docs/ai.md).
+	// +optional
+	AI *AIBinding `json:"ai,omitempty"`
 }
+
+// AIBinding names the inference server behind a Workers AI binding and maps
+// Cloudflare's model names to the server's. The server's address and key reach only
+// the pod's sidecar, as env from the Secret; its connections obey spec.outbound.
+type AIBinding struct {
+	// secretRef names a Secret of the Worker's namespace with the key url, the server's
+	// OpenAI-compatible base URL (e.g. http://llama.models.svc:8080/v1), and optionally
+	// apiKey (sent as a bearer token) and models (a JSON object mapping Cloudflare model
+	// names to the server's, shared by every Worker that names the Secret).
+	// +required
+	SecretRef LocalObjectReference `json:"secretRef"`
+
+	// models maps Cloudflare model names to the server's; an entry here wins over the
+	// Secret's entry of the same name. The name "*" maps every model not named.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Models []AIModel `json:"models,omitempty"`
+}
+
+// AIModel maps one Cloudflare model name to a model of the inference server.
+type AIModel struct {
+	// name is the model name the Worker passes to run(), e.g.
+	// "@cf/meta/llama-3.1-8b-instruct", or "*" for every model not named.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	Name string `json:"name"`
+	// model is the server's name for it (the "model" field of its requests).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	Model string `json:"model"`
+	// url is the base URL of another OpenAI-compatible server that serves this model
+	// (e.g. an embeddings server); default: the Secret's url. The Secret's apiKey is sent
+	// to it too.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	// +optional
+	URL string `json:"url,omitempty"`
+}
+
+// Keys of an ai binding's Secret (AIBinding.SecretRef).
+const (
+	AIURLKey    = "url"
+	AIAPIKeyKey = "apiKey"
+	AIModelsKey = "models"
+)
 
 // QueueBinding is a producer's binding to a Queue of the same namespace: wrangler's
 // queues.producers entry (https://developers.cloudflare.com/queues/configuration/configure-queues/).

@@ -21,6 +21,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/requestcf"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/ai"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/cache"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/r2"
@@ -116,6 +117,9 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 		}
 	}
 	if err := attachR2(srv, cmd.ErrOrStderr()); err != nil {
+		return err
+	}
+	if err := attachAI(srv, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
 	o.cache.Dir = filepath.Join(o.dataDir, "cache")
@@ -246,11 +250,8 @@ func attachR2(srv *sidecar.Server, stderr io.Writer) error {
 		return err
 	}
 	o := r2.Options{Logf: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }}
-	if s := os.Getenv(podcontract.SidecarOutboundEnv); s != "" {
-		o.Outbound = &outbound.Rules{}
-		if err := json.Unmarshal([]byte(s), o.Outbound); err != nil {
-			return fmt.Errorf("sidecar: $%s: %w", podcontract.SidecarOutboundEnv, err)
-		}
+	if o.Outbound, err = sidecarOutbound(); err != nil {
+		return err
 	}
 	gw, err := r2.New(cfg, o)
 	if err != nil {
@@ -259,6 +260,42 @@ func attachR2(srv *sidecar.Server, stderr io.Writer) error {
 	srv.HandleRoot(gw)
 	fmt.Fprintf(stderr, "sidecar: R2 gateway for %d bucket(s), outbound rules %s\n", len(cfg), describeRules(o.Outbound))
 	return nil
+}
+
+// attachAI serves the Workers AI gateway for the ai bindings in
+// $WORKERD_OPERATOR_AI_BINDINGS, set when the pod's Worker has ai bindings, connecting
+// only where the Worker's outbound rules allow.
+func attachAI(srv *sidecar.Server, stderr io.Writer) error {
+	env := os.Getenv(podcontract.AIConfigEnv)
+	if env == "" {
+		return nil
+	}
+	cfg, err := ai.ParseConfig(env)
+	if err != nil {
+		return err
+	}
+	rules, err := sidecarOutbound()
+	if err != nil {
+		return err
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	srv.HandleMarked(podcontract.AIBindingHeader, ai.New(cfg, ai.Options{Logf: logf, Outbound: rules}))
+	fmt.Fprintf(stderr, "sidecar: Workers AI gateway for %d binding(s), outbound rules %s\n", len(cfg), describeRules(rules))
+	return nil
+}
+
+// sidecarOutbound are the Worker's outbound rules ($WORKERD_OPERATOR_OUTBOUND), nil
+// when unset.
+func sidecarOutbound() (*outbound.Rules, error) {
+	s := os.Getenv(podcontract.SidecarOutboundEnv)
+	if s == "" {
+		return nil, nil
+	}
+	r := &outbound.Rules{}
+	if err := json.Unmarshal([]byte(s), r); err != nil {
+		return nil, fmt.Errorf("sidecar: $%s: %w", podcontract.SidecarOutboundEnv, err)
+	}
+	return r, nil
 }
 
 func describeRules(r *outbound.Rules) string {

@@ -160,6 +160,17 @@ const (
 	R2BucketHeader = "X-Workerd-Operator-R2-Bucket"
 	// R2ServicePrefix prefixes the external service of an R2Bucket in the config.
 	R2ServicePrefix = "r2:"
+	// AIBindingHeader names the ai binding of a Workers AI call: each ai binding's
+	// external service (AIServicePrefix + the binding's name, an alias of the sidecar)
+	// injects it, and the sidecar's AI gateway (internal/sidecar/ai) reads it.
+	AIBindingHeader = "X-Workerd-Operator-AI-Binding"
+	// AIServicePrefix prefixes the external service of an ai binding in the config.
+	AIServicePrefix = "ai:"
+	// AIConfigEnv is the sidecar's env var holding its ai bindings as JSON
+	// (internal/sidecar/ai.BindingConfig); AIEnvPrefix prefixes the env vars of each
+	// binding's Secret keys.
+	AIConfigEnv = "WORKERD_OPERATOR_AI_BINDINGS"
+	AIEnvPrefix = "WORKERD_OPERATOR_AI_"
 	// CacheService is the Cache API's service in the config (every Worker's
 	// cacheApiOutbound): an alias of the sidecar, HTTP proxy style (the full URL as the
 	// request target), whose requests carry CacheHeader; the sidecar's per-pod cache

@@ -76,7 +76,7 @@ func Args(w *v1alpha1.Worker) []string {
 		socketAddr(podcontract.TriggerSocket, podcontract.TriggerPort),
 		fmt.Sprintf("--external-addr=%s=%s:%d", podcontract.SidecarService, podcontract.LoopbackHost, podcontract.SidecarPort),
 	}
-	// The Cache API's and the R2Buckets' services are aliases of the sidecar.
+	// The Cache API's, the R2Buckets' and the ai bindings' services are aliases of the sidecar.
 	for _, s := range SidecarAliases(w) {
 		args = append(args, fmt.Sprintf("--external-addr=%s=%s:%d", s, podcontract.LoopbackHost, podcontract.SidecarPort))
 	}
@@ -84,9 +84,10 @@ func Args(w *v1alpha1.Worker) []string {
 }
 
 // SidecarAliases are the external services besides "sidecar" that reach the pod's
-// sidecar: the Cache API's (podcontract.CacheService) and the R2Buckets' (r2.go).
+// sidecar: the Cache API's (podcontract.CacheService), the R2Buckets' (r2.go) and the
+// ai bindings' (ai.go).
 func SidecarAliases(w *v1alpha1.Worker) []string {
-	return append([]string{podcontract.CacheService}, R2Services(w)...)
+	return append(append([]string{podcontract.CacheService}, R2Services(w)...), AIServices(w)...)
 }
 
 // socketAddr is the flag binding socket name to the pod IP and port, or, for a socket

@@ -135,7 +135,8 @@ type Output struct {
 	// (hyperdrive bindings), sorted by Dir.
 	SecretVolumes []SecretVolume
 	// SidecarEnv are the sidecar container's env vars: the R2 gateway's buckets
-	// (podcontract.R2ConfigEnv) and their credentials from Secrets, sorted by name.
+	// (podcontract.R2ConfigEnv) and the AI gateway's bindings (podcontract.AIConfigEnv),
+	// and their credentials from Secrets, sorted by name.
 	SidecarEnv []corev1.EnvVar
 	// Version is a content hash (16 hex chars) of everything the pod runs: config,
 	// module bytes (including External) and secret references (names, never values).

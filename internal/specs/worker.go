@@ -337,8 +337,8 @@ func workerPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash s
 		volumes = append(volumes, v)
 		sidecar.VolumeMounts = append(sidecar.VolumeMounts, m)
 	}
-	sidecar.Env = append(sidecar.Env, out.SidecarEnv...) // the R2 gateway's buckets and credentials
-	if len(render.R2Services(w)) > 0 {
+	sidecar.Env = append(sidecar.Env, out.SidecarEnv...) // the R2 and AI gateways' configs and credentials
+	if len(render.R2Services(w))+len(render.AIServices(w)) > 0 {
 		sidecar.Env = append(sidecar.Env, sidecarOutboundEnv(w, opts))
 	}
 	var inits []corev1.Container

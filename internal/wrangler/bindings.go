@@ -190,6 +190,28 @@ func (c *converter) hyperdrive(path string, v any) {
 	}
 }
 
+// AISecret is the Secret an imported ai binding names: one per namespace, holding the
+// inference server's url, apiKey and model map (docs/ai.md).
+const AISecret = "workers-ai"
+
+// ai becomes an ai binding to the namespace's Secret AISecret; `remote` (wrangler dev
+// calling Cloudflare) means nothing here.
+func (c *converter) ai(path string, v any) {
+	m, ok := v.(map[string]any)
+	binding := str(m, "binding")
+	if ok && len(m) == 0 {
+		c.res.Ignored = append(c.res.Ignored, Issue{path, "empty"})
+		return
+	}
+	if !ok || binding == "" {
+		c.unsupported(path, "needs binding")
+		return
+	}
+	c.only(path, m, "binding", "remote", "staging")
+	c.addBinding(v1alpha1.Binding{Name: binding, AI: &v1alpha1.AIBinding{SecretRef: v1alpha1.LocalObjectReference{Name: AISecret}}})
+	c.res.Notes = append(c.res.Notes, fmt.Sprintf("%s: create Secret %s with the url of an OpenAI-compatible inference server and the models key mapping Cloudflare model names to its models (docs/ai.md)", path, AISecret))
+}
+
 // tail_consumers become spec.tails: the Worker of that name receives the tail events
 // (https://developers.cloudflare.com/workers/observability/logs/tail-workers/).
 func (c *converter) tailConsumers(path string, v any) {

@@ -169,6 +169,8 @@ func (c *converter) key(k, path string, v any) {
 		c.hyperdrive(path, v)
 	case "r2_buckets":
 		c.r2Buckets(path, v)
+	case "ai":
+		c.ai(path, v)
 	case "tail_consumers":
 		c.tailConsumers(path, v)
 	case "triggers":

@@ -35,7 +35,6 @@ const bundlerReason = "applied by wrangler when it bundles; bundle with `wrangle
 
 // unsupportedKeys are known wrangler keys the API has no field for yet.
 var unsupportedKeys = map[string]string{
-	"ai":                        "no Workers AI binding kind",
 	"vectorize":                 "no Vectorize binding kind",
 	"analytics_engine_datasets": "no Analytics Engine binding kind",
 	"browser":                   "no Browser Rendering binding kind",

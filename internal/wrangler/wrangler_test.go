@@ -67,6 +67,9 @@ binding = "DB"
 id = "0123456789abcdef0123456789abcdef"
 localConnectionString = "postgres://me:local-pw@localhost:5432/shop"
 
+[ai]
+binding = "AI"
+
 [[services]]
 binding = "AUTH"
 service = "auth-worker"
@@ -130,7 +133,7 @@ func TestTOMLProject(t *testing.T) {
 		"GREETING": "text  hi", "SETTINGS": `json  {"n":3,"region":"eu"}`,
 		"AUTH": "service Worker auth-worker", "CARTS": "durableObjectNamespace DurableObjectNamespace shop-shopping-cart",
 		"ORDERS": "workflow Workflow orders", "API_KEY": "secretKeyRef Secret shop-secrets", "TOKEN": "secretKeyRef Secret shop-secrets",
-		"DB": "hyperdrive Secret shop-db",
+		"DB": "hyperdrive Secret shop-db", "AI": "ai Secret workers-ai",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("bindings\n got %v\nwant %v", got, want)

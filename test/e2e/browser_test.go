@@ -15,6 +15,12 @@ import (
 // not installed) it says so and the test's own checks stand alone.
 func runTemplateSpec(t *testing.T, name, url string) {
 	t.Helper()
+	runSpecFile(t, name, testenv.SharedFile(t, "testdata", "cloudflare-templates", "playwright-tests", name+".spec.ts"), url)
+}
+
+// runSpecFile is runTemplateSpec with the spec at path spec.
+func runSpecFile(t *testing.T, name, spec, url string) {
+	t.Helper()
 	if err := testenv.BrowserReady(); errors.Is(err, testenv.ErrNoChromium) {
 		t.Logf("Cloudflare's Playwright spec for %s NOT run: %v", name, err)
 		return
@@ -22,7 +28,6 @@ func runTemplateSpec(t *testing.T, name, url string) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	spec := testenv.SharedFile(t, "testdata", "cloudflare-templates", "playwright-tests", name+".spec.ts")
 	if err := testenv.RunSpec(spec, url); err != nil {
 		podLogs(t, name) // the Worker is named after the project (wrangler's name)
 		t.Fatal(err)

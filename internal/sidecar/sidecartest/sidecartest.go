@@ -1,5 +1,6 @@
 // Package sidecartest runs, for tests, a pod's pair as the cluster runs it: a sidecar
-// (with the R2 gateway for buckets of a test S3 server and the Cache API's cache) and
+// (with the R2 gateway for buckets of a test S3 server, the Workers AI gateway and the
+// Cache API's cache) and
 // the pinned workerd serving a rendered Worker that reaches it through the rendered
 // aliases.
 package sidecartest
@@ -16,6 +17,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/requestcf"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/ai"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/cache"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/r2"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
@@ -31,10 +33,12 @@ type Sidecar struct {
 	WrapR2 func(http.Handler) http.Handler
 	// Cache is the Cache API's cache; a default one under the test's directory when nil.
 	Cache *cache.Cache
-	// Outbound are the R2 gateway's outbound rules (r2.Options.Outbound); nil: none.
+	// Outbound are the R2 and AI gateways' outbound rules (r2.Options.Outbound); nil: none.
 	Outbound *outbound.Rules
 	// Logf receives the R2 gateway's log; nil: t.Logf.
 	Logf func(format string, args ...any)
+	// AI are the Workers AI gateway's bindings; none: no AI gateway.
+	AI []ai.BindingConfig
 	// RequestCF configures the request.cf endpoint; nil: no colo, no trusted proxy, no
 	// GeoIP database, as a sidecar without --request-cf-* flags.
 	RequestCF *requestcf.Config
@@ -71,6 +75,9 @@ func StartSidecar(t testing.TB, s Sidecar) string {
 	}
 	srv.HandleRoot(h)
 	srv.HandleMarked(podcontract.CacheHeader, s.Cache)
+	if len(s.AI) > 0 {
+		srv.HandleMarked(podcontract.AIBindingHeader, ai.New(s.AI, ai.Options{Logf: logf, Outbound: s.Outbound}))
+	}
 	if s.RequestCF == nil {
 		s.RequestCF = &requestcf.Config{}
 	}

@@ -1,0 +1,44 @@
+package ai
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestModelResolution: the binding's entries win over the Secret's, a name wins over
+// "*", a model without its own url is served at the binding's, and a Secret whose
+// values are unusable is named in the error every call gets.
+func TestModelResolution(t *testing.T) {
+	b := newBinding(BindingConfig{Name: "AI", URL: "http://chat/v1",
+		SecretModels: `{"@cf/a": "secret-a", "@cf/b": {"model": "secret-b", "url": "http://emb/v1"}, "*": "secret-any"}`,
+		Models:       []Model{{Name: "@cf/a", Model: "binding-a"}}})
+	if b.configErr != nil {
+		t.Fatal(b.configErr)
+	}
+	for name, want := range map[string]Model{
+		"@cf/a":     {Name: "@cf/a", Model: "binding-a", URL: "http://chat/v1"},
+		"@cf/b":     {Name: "@cf/b", Model: "secret-b", URL: "http://emb/v1"},
+		"@cf/other": {Name: "*", Model: "secret-any", URL: "http://chat/v1"},
+	} {
+		if got, err := b.resolve(name); err != nil || got != want {
+			t.Errorf("resolve(%s) = %+v, %v; want %+v", name, got, err, want)
+		}
+	}
+	if _, err := newBinding(BindingConfig{Name: "AI", URL: "http://chat/v1"}).resolve("@cf/x"); err == nil || !strings.Contains(err.Error(), "no such model @cf/x") {
+		t.Errorf("unmapped model: %v", err)
+	}
+	for secret, want := range map[string]string{
+		`["a"]`:          `its Secret's key "models": want a JSON object`,
+		`{"@cf/a": 3}`:   `"@cf/a": want a model name or`,
+		`{"@cf/a": {}}`:  `"@cf/a": want a model name or`,
+		`{"@cf/a": "m"}`: "",
+	} {
+		err := newBinding(BindingConfig{Name: "AI", URL: "http://chat/v1", SecretModels: secret}).configErr
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("models %s: %v, want %q", secret, err, want)
+		}
+	}
+	if err := newBinding(BindingConfig{Name: "AI"}).configErr; err == nil || !strings.Contains(err.Error(), `key "url" is empty`) {
+		t.Errorf("no url: %v", err)
+	}
+}

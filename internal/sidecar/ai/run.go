@@ -1,0 +1,199 @@
+package ai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+)
+
+// modelHeader carries run()'s model name (ai-api.ts).
+const modelHeader = "cf-consn-model-id"
+
+// defaultMaxTokens is Cloudflare's default max_tokens of its text-generation models
+// (https://developers.cloudflare.com/workers-ai/models/, each model's parameters).
+const defaultMaxTokens = 256
+
+// runRequest is run()'s body: the inputs and the options left after the binding
+// removed its own (prefix, extraHeaders, signal).
+type runRequest struct {
+	Inputs  map[string]json.RawMessage `json:"inputs"`
+	Options map[string]json.RawMessage `json:"options"`
+}
+
+// task is what a run() asks for, read from its inputs as Cloudflare's task schemas
+// tell them apart.
+type task int
+
+const (
+	taskChat       task = iota // messages, or prompt through the model's chat template
+	taskCompletion             // prompt with raw: true
+	taskEmbeddings             // text: a string or a list of strings
+)
+
+// generationParams are the text-generation inputs passed on to the server under the
+// same names (https://developers.cloudflare.com/workers-ai/models/ text-generation schema).
+var generationParams = []string{"max_tokens", "temperature", "top_p", "top_k", "seed",
+	"frequency_penalty", "presence_penalty", "repetition_penalty", "tools", "response_format"}
+
+// run answers one run(): it reads the inputs, calls the server and translates the answer.
+func (g *Gateway) run(w http.ResponseWriter, r *http.Request, b *binding) {
+	if b.configErr != nil {
+		writeError(w, http.StatusInternalServerError, b.configErr)
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		writeError(w, http.StatusNotImplemented, fmt.Errorf("inputs given as a ReadableStream (%s) are not supported here: pass JSON inputs (%s)", ct, Doc))
+		return
+	}
+	var req runRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("the request body: %v (at most %d bytes of JSON)", err, maxRequestBytes))
+		return
+	}
+	model, err := b.resolve(r.Header.Get(modelHeader))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	t, body, err := upstreamBody(req.Inputs, model.Model)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	stream := t != taskEmbeddings && isTrue(req.Inputs["stream"])
+	res, err := g.post(r, b, model.URL+upstreamPath(t), body)
+	if err != nil {
+		g.logf("ai: binding %s: %v", b.name, err)
+		writeError(w, http.StatusBadGateway, err)
+		return
+	}
+	defer res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		writeError(w, res.StatusCode, upstreamError(res))
+		return
+	}
+	switch {
+	case stream:
+		translateStream(w, res.Body)
+	case t == taskEmbeddings:
+		translateEmbeddings(w, res.Body)
+	default:
+		translateGeneration(w, res.Body, t)
+	}
+}
+
+// upstreamBody is the OpenAI request for inputs, and its task.
+func upstreamBody(in map[string]json.RawMessage, model string) (task, []byte, error) {
+	out := map[string]any{"model": model}
+	var t task
+	switch {
+	case in["messages"] != nil:
+		out["messages"] = in["messages"]
+	case in["prompt"] != nil && isTrue(in["raw"]):
+		t, out["prompt"] = taskCompletion, in["prompt"]
+	case in["prompt"] != nil:
+		var prompt string
+		if err := json.Unmarshal(in["prompt"], &prompt); err != nil {
+			return 0, nil, fmt.Errorf("inputs.prompt: want a string")
+		}
+		out["messages"] = []map[string]string{{"role": "user", "content": prompt}}
+	case in["text"] != nil:
+		var texts []string
+		if err := json.Unmarshal(in["text"], &texts); err != nil {
+			var one string
+			if json.Unmarshal(in["text"], &one) != nil {
+				return 0, nil, fmt.Errorf("inputs.text: want a string or a list of strings")
+			}
+			texts = []string{one}
+		}
+		b, err := json.Marshal(map[string]any{"model": model, "input": texts})
+		return taskEmbeddings, b, err
+	default:
+		return 0, nil, fmt.Errorf("inputs: want messages or prompt (text generation) or text (embeddings); other tasks are not supported here (%s)", Doc)
+	}
+	out["max_tokens"] = defaultMaxTokens
+	for _, p := range generationParams {
+		if v, ok := in[p]; ok {
+			out[p] = v
+		}
+	}
+	if isTrue(in["stream"]) {
+		out["stream"] = true
+		out["stream_options"] = map[string]bool{"include_usage": true}
+	}
+	b, err := json.Marshal(out)
+	return t, b, err
+}
+
+func upstreamPath(t task) string {
+	return map[task]string{taskChat: "/chat/completions", taskCompletion: "/completions", taskEmbeddings: "/embeddings"}[t]
+}
+
+// post sends body to url with the binding's key, canceled with the Worker's request.
+func (g *Gateway) post(r *http.Request, b *binding, url string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("inference server %s: %w", url, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if b.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+b.apiKey)
+	}
+	res, err := g.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("inference server: %w", err)
+	}
+	return res, nil
+}
+
+// upstreamError is the server's own error message (OpenAI's {"error": {"message"}}).
+func upstreamError(res *http.Response) error {
+	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	msg := strings.TrimSpace(string(raw))
+	if json.Unmarshal(raw, &e) == nil && e.Error != nil {
+		var inner struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(e.Error, &inner) == nil && inner.Message != "" {
+			msg = inner.Message
+		} else if json.Unmarshal(e.Error, &msg) != nil {
+			msg = string(e.Error)
+		}
+	}
+	return fmt.Errorf("inference server answered %s: %s", res.Status, msg)
+}
+
+// writeError answers Cloudflare's error shape, which the binding reads as
+// InferenceUpstreamError("<code>: <message>"); the code is the HTTP status.
+func writeError(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, map[string]any{"success": false, "errors": []map[string]any{{"code": status, "message": err.Error()}}})
+}
+
+// writeJSON answers v. The binding parses a body as JSON only when its Content-Type is
+// exactly application/json.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func isTrue(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("true")) }
+
+func sortedNames(m map[string]Model) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var errNoChoice = errors.New("the inference server's answer has no choices")
