@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/outbound"
@@ -51,20 +52,26 @@ type harness struct {
 // newHarness starts two real llama.cpp servers (chat, embeddings) on the tiny model,
 // the sidecar with the AI gateway and workerd with the rendered Worker binding AI.
 func newHarness(t *testing.T, rules *outbound.Rules) *harness {
+	return newHarnessWith(t, sidecartest.Sidecar{Outbound: rules})
+}
+
+// newHarnessWith is newHarness with the sidecar's other settings in sc.
+func newHarnessWith(t *testing.T, sc sidecartest.Sidecar) *harness {
 	t.Helper()
 	h := &harness{t: t, chat: testenv.StartLlamaServer(t, testenv.LlamaOptions{}),
 		emb: testenv.StartLlamaServer(t, testenv.LlamaOptions{Embeddings: true})}
 	models, _ := json.Marshal(map[string]any{chatModel: h.chat.Model})
 	cfg := ai.BindingConfig{Name: "AI", URL: h.chat.URL, SecretModels: string(models),
 		Models: []ai.Model{{Name: embeddingModel, Model: h.emb.Model, URL: h.emb.URL}}}
-	sc := sidecartest.StartSidecar(t, sidecartest.Sidecar{AI: []ai.BindingConfig{cfg}, Outbound: rules})
+	sc.AI = []ai.BindingConfig{cfg}
+	addr := sidecartest.StartSidecar(t, sc)
 	w := sidecartest.InlineWorker("ai", aiWorker, v1alpha1.Binding{Name: "AI",
 		AI: &v1alpha1.AIBinding{SecretRef: v1alpha1.LocalObjectReference{Name: "workers-ai"}}})
 	out, err := render.Render(render.Input{Worker: w})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.base = sidecartest.StartWorker(t, sc, w, out)
+	h.base = sidecartest.StartWorker(t, addr, w, out)
 	return h
 }
 
@@ -163,6 +170,21 @@ func TestStreamingMatchesTheAnswer(t *testing.T) {
 	}
 	if text.String() != whole {
 		t.Errorf("streamed text %q, answer %q", text.String(), whole)
+	}
+}
+
+// TestStreamOutlivesTheBodyDeadline: the sidecar gives a request's body a deadline
+// and lifts it once the body is read to its end; a stream lasting longer must not be cut.
+func TestStreamOutlivesTheBodyDeadline(t *testing.T) {
+	h := newHarnessWith(t, sidecartest.Sidecar{BodyTimeout: 50 * time.Millisecond})
+	start := time.Now()
+	status, body, _ := h.run(chatModel, map[string]any{"prompt": "Tell me a long story", "max_tokens": 1500, "temperature": 0, "stream": true}, nil)
+	took := time.Since(start)
+	if status != 200 || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Fatalf("status %d after %s; the stream ends %q", status, took, body[max(0, len(body)-120):])
+	}
+	if took < 100*time.Millisecond {
+		t.Logf("the stream took %s only: the deadline was not put to the test", took)
 	}
 }
 

@@ -51,7 +51,13 @@ func (g *Gateway) run(w http.ResponseWriter, r *http.Request, b *binding) {
 		return
 	}
 	var req runRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes)).Decode(&req); err != nil {
+	// Read to the end: the sidecar lifts a request's body deadline only then, and a
+	// stream outlives it.
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	if err == nil {
+		err = json.Unmarshal(raw, &req)
+	}
+	if err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("the request body: %v (at most %d bytes of JSON)", err, maxRequestBytes))
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/localrun"
@@ -39,6 +40,9 @@ type Sidecar struct {
 	Logf func(format string, args ...any)
 	// AI are the Workers AI gateway's bindings; none: no AI gateway.
 	AI []ai.BindingConfig
+	// BodyTimeout is the sidecar's request body deadline (sidecar.Options.BodyTimeout);
+	// 0 is its default.
+	BodyTimeout time.Duration
 	// RequestCF configures the request.cf endpoint; nil: no colo, no trusted proxy, no
 	// GeoIP database, as a sidecar without --request-cf-* flags.
 	RequestCF *requestcf.Config
@@ -65,7 +69,7 @@ func StartSidecar(t testing.TB, s Sidecar) string {
 			t.Fatal(err)
 		}
 	}
-	srv, err := sidecar.New(sidecar.Options{Addr: testenv.FreeLoopbackAddr(t), DataDir: t.TempDir()})
+	srv, err := sidecar.New(sidecar.Options{Addr: testenv.FreeLoopbackAddr(t), DataDir: t.TempDir(), BodyTimeout: s.BodyTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
