@@ -524,8 +524,8 @@ type AIModel struct {
 	// +required
 	Model string `json:"model"`
 	// url is the base URL of another OpenAI-compatible server that serves this model
-	// (e.g. an embeddings server); default: the Secret's url. The Secret's apiKey is sent
-	// to it too.
+	// (e.g. an embeddings server); default: the Secret's url. The Secret's apiKey is not
+	// sent to it (only to urls the Secret itself names).
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^https?://`
 	// +optional

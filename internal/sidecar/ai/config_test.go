@@ -6,25 +6,30 @@ import (
 )
 
 // TestModelResolution: the binding's entries win over the Secret's, a name wins over
-// "*", a model without its own url is served at the binding's, and a Secret whose
-// values are unusable is named in the error every call gets.
+// "*", a model without its own url is served at the binding's, the Secret's key goes
+// only to urls the Secret names, and a Secret whose values are unusable is named in the
+// error every call gets.
 func TestModelResolution(t *testing.T) {
-	b := newBinding(BindingConfig{Name: "AI", URL: "http://chat/v1",
+	b := newBinding(BindingConfig{Name: "AI", URL: "http://chat/v1", APIKey: "sk-secret",
 		SecretModels: `{"@cf/a": "secret-a", "@cf/b": {"model": "secret-b", "url": "http://emb/v1"}, "*": "secret-any"}`,
-		Models:       []Model{{Name: "@cf/a", Model: "binding-a"}}})
+		Models:       []Model{{Name: "@cf/a", Model: "binding-a"}, {Name: "@cf/c", Model: "own", URL: "http://elsewhere/v1"}}})
 	if b.configErr != nil {
 		t.Fatal(b.configErr)
 	}
-	for name, want := range map[string]Model{
-		"@cf/a":     {Name: "@cf/a", Model: "binding-a", URL: "http://chat/v1"},
-		"@cf/b":     {Name: "@cf/b", Model: "secret-b", URL: "http://emb/v1"},
-		"@cf/other": {Name: "*", Model: "secret-any", URL: "http://chat/v1"},
+	for name, want := range map[string]struct {
+		m   Model
+		key string
+	}{
+		"@cf/a":     {Model{Name: "@cf/a", Model: "binding-a", URL: "http://chat/v1"}, "sk-secret"},
+		"@cf/b":     {Model{Name: "@cf/b", Model: "secret-b", URL: "http://emb/v1"}, "sk-secret"},
+		"@cf/c":     {Model{Name: "@cf/c", Model: "own", URL: "http://elsewhere/v1"}, ""},
+		"@cf/other": {Model{Name: "*", Model: "secret-any", URL: "http://chat/v1"}, "sk-secret"},
 	} {
-		if got, err := b.resolve(name); err != nil || got != want {
-			t.Errorf("resolve(%s) = %+v, %v; want %+v", name, got, err, want)
+		if got, key, err := b.resolve(name); err != nil || got != want.m || key != want.key {
+			t.Errorf("resolve(%s) = %+v, key %q, %v; want %+v, key %q", name, got, key, err, want.m, want.key)
 		}
 	}
-	if _, err := newBinding(BindingConfig{Name: "AI", URL: "http://chat/v1"}).resolve("@cf/x"); err == nil || !strings.Contains(err.Error(), "no such model @cf/x") {
+	if _, _, err := newBinding(BindingConfig{Name: "AI", URL: "http://chat/v1"}).resolve("@cf/x"); err == nil || !strings.Contains(err.Error(), "no such model @cf/x") {
 		t.Errorf("unmapped model: %v", err)
 	}
 	for secret, want := range map[string]string{

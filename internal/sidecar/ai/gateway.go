@@ -131,12 +131,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type binding struct {
 	name, url, apiKey string
 	models            map[string]Model
+	// secretURL: the entry's url, if any, is the Secret's, so the Secret's key may go there.
+	secretURL map[string]bool
 	// configErr is a fault of the Secret's values, answered to every call.
 	configErr error
 }
 
 func newBinding(c BindingConfig) *binding {
-	b := &binding{name: c.Name, url: c.URL, apiKey: c.APIKey, models: map[string]Model{}}
+	b := &binding{name: c.Name, url: c.URL, apiKey: c.APIKey, models: map[string]Model{}, secretURL: map[string]bool{}}
 	if c.URLEnv != "" {
 		b.url = os.Getenv(c.URLEnv)
 	}
@@ -156,11 +158,11 @@ func newBinding(c BindingConfig) *binding {
 			b.configErr = fmt.Errorf("the ai binding %q: its Secret's key %q: %w (%s)", c.Name, "models", err, Doc)
 		}
 		for _, m := range ms {
-			b.models[m.Name] = m
+			b.models[m.Name], b.secretURL[m.Name] = m, true
 		}
 	}
 	for _, m := range c.Models { // the binding's own entries win
-		b.models[m.Name] = m
+		b.models[m.Name], b.secretURL[m.Name] = m, m.URL == ""
 	}
 	return b
 }
@@ -186,19 +188,25 @@ func parseSecretModels(s string) ([]Model, error) {
 	return out, nil
 }
 
-// resolve is the server's model and base URL for Cloudflare model name.
-func (b *binding) resolve(name string) (Model, error) {
+// resolve is the server's model and base URL for Cloudflare model name, and the key to
+// send there: the Secret's apiKey goes only to a url the Secret names, never to one a
+// Worker's own entry names (its author may not read the Secret).
+func (b *binding) resolve(name string) (Model, string, error) {
 	m, ok := b.models[name]
 	if !ok {
 		m, ok = b.models["*"]
 	}
 	if !ok {
-		return Model{}, fmt.Errorf("no such model %s: map it to a model of the inference server in spec.bindings[].ai.models or the Secret's %q key (%s)", name, "models", Doc)
+		return Model{}, "", fmt.Errorf("no such model %s: map it to a model of the inference server in spec.bindings[].ai.models or the Secret's %q key (%s)", name, "models", Doc)
+	}
+	key := ""
+	if b.secretURL[m.Name] {
+		key = b.apiKey
 	}
 	if m.URL == "" {
 		m.URL = b.url
 	}
-	return m, nil
+	return m, key, nil
 }
 
 // listModels answers models(): the mapped names, as Cloudflare's model search lists them.

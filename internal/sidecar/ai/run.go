@@ -61,7 +61,7 @@ func (g *Gateway) run(w http.ResponseWriter, r *http.Request, b *binding) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("the request body: %v (at most %d bytes of JSON)", err, maxRequestBytes))
 		return
 	}
-	model, err := b.resolve(r.Header.Get(modelHeader))
+	model, key, err := b.resolve(r.Header.Get(modelHeader))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
@@ -72,7 +72,7 @@ func (g *Gateway) run(w http.ResponseWriter, r *http.Request, b *binding) {
 		return
 	}
 	stream := t != taskEmbeddings && isTrue(req.Inputs["stream"])
-	res, err := g.post(r, b, model.URL+upstreamPath(t), body)
+	res, err := g.post(r, key, model.URL+upstreamPath(t), body)
 	if err != nil {
 		g.logf("ai: binding %s: %v", b.name, err)
 		writeError(w, http.StatusBadGateway, err)
@@ -140,15 +140,15 @@ func upstreamPath(t task) string {
 	return map[task]string{taskChat: "/chat/completions", taskCompletion: "/completions", taskEmbeddings: "/embeddings"}[t]
 }
 
-// post sends body to url with the binding's key, canceled with the Worker's request.
-func (g *Gateway) post(r *http.Request, b *binding, url string, body []byte) (*http.Response, error) {
+// post sends body to url with key, canceled with the Worker's request.
+func (g *Gateway) post(r *http.Request, key, url string, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("inference server %s: %w", url, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if b.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+b.apiKey)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	res, err := g.client.Do(req)
 	if err != nil {
