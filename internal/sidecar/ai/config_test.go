@@ -1,8 +1,12 @@
 package ai
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
 // TestModelResolution: the binding's entries win over the Secret's, a name wins over
@@ -45,5 +49,25 @@ func TestModelResolution(t *testing.T) {
 	}
 	if err := newBinding(BindingConfig{Name: "AI"}).configErr; err == nil || !strings.Contains(err.Error(), `key "url" is empty`) {
 		t.Errorf("no url: %v", err)
+	}
+}
+
+// TestRedirectNotFollowed: a server answering a redirect fails the call (502) and the
+// gateway does not go where it points; the Secret names the server, not its redirects.
+func TestRedirectNotFollowed(t *testing.T) {
+	reached := false
+	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true }))
+	defer target.Close()
+	redirect := httptest.NewServer(http.RedirectHandler(target.URL+"/v1/chat/completions", http.StatusTemporaryRedirect))
+	defer redirect.Close()
+	g := New([]BindingConfig{{Name: "AI", URL: redirect.URL + "/v1", APIKey: "sk-secret", SecretModels: `{"*": "m"}`}}, Options{})
+	req := httptest.NewRequest(http.MethodPost, "/run?version=3", strings.NewReader(`{"inputs": {"prompt": "hi"}, "options": {}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(podcontract.AIBindingHeader, "AI")
+	req.Header.Set(modelHeader, "@cf/x")
+	rec := httptest.NewRecorder()
+	g.ServeHTTP(rec, req)
+	if rec.Code != http.StatusBadGateway || !strings.Contains(rec.Body.String(), "307 Temporary Redirect") || reached {
+		t.Errorf("status %d %s; redirect target reached: %v", rec.Code, rec.Body.String(), reached)
 	}
 }

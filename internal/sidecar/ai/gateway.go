@@ -96,7 +96,7 @@ func New(cfgs []BindingConfig, o Options) *Gateway {
 
 // newClient is the inference servers' client: no overall timeout (a stream lasts as
 // long as the model writes; the Worker's request cancels it), no proxy (the outbound
-// guard checks the address dialed, which must be the server's).
+// guard checks the address dialed, which must be the server's), no redirects.
 func newClient(rules *outbound.Rules) *http.Client {
 	d := net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	dial := d.DialContext
@@ -105,7 +105,10 @@ func newClient(rules *outbound.Rules) *http.Client {
 	}
 	tr := &http.Transport{DialContext: dial, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second, ForceAttemptHTTP2: true}
-	return &http.Client{Transport: tr}
+	// A redirect is answered as the server's error, not followed: the Secret names the
+	// server, not whoever it points to.
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &http.Client{Transport: tr, CheckRedirect: noRedirect}
 }
 
 // ServeHTTP answers one call of the binding named by podcontract.AIBindingHeader.

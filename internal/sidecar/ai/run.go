@@ -80,7 +80,11 @@ func (g *Gateway) run(w http.ResponseWriter, r *http.Request, b *binding) {
 	}
 	defer res.Body.Close()
 	if res.StatusCode/100 != 2 {
-		writeError(w, res.StatusCode, upstreamError(res))
+		status := res.StatusCode
+		if status < 400 { // a redirect or other non-answer is the server's failure
+			status = http.StatusBadGateway
+		}
+		writeError(w, status, upstreamError(res))
 		return
 	}
 	switch {
