@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/workerd-operator/workerd-operator/internal/outbound"
@@ -28,6 +29,14 @@ const Doc = "https://github.com/workerd-operator/workerd-operator/blob/main/docs
 // Workers AI inputs given as JSON is not published; 10 MiB holds any chat history a
 // small context window can take.
 const maxRequestBytes = 10 << 20
+
+// maxAnswerBytes bounds a non-streamed answer of the inference server, read whole into
+// the sidecar's memory (256 MiB): 100 vectors of 4096 dimensions take about 8 MiB.
+const maxAnswerBytes = 8 << 20
+
+// maxTexts bounds the texts of one embeddings call (Cloudflare's bge models take at
+// most 100, https://developers.cloudflare.com/workers-ai/models/bge-base-en-v1.5/).
+const maxTexts = 100
 
 // BindingConfig is one ai binding as the rendered sidecar env carries it
 // (podcontract.AIConfigEnv). The Secret's keys come from the named env vars.
@@ -148,6 +157,8 @@ func newBinding(c BindingConfig) *binding {
 	if c.APIKeyEnv != "" {
 		b.apiKey = os.Getenv(c.APIKeyEnv)
 	}
+	// A Secret written from a file or with echo ends in a newline: not part of the value.
+	b.url, b.apiKey = strings.TrimSpace(b.url), strings.TrimSpace(b.apiKey)
 	secretModels := c.SecretModels
 	if c.ModelsEnv != "" {
 		secretModels = os.Getenv(c.ModelsEnv)

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	neturl "net/url"
 	"sort"
 	"strings"
 )
@@ -66,7 +68,7 @@ func (g *Gateway) run(w http.ResponseWriter, r *http.Request, b *binding) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	t, body, err := upstreamBody(req.Inputs, model.Model)
+	t, body, texts, err := upstreamBody(req.Inputs, model.Model)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
@@ -79,6 +81,10 @@ func (g *Gateway) run(w http.ResponseWriter, r *http.Request, b *binding) {
 		return
 	}
 	defer res.Body.Close()
+	if stream && !isEventStream(res) {
+		writeError(w, http.StatusBadGateway, fmt.Errorf("the inference server answered %s to a stream request, not text/event-stream", res.Header.Get("Content-Type")))
+		return
+	}
 	if res.StatusCode/100 != 2 {
 		status := res.StatusCode
 		if status < 400 { // a redirect or other non-answer is the server's failure
@@ -91,25 +97,33 @@ func (g *Gateway) run(w http.ResponseWriter, r *http.Request, b *binding) {
 	case stream:
 		translateStream(w, res.Body)
 	case t == taskEmbeddings:
-		translateEmbeddings(w, res.Body)
+		translateEmbeddings(w, res.Body, texts)
 	default:
 		translateGeneration(w, res.Body, t)
 	}
 }
 
-// upstreamBody is the OpenAI request for inputs, and its task.
-func upstreamBody(in map[string]json.RawMessage, model string) (task, []byte, error) {
+// upstreamBody is the OpenAI request for inputs, its task and, for embeddings, the
+// number of texts.
+func upstreamBody(in map[string]json.RawMessage, model string) (task, []byte, int, error) {
 	out := map[string]any{"model": model}
 	var t task
 	switch {
 	case in["messages"] != nil:
+		if err := checkMedia(in["messages"]); err != nil {
+			return 0, nil, 0, err
+		}
 		out["messages"] = in["messages"]
 	case in["prompt"] != nil && isTrue(in["raw"]):
-		t, out["prompt"] = taskCompletion, in["prompt"]
+		var prompt string
+		if err := json.Unmarshal(in["prompt"], &prompt); err != nil {
+			return 0, nil, 0, fmt.Errorf("inputs.prompt: want a string")
+		}
+		t, out["prompt"] = taskCompletion, prompt
 	case in["prompt"] != nil:
 		var prompt string
 		if err := json.Unmarshal(in["prompt"], &prompt); err != nil {
-			return 0, nil, fmt.Errorf("inputs.prompt: want a string")
+			return 0, nil, 0, fmt.Errorf("inputs.prompt: want a string")
 		}
 		out["messages"] = []map[string]string{{"role": "user", "content": prompt}}
 	case in["text"] != nil:
@@ -117,14 +131,17 @@ func upstreamBody(in map[string]json.RawMessage, model string) (task, []byte, er
 		if err := json.Unmarshal(in["text"], &texts); err != nil {
 			var one string
 			if json.Unmarshal(in["text"], &one) != nil {
-				return 0, nil, fmt.Errorf("inputs.text: want a string or a list of strings")
+				return 0, nil, 0, fmt.Errorf("inputs.text: want a string or a list of strings")
 			}
 			texts = []string{one}
 		}
+		if len(texts) > maxTexts {
+			return 0, nil, 0, fmt.Errorf("inputs.text: %d texts, at most %d in one call", len(texts), maxTexts)
+		}
 		b, err := json.Marshal(map[string]any{"model": model, "input": texts})
-		return taskEmbeddings, b, err
+		return taskEmbeddings, b, len(texts), err
 	default:
-		return 0, nil, fmt.Errorf("inputs: want messages or prompt (text generation) or text (embeddings); other tasks are not supported here (%s)", Doc)
+		return 0, nil, 0, fmt.Errorf("inputs: want messages or prompt (text generation) or text (embeddings); other tasks are not supported here (%s)", Doc)
 	}
 	out["max_tokens"] = defaultMaxTokens
 	for _, p := range generationParams {
@@ -132,12 +149,15 @@ func upstreamBody(in map[string]json.RawMessage, model string) (task, []byte, er
 			out[p] = v
 		}
 	}
+	if isTrue(in["stream"]) && in["tools"] != nil {
+		return 0, nil, 0, fmt.Errorf("inputs.tools with stream: true: streamed tool calls are not supported here; call without stream (%s)", Doc)
+	}
 	if isTrue(in["stream"]) {
 		out["stream"] = true
 		out["stream_options"] = map[string]bool{"include_usage": true}
 	}
 	b, err := json.Marshal(out)
-	return t, b, err
+	return t, b, 0, err
 }
 
 func upstreamPath(t task) string {
@@ -146,16 +166,25 @@ func upstreamPath(t task) string {
 
 // post sends body to url with key, canceled with the Worker's request.
 func (g *Gateway) post(r *http.Request, key, url string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, url, bytes.NewReader(body))
+	// The url is the Secret's: errors name neither it nor its parse error (which quotes it,
+	// password included), only the cause. The body is let go once sent: a stream holds
+	// the request (res.Request) as long as it lasts.
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, url, &releasingReader{b: body})
 	if err != nil {
-		return nil, fmt.Errorf("inference server %s: %w", url, err)
+		return nil, errors.New("the inference server's url is not a valid URL (the binding's Secret or model entry)")
 	}
+	req.ContentLength, req.GetBody = int64(len(body)), nil
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	res, err := g.client.Do(req)
 	if err != nil {
+		g.logf("ai: inference server %s: %v", redact(req.URL), err)
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("inference server: %w", err)
 	}
 	return res, nil
@@ -193,6 +222,65 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// releasingReader is a request body that drops its bytes as they are sent.
+type releasingReader struct{ b []byte }
+
+func (r *releasingReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		r.b = nil
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+// redact is u for the sidecar's log: no password, no path (tokens are put there too).
+func redact(u *neturl.URL) string { return u.Scheme + "://" + u.Host }
+
+// isEventStream: the server answers a stream request with an event stream (an error
+// status with its JSON error is read as such).
+func isEventStream(res *http.Response) bool {
+	if res.StatusCode/100 != 2 {
+		return true
+	}
+	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
+	return mt == "text/event-stream"
+}
+
+// checkMedia refuses content parts that name remote media: OpenAI-compatible servers
+// (vLLM, llama-server) fetch an image_url, input_audio or video_url themselves, from
+// their own network, past the Worker's outbound rules. data: URLs (Cloudflare's vision
+// models take base64 images) pass.
+func checkMedia(messages json.RawMessage) error {
+	var ms []struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(messages, &ms) != nil {
+		return nil // not a list: the server refuses it, naming why
+	}
+	for i, m := range ms {
+		var parts []map[string]json.RawMessage
+		if json.Unmarshal(m.Content, &parts) != nil {
+			continue // a string (or what the server refuses)
+		}
+		for j, p := range parts {
+			for k, v := range p {
+				if k == "type" || k == "text" {
+					continue
+				}
+				var media struct {
+					URL string `json:"url"`
+				}
+				if json.Unmarshal(v, &media) != nil || !strings.HasPrefix(media.URL, "data:") {
+					return fmt.Errorf("inputs.messages[%d].content[%d].%s: only text and data: URLs are supported here (the server would fetch a URL itself, past the Worker's outbound rules)", i, j, k)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func isTrue(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("true")) }

@@ -37,6 +37,22 @@ type openAIAnswer struct {
 		} `json:"delta"`
 	} `json:"choices"`
 	Usage *usage `json:"usage"`
+	// Error is an error event in a stream (vLLM, OpenAI: data: {"error": ...}).
+	Error json.RawMessage `json:"error"`
+}
+
+// decodeAnswer decodes the server's whole answer into v, refusing one over
+// maxAnswerBytes rather than holding it in the sidecar's memory.
+func decodeAnswer(body io.Reader, v any) error {
+	lr := &io.LimitedReader{R: body, N: maxAnswerBytes + 1}
+	err := json.NewDecoder(lr).Decode(v)
+	if lr.N <= 0 {
+		return fmt.Errorf("the inference server's answer: over %d bytes", maxAnswerBytes)
+	}
+	if err != nil {
+		return fmt.Errorf("the inference server's answer: %v", err)
+	}
+	return nil
 }
 
 // generation is Cloudflare's text-generation answer
@@ -56,8 +72,8 @@ type toolCall struct {
 // translateGeneration answers a chat or completion as {response, tool_calls, usage}.
 func translateGeneration(w http.ResponseWriter, body io.Reader, t task) {
 	var a openAIAnswer
-	if err := json.NewDecoder(body).Decode(&a); err != nil {
-		writeError(w, http.StatusBadGateway, fmt.Errorf("the inference server's answer: %v", err))
+	if err := decodeAnswer(body, &a); err != nil {
+		writeError(w, http.StatusBadGateway, err)
 		return
 	}
 	if len(a.Choices) == 0 {
@@ -88,27 +104,43 @@ type embeddings struct {
 }
 
 // translateEmbeddings answers OpenAI's {data: [{embedding, index}]} as {shape, data}.
-func translateEmbeddings(w http.ResponseWriter, body io.Reader) {
+func translateEmbeddings(w http.ResponseWriter, body io.Reader, texts int) {
 	var a struct {
 		Data []struct {
 			Index     int       `json:"index"`
 			Embedding []float64 `json:"embedding"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(body).Decode(&a); err != nil {
-		writeError(w, http.StatusBadGateway, fmt.Errorf("the inference server's answer: %v", err))
+	if err := decodeAnswer(body, &a); err != nil {
+		writeError(w, http.StatusBadGateway, err)
+		return
+	}
+	// One vector per text, each at its own index, all of one width: anything else is
+	// not passed on as {shape, data}.
+	bad := func(format string, args ...any) {
+		writeError(w, http.StatusBadGateway, fmt.Errorf("the inference server's embeddings: "+format, args...))
+	}
+	if len(a.Data) != texts {
+		bad("%d vectors for %d texts", len(a.Data), texts)
 		return
 	}
 	out := embeddings{Data: make([][]float64, len(a.Data)), Pooling: "mean"}
-	for i, d := range a.Data {
-		if d.Index < 0 || d.Index >= len(a.Data) {
-			d.Index = i
+	for _, d := range a.Data {
+		if d.Index < 0 || d.Index >= len(a.Data) || out.Data[d.Index] != nil {
+			bad("index %d out of range or repeated", d.Index)
+			return
 		}
 		out.Data[d.Index] = d.Embedding
 	}
 	out.Shape[0] = len(out.Data)
 	if len(out.Data) > 0 {
 		out.Shape[1] = len(out.Data[0])
+	}
+	for i, v := range out.Data {
+		if len(v) == 0 || len(v) != out.Shape[1] {
+			bad("vector %d has %d dimensions, vector 0 has %d", i, len(v), out.Shape[1])
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -127,17 +159,28 @@ func translateStream(w http.ResponseWriter, body io.Reader) {
 		}
 	}
 	var last *usage
+	done := false
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data:")
+		line := sc.Text()
+		if strings.HasPrefix(line, "event:") && strings.Contains(line, "error") || strings.HasPrefix(line, "error:") {
+			panic(http.ErrAbortHandler) // llama-server's error event: the answer failed
+		}
+		data, ok := strings.CutPrefix(line, "data:")
 		data = strings.TrimSpace(data)
-		if !ok || data == "" || data == "[DONE]" {
+		if !ok || data == "" {
 			continue
 		}
+		if data == "[DONE]" {
+			done = true
+			break
+		}
 		var a openAIAnswer
-		if json.Unmarshal([]byte(data), &a) != nil {
-			continue
+		if json.Unmarshal([]byte(data), &a) != nil || a.Error != nil {
+			// An event that is not an answer's piece, or the server's error: the answer
+			// is not what the server meant to send.
+			panic(http.ErrAbortHandler)
 		}
 		if a.Usage != nil {
 			last = a.Usage
@@ -147,8 +190,9 @@ func translateStream(w http.ResponseWriter, body io.Reader) {
 			flush()
 		}
 	}
-	if sc.Err() != nil {
-		// The server's stream broke: end the Worker's stream with an error, not [DONE].
+	if !done {
+		// The server's stream broke, or ended without its [DONE] (a cut answer): end the
+		// Worker's stream with an error, not [DONE].
 		panic(http.ErrAbortHandler)
 	}
 	if last != nil {
