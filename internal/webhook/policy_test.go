@@ -150,7 +150,19 @@ func r2EndpointCases() []admitCase {
 		{name: "policy-r2-endpoint-mapped-refused", obj: bucket("r2-mapped", "http://[::ffff:169.254.169.254]:80/"), wantErr: denied("::ffff:169.254.169.254")},
 		{name: "policy-r2-endpoint-public-address", obj: bucket("r2-public", "https://203.0.113.5:9000")},
 		{name: "policy-r2-endpoint-name", obj: bucket("r2-name", "http://s3.storage.svc.cluster.local:7070")},
+		{name: "policy-ai-model-url-metadata-refused", obj: aiWorker("ai-meta", "http://169.254.169.254/v1"),
+			wantErr: []string{"spec.bindings[0].ai.models[0].url: Forbidden", "connecting to 169.254.169.254 is not allowed", "ai binding",
+				"denied: 169.254.0.0/16", "--outbound-deny", PolicyDoc}},
+		{name: "policy-ai-model-url-name", obj: aiWorker("ai-name", "http://vllm.models.svc:8000/v1")},
 	}
+}
+
+// aiWorker is a Worker whose ai binding maps one model to url.
+func aiWorker(name, url string) client.Object {
+	return newWorker(name, limits.Paid, func(s *v1alpha1.WorkerSpec) {
+		s.Bindings = []v1alpha1.Binding{{Name: "AI", AI: &v1alpha1.AIBinding{SecretRef: v1alpha1.LocalObjectReference{Name: "workers-ai"},
+			Models: []v1alpha1.AIModel{{Name: "@cf/x", Model: "x", URL: url}}}}}
+	})
 }
 
 // resourceCases: spec.pod.resources within the profile (paid: memory_mib 128, so a

@@ -43,13 +43,15 @@ func (v *R2BucketValidator) ValidateDelete(context.Context, *v1alpha1.R2Bucket) 
 // an endpoint whose host is an address.
 func (w *Webhooks) ValidateR2Bucket(_ context.Context, o *v1alpha1.R2Bucket) (admission.Warnings, error) {
 	c := &check{}
-	c.add(validateR2Endpoint(field.NewPath("spec", "s3", "endpoint"), o.Spec.S3.Endpoint, w.opts.Policy.OutboundDeny))
+	c.add(validateSidecarEndpoint(field.NewPath("spec", "s3", "endpoint"), o.Spec.S3.Endpoint, w.opts.Policy.OutboundDeny,
+		"the sidecar of every Worker binding the bucket would connect there"))
 	return c.result("R2Bucket", o.Name)
 }
 
-// validateR2Endpoint refuses an endpoint whose host is an IP address within deny. A
-// name is left to the sidecar's dial-time check (it may resolve anywhere, later).
-func validateR2Endpoint(path *field.Path, endpoint string, deny []string) *field.Error {
+// validateSidecarEndpoint refuses an endpoint the pods' sidecar connects to (why says
+// for whom) whose host is an IP address within deny. A name is left to the sidecar's
+// dial-time check (it may resolve anywhere, later).
+func validateSidecarEndpoint(path *field.Path, endpoint string, deny []string, why string) *field.Error {
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return nil // the CRD's pattern refuses what does not parse
@@ -61,6 +63,6 @@ func validateR2Endpoint(path *field.Path, endpoint string, deny []string) *field
 	if !outbound.Denies(deny, addr) {
 		return nil
 	}
-	return forbidden(path, fmt.Sprintf("connecting to %s is not allowed: the sidecar of every Worker binding the bucket would connect there", u.Hostname()),
+	return forbidden(path, fmt.Sprintf("connecting to %s is not allowed: %s", u.Hostname(), why),
 		"denied: "+strings.Join(deny, ", "), "--outbound-deny, Helm policy.outboundDeny; see "+outbound.Doc)
 }

@@ -139,6 +139,7 @@ func (w *Webhooks) validateWorker(ctx context.Context, old, wk *v1alpha1.Worker)
 	validateWorkerSpec(c, spec, s, w.opts.WorkerdVersion, w.opts.ScriptSizeRules)
 	w.validatePolicy(ctx, c, spec, old, wk)
 	w.validateSource(ctx, c, spec.Child("source"), wk.Namespace, &s.Source)
+	validateAIModelURLs(c, spec.Child("bindings"), s.Bindings, w.opts.Policy.OutboundDeny)
 	for i, b := range s.Bindings {
 		kind, name := b.Reference()
 		if kind == "" || b.Optional() {
@@ -151,6 +152,22 @@ func (w *Webhooks) validateWorker(ctx context.Context, old, wk *v1alpha1.Worker)
 		w.reference(ctx, c, path, referenceGVK[kind], wk.Namespace, name)
 	}
 	return c.result("Worker", wk.Name)
+}
+
+// validateAIModelURLs refuses an ai binding's model url the admin's outbound policy
+// denies: the Worker's sidecar would connect there (docs/ai.md).
+func validateAIModelURLs(c *check, bindings *field.Path, bs []v1alpha1.Binding, deny []string) {
+	for i, b := range bs {
+		if b.AI == nil {
+			continue
+		}
+		for j, m := range b.AI.Models {
+			if m.URL != "" {
+				c.add(validateSidecarEndpoint(bindings.Index(i).Child("ai", "models").Index(j).Child("url"), m.URL, deny,
+					"the sidecar of the Worker's pods would connect there for the ai binding"))
+			}
+		}
+	}
 }
 
 // validateWorkerSpec holds the Worker checks that need no lookups: compatibility date

@@ -209,7 +209,7 @@ func (c *converter) ai(path string, v any) {
 	}
 	c.only(path, m, "binding", "remote", "staging")
 	c.addBinding(v1alpha1.Binding{Name: binding, AI: &v1alpha1.AIBinding{SecretRef: v1alpha1.LocalObjectReference{Name: AISecret}}})
-	c.res.Notes = append(c.res.Notes, fmt.Sprintf("%s: create Secret %s with the url of an OpenAI-compatible inference server and the models key mapping Cloudflare model names to its models (docs/ai.md)", path, AISecret))
+	c.res.Notes = append(c.res.Notes, fmt.Sprintf("%s: create Secret %s in the Worker's namespace: the url of an OpenAI-compatible inference server and the models key mapping Cloudflare model names to its models, e.g. kubectl -n NAMESPACE create secret generic %s --from-literal=url=http://HOST:PORT/v1 --from-literal=models='{\"*\": \"MODEL\"}' (docs/ai.md)", path, AISecret, AISecret))
 }
 
 // tail_consumers become spec.tails: the Worker of that name receives the tail events

@@ -10,13 +10,14 @@ import (
 )
 
 // TestModelResolution: the binding's entries win over the Secret's, a name wins over
-// "*", a model without its own url is served at the binding's, the Secret's key goes
+// "*", a model without its own url is served at the binding's, a trailing slash of a
+// url does not count, the Secret's key goes
 // only to urls the Secret names, and a Secret whose values are unusable is named in the
 // error every call gets.
 func TestModelResolution(t *testing.T) {
-	b := newBinding(BindingConfig{Name: "AI", URL: "http://chat/v1", APIKey: "sk-secret",
+	b := newBinding(BindingConfig{Name: "AI", URL: "http://chat/v1/", APIKey: "sk-secret",
 		SecretModels: `{"@cf/a": "secret-a", "@cf/b": {"model": "secret-b", "url": "http://emb/v1"}, "*": "secret-any"}`,
-		Models:       []Model{{Name: "@cf/a", Model: "binding-a"}, {Name: "@cf/c", Model: "own", URL: "http://elsewhere/v1"}}})
+		Models:       []Model{{Name: "@cf/a", Model: "binding-a"}, {Name: "@cf/c", Model: "own", URL: "http://elsewhere/v1"}, {Name: "@cf/d", Model: "own-d", URL: "http://other/v1//"}}})
 	if b.configErr != nil {
 		t.Fatal(b.configErr)
 	}
@@ -27,6 +28,7 @@ func TestModelResolution(t *testing.T) {
 		"@cf/a":     {Model{Name: "@cf/a", Model: "binding-a", URL: "http://chat/v1"}, "sk-secret"},
 		"@cf/b":     {Model{Name: "@cf/b", Model: "secret-b", URL: "http://emb/v1"}, "sk-secret"},
 		"@cf/c":     {Model{Name: "@cf/c", Model: "own", URL: "http://elsewhere/v1"}, ""},
+		"@cf/d":     {Model{Name: "@cf/d", Model: "own-d", URL: "http://other/v1"}, ""},
 		"@cf/other": {Model{Name: "*", Model: "secret-any", URL: "http://chat/v1"}, "sk-secret"},
 	} {
 		if got, key, err := b.resolve(name); err != nil || got != want.m || key != want.key {
@@ -69,5 +71,17 @@ func TestRedirectNotFollowed(t *testing.T) {
 	g.ServeHTTP(rec, req)
 	if rec.Code != http.StatusBadGateway || !strings.Contains(rec.Body.String(), "307 Temporary Redirect") || reached {
 		t.Errorf("status %d %s; redirect target reached: %v", rec.Code, rec.Body.String(), reached)
+	}
+}
+
+// TestModelsListsNames: models() lists the mapped Cloudflare names, not the "*" default.
+func TestModelsListsNames(t *testing.T) {
+	g := New([]BindingConfig{{Name: "AI", URL: "http://chat/v1", SecretModels: `{"@cf/a": "a", "*": "any"}`}}, Options{})
+	req := httptest.NewRequest(http.MethodGet, "/ai-api/models/search", nil)
+	req.Header.Set(podcontract.AIBindingHeader, "AI")
+	rec := httptest.NewRecorder()
+	g.ServeHTTP(rec, req)
+	if body := rec.Body.String(); rec.Code != 200 || !strings.Contains(body, `"name":"@cf/a"`) || strings.Contains(body, `"*"`) {
+		t.Errorf("status %d: %s", rec.Code, body)
 	}
 }

@@ -220,6 +220,8 @@ func (b *binding) resolve(name string) (Model, string, error) {
 	if m.URL == "" {
 		m.URL = b.url
 	}
+	// "http://host/v1/" and "http://host/v1" are the same base: the paths are appended.
+	m.URL = strings.TrimRight(strings.TrimSpace(m.URL), "/")
 	return m, key, nil
 }
 
@@ -231,6 +233,9 @@ func (b *binding) listModels(w http.ResponseWriter) {
 	}
 	out := []entry{}
 	for _, name := range sortedNames(b.models) {
+		if name == "*" { // a default, not a model
+			continue
+		}
 		out = append(out, entry{Name: name, Description: "served as " + b.models[name].Model})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "result": out})
