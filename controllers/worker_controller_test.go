@@ -124,9 +124,9 @@ func TestWorkerChildren(t *testing.T) {
 			sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 			t.Errorf("security context %+v is not restricted", sc)
 		}
-		// 256 MiB heap + 128 MiB headroom.
-		if got := c.Resources.Limits.Memory().String(); got != "384Mi" {
-			t.Errorf("memory limit = %s, want 384Mi (heap 256Mi + headroom)", got)
+		// 256 MiB heap + workerd's 256 MiB beside it (podcontract.WorkerdOverheadMiB).
+		if got := c.Resources.Limits.Memory().String(); got != "512Mi" {
+			t.Errorf("memory limit = %s, want 512Mi (heap 256Mi + 256Mi)", got)
 		}
 		if len(pod.InitContainers) != 1 || pod.InitContainers[0].Name != "sidecar" ||
 			ptr.Deref(pod.InitContainers[0].RestartPolicy, "") != corev1.ContainerRestartPolicyAlways {

@@ -38,7 +38,7 @@ func writeConfig(w *v1alpha1.Worker, modules []module, flags []string, x *extras
 		}
 		c.close("])],")
 	}
-	c.field("v8Flags", list(Quote(fmt.Sprintf("--max-old-space-size=%d", MemoryMiB(w)))))
+	c.field("v8Flags", list(Quote(fmt.Sprintf("--max-old-space-size=%d", MemoryMiB(w))), Quote(semiSpaceFlag)))
 	c.field("logging", "(structuredLogging = true)")
 	c.close(");")
 	return []byte(c.String())
@@ -162,3 +162,10 @@ func quoteAll(ss []string) []string {
 	}
 	return out
 }
+
+// semiSpaceFlag caps each isolate's young generation at 1 MiB a semi-space. With V8's
+// default a busy isolate's young generation holds about 100 MiB more resident memory
+// (the pinned workerd serving a trivial Worker flat out: 318 MiB resident with the
+// default, 224 MiB with this, the same requests per second), and a pod runs several
+// isolates (the Worker and the shims) under one container memory limit.
+const semiSpaceFlag = "--max-semi-space-size=1"

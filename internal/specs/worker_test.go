@@ -58,8 +58,8 @@ func TestBuildWorkerChildren(t *testing.T) {
 				if *c.Deployment.Spec.Replicas != 1 {
 					t.Errorf("replicas %d", *c.Deployment.Spec.Replicas)
 				}
-				if got := c.Deployment.Spec.Template.Spec.Containers[0].Resources.Limits.Memory().String(); got != "192Mi" {
-					t.Errorf("memory limit %s, want 192Mi", got)
+				if got := c.Deployment.Spec.Template.Spec.Containers[0].Resources.Limits.Memory().String(); got != "384Mi" {
+					t.Errorf("memory limit %s, want 384Mi", got)
 				}
 				if c.Service.Spec.Ports[0].Port != 8080 {
 					t.Errorf("port %d", c.Service.Spec.Ports[0].Port)

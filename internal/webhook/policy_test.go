@@ -166,16 +166,16 @@ func aiWorker(name, url string) client.Object {
 }
 
 // resourceCases: spec.pod.resources within the profile (paid: memory_mib 128, so a
-// container of 192Mi; one CPU) and beyond it.
+// container of 384Mi; one CPU) and beyond it.
 func resourceCases() []admitCase {
 	cpu, mem, gpu := corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceName("nvidia.com/gpu")
 	res := func(name string, l, r map[corev1.ResourceName]string) client.Object {
 		return newWorker(name, limits.Paid, withPod(func(p *v1alpha1.PodOverrides) { p.Resources = resources(l, r) }))
 	}
 	return []admitCase{
-		{name: "policy-resources-within-profile", obj: res("res-ok", map[corev1.ResourceName]string{cpu: "1", mem: "192Mi"}, map[corev1.ResourceName]string{cpu: "250m", mem: "128Mi"})},
-		{name: "policy-resources-memory-over-profile", obj: res("res-mem", map[corev1.ResourceName]string{cpu: "1", mem: "193Mi"}, nil),
-			wantErr: []string{"spec.pod.resources.limits[memory]: Invalid value: \"193Mi\"", "must be at most 192Mi", "memory_mib ceiling 128 MiB", `profile "paid"`, PolicyDoc}},
+		{name: "policy-resources-within-profile", obj: res("res-ok", map[corev1.ResourceName]string{cpu: "1", mem: "384Mi"}, map[corev1.ResourceName]string{cpu: "250m", mem: "128Mi"})},
+		{name: "policy-resources-memory-over-profile", obj: res("res-mem", map[corev1.ResourceName]string{cpu: "1", mem: "385Mi"}, nil),
+			wantErr: []string{"spec.pod.resources.limits[memory]: Invalid value: \"385Mi\"", "must be at most 384Mi", "memory_mib ceiling 128 MiB", `profile "paid"`, PolicyDoc}},
 		{name: "policy-resources-cpu-over-max", obj: res("res-cpu", map[corev1.ResourceName]string{cpu: "2", mem: "128Mi"}, nil),
 			wantErr: []string{"spec.pod.resources.limits[cpu]: Forbidden", "at most 1", "--max-workerd-cpu", PolicyDoc}},
 		{name: "policy-resources-limits-required", obj: res("res-nolim", nil, map[corev1.ResourceName]string{cpu: "100m", mem: "64Mi"}),
