@@ -64,7 +64,7 @@ type Local struct {
 	// Addrs maps socket name to its "127.0.0.1:port", from workerd's listen events.
 	Addrs map[string]string
 	cmd   *exec.Cmd
-	out   *syncBuffer
+	out   *SyncBuffer
 	done  chan struct{}
 	err   error
 }
@@ -86,13 +86,15 @@ func (e *StartupError) Error() string {
 	return fmt.Sprintf("workerd failed to start (%v):\n%s", e.ExitErr, msg)
 }
 
-type syncBuffer struct {
+// SyncBuffer collects a process's output while others may read it (String); w, when
+// set, gets a copy of every write.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 	w   io.Writer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.w != nil {
@@ -101,7 +103,7 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
@@ -128,7 +130,7 @@ func StartLocal(ctx context.Context, o LocalOptions) (*Local, error) {
 	cmd := exec.CommandContext(ctx, o.Binary, args...)
 	cmd.Dir = o.Dir
 	cmd.Env = append(os.Environ(), o.Env...)
-	out := &syncBuffer{w: o.Output}
+	out := &SyncBuffer{w: o.Output}
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.ExtraFiles = []*os.File{w}

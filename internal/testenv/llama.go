@@ -8,12 +8,11 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/workerd-operator/workerd-operator/internal/localrun"
 	"github.com/workerd-operator/workerd-operator/internal/toolchain"
 )
 
@@ -34,24 +33,6 @@ type LlamaOptions struct {
 type LlamaServer struct {
 	URL   string // base URL ending in /v1
 	Model string // the model id the server reports at /v1/models
-}
-
-// syncBuffer collects the server's log while the test may read it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // StartLlamaServer starts llama-server (hack/install-llama.sh) on o.Host and a free
@@ -84,7 +65,7 @@ func StartLlamaServer(t testing.TB, o LlamaOptions) *LlamaServer {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	log := &syncBuffer{}
+	log := &localrun.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
