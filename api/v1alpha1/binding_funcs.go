@@ -18,6 +18,7 @@ const (
 	BindingHyperdrive             BindingKind = "hyperdrive"
 	BindingR2Bucket               BindingKind = "r2Bucket"
 	BindingAI                     BindingKind = "ai"
+	BindingDispatchNamespace      BindingKind = "dispatchNamespace"
 )
 
 // Kinds of the objects a binding references (Binding.Reference). Every reference is by
@@ -96,6 +97,8 @@ var bindingFields = []bindingField{
 	{kind: BindingAI, object: ReferenceSecret, refField: "secretRef.name",
 		set: func(b *Binding) bool { return b.AI != nil },
 		ref: func(b *Binding) string { return b.AI.SecretRef.Name }},
+	{kind: BindingDispatchNamespace,
+		set: func(b *Binding) bool { return b.DispatchNamespace != nil }},
 }
 
 // BindingKinds lists every binding kind in the API's order.

@@ -68,7 +68,7 @@ func TestBindingHelpers(t *testing.T) {
 	if got := w.ReferencedNames(v1alpha1.ReferenceSecret); !reflect.DeepEqual(got, []string{"tok"}) {
 		t.Errorf("ReferencedNames(Secret) = %v", got)
 	}
-	want := []v1alpha1.BindingKind{"text", "json", "secretKeyRef", "service", "durableObjectNamespace", "workflow", "kvNamespace", "d1Database", "queue", "hyperdrive", "r2Bucket", "ai"}
+	want := []v1alpha1.BindingKind{"text", "json", "secretKeyRef", "service", "durableObjectNamespace", "workflow", "kvNamespace", "d1Database", "queue", "hyperdrive", "r2Bucket", "ai", "dispatchNamespace"}
 	if got := v1alpha1.BindingKinds(); !reflect.DeepEqual(got, want) {
 		t.Errorf("BindingKinds = %v", got)
 	}

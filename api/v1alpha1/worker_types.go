@@ -36,6 +36,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.source) || has(self.assets)",message="spec.source is required unless spec.assets is set (an assets-only Worker)"
 // +kubebuilder:validation:XValidation:rule="!has(self.assets) || has(self.assets.image) || (has(self.source) && has(self.source.image))",message="spec.assets.image is required unless spec.source.image names the image"
 // +kubebuilder:validation:XValidation:rule="has(self.source) || !has(self.bindings) || size(self.bindings) == 0",message="an assets-only Worker (no spec.source) has no code to give spec.bindings to"
+// +kubebuilder:validation:XValidation:rule="has(oldSelf.dispatchNamespace) == has(self.dispatchNamespace) && (!has(self.dispatchNamespace) || self.dispatchNamespace == oldSelf.dispatchNamespace)",message="spec.dispatchNamespace cannot change: a user Worker belongs to one dispatch namespace; delete it and create it in the other (docs/dispatch.md)"
 // +kubebuilder:validation:XValidation:rule="has(self.source) || !has(self.assets) || (!has(self.assets.binding) && !has(self.assets.runWorkerFirst))",message="spec.assets.binding and runWorkerFirst need a Worker script (spec.source); an assets-only Worker has none"
 type WorkerSpec struct {
 	// compatibilityDate is the workerd compatibility date, YYYY-MM-DD. It may not be
@@ -65,6 +66,15 @@ type WorkerSpec struct {
 	// serves a Worker's assets (wrangler's `assets`): see docs/assets.md.
 	// +optional
 	Assets *WorkerAssets `json:"assets,omitempty"`
+
+	// dispatchNamespace makes this Worker a user Worker of that dispatch namespace
+	// (Workers for Platforms; wrangler deploy --dispatch-namespace): Workers of the
+	// namespace with a dispatchNamespace binding naming it reach it by its name, and its
+	// rpc port admits only them. Its code reaches no cluster address (docs/dispatch.md).
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	DispatchNamespace string `json:"dispatchNamespace,omitempty"`
 
 	// bindings are what the Worker sees in env, by name. At most 128.
 	// +kubebuilder:validation:MaxItems=128
@@ -427,7 +437,7 @@ type WorkerAssets struct {
 }
 
 // Binding is one entry of the Worker's env. Exactly one value field is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow), has(self.kvNamespace), has(self.d1Database), has(self.queue), has(self.hyperdrive), has(self.r2Bucket), has(self.ai)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace, workflow, kvNamespace, d1Database, queue, hyperdrive, r2Bucket or ai must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.text), has(self.json), has(self.secretKeyRef), has(self.service), has(self.durableObjectNamespace), has(self.workflow), has(self.kvNamespace), has(self.d1Database), has(self.queue), has(self.hyperdrive), has(self.r2Bucket), has(self.ai), has(self.dispatchNamespace)].filter(x, x).size() == 1",message="exactly one of text, json, secretKeyRef, service, durableObjectNamespace, workflow, kvNamespace, d1Database, queue, hyperdrive, r2Bucket, ai or dispatchNamespace must be set"
 type Binding struct {
 	// name of the binding in env: a JavaScript identifier, 1 to 64 characters.
 	// +kubebuilder:validation:MinLength=1
@@ -488,6 +498,23 @@ type Binding struct {
 	// in Cloudflare's request and response shapes (docs/ai.md).
 	// +optional
 	AI *AIBinding `json:"ai,omitempty"`
+
+	// dispatchNamespace binds a dispatch namespace (Workers for Platforms): the Workers
+	// of this namespace whose spec.dispatchNamespace names it, reached by name through
+	// env.X.get(name).fetch(...) (docs/dispatch.md).
+	// +optional
+	DispatchNamespace *DispatchNamespaceBinding `json:"dispatchNamespace,omitempty"`
+}
+
+// DispatchNamespaceBinding names the dispatch namespace a dispatch binding reaches.
+type DispatchNamespaceBinding struct {
+	// namespace is the dispatch namespace's name, as user Workers name it in
+	// spec.dispatchNamespace (wrangler's dispatch_namespaces[].namespace).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Namespace string `json:"namespace"`
 }
 
 // AIBinding names the inference server behind a Workers AI binding and maps

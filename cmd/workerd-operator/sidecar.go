@@ -24,6 +24,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/ai"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/cache"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/channels"
+	"github.com/workerd-operator/workerd-operator/internal/sidecar/dispatch"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/r2"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/telemetry"
 	"github.com/workerd-operator/workerd-operator/internal/workflows"
@@ -120,6 +121,9 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 		return err
 	}
 	if err := attachAI(srv, cmd.ErrOrStderr()); err != nil {
+		return err
+	}
+	if err := attachDispatch(srv, o, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
 	o.cache.Dir = filepath.Join(o.dataDir, "cache")
@@ -281,6 +285,28 @@ func attachAI(srv *sidecar.Server, stderr io.Writer) error {
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
 	srv.HandleMarked(podcontract.AIBindingHeader, ai.New(cfg, ai.Options{Logf: logf, Outbound: rules}))
 	fmt.Fprintf(stderr, "sidecar: Workers AI gateway for %d binding(s), outbound rules %s\n", len(cfg), describeRules(rules))
+	return nil
+}
+
+// attachDispatch serves the dispatcher of the pod's dispatchNamespace bindings when
+// $WORKERD_OPERATOR_DISPATCH_DOMAIN is set: over the namespace's mutual TLS when the
+// sidecar fronts workerd's sockets (the user Workers' rpc ports then take only that).
+func attachDispatch(srv *sidecar.Server, o *sidecarOptions, stderr io.Writer) error {
+	domain := os.Getenv(podcontract.DispatchDomainEnv)
+	if domain == "" {
+		return nil
+	}
+	do := dispatch.Options{Domain: domain, Logf: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }}
+	if len(o.fronts) > 0 {
+		ns, _, _ := strings.Cut(domain, ".")
+		cfg, err := internalca.PodClientConfig(o.tlsDir, ns)
+		if err != nil {
+			return fmt.Errorf("sidecar: dispatch: --tls-dir: %w", err)
+		}
+		do.TLS = cfg
+	}
+	srv.HandleMarked(podcontract.DispatchNamespaceHeader, dispatch.New(do))
+	fmt.Fprintf(stderr, "sidecar: dispatcher for user Workers under %s (mutual TLS: %t)\n", domain, do.TLS != nil)
 	return nil
 }
 

@@ -78,6 +78,20 @@ func ClientConfig(certPEM, keyPEM, caPEM []byte, ns string) (*tls.Config, error)
 	}, nil
 }
 
+// PodClientConfig is ClientConfig from the pod's own files in dir: its certificate,
+// trusting its namespace ns's CA (a sidecar calling another pod of its namespace).
+func PodClientConfig(dir, ns string) (*tls.Config, error) {
+	var pems [3][]byte
+	for i, name := range []string{podcontract.InternalTLSCert, podcontract.InternalTLSKey, podcontract.InternalTLSCA} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("internal TLS: %w", err)
+		}
+		pems[i] = b
+	}
+	return ClientConfig(pems[0], pems[1], pems[2], ns)
+}
+
 // NamespaceSecretData is the data of namespace ns's podcontract.InternalTLSSecret: its
 // CA (ca, with key) and a certificate for podcontract.InternalServerName(ns), plus the
 // manager's CA certificate. cur is the current data: what is still valid is kept.

@@ -162,6 +162,20 @@ func Effective(allow, deny []string, defaults Rules) Rules {
 	return r
 }
 
+// UserWorker is r for a user Worker of a dispatch namespace, whose code must reach no
+// address of the cluster (other customers' pods, internal ports): r's deny list plus
+// every private address and every CIDR of the operator's default allow list (the
+// cluster's Service and Pod ranges). Deny wins over allow in workerd.
+func UserWorker(r, defaults Rules) Rules {
+	deny := append(append([]string(nil), r.Deny...), Private)
+	for _, e := range defaults.Allow {
+		if e != Public && e != Private && e != Local {
+			deny = append(deny, e)
+		}
+	}
+	return Rules{Allow: r.Allow, Deny: deny}
+}
+
 // IPBlock is one egress destination of a NetworkPolicy: a CIDR minus the CIDRs in Except.
 type IPBlock struct {
 	CIDR   string

@@ -13,5 +13,5 @@ func IsOperatorLabel(key string) bool {
 	case LabelName, LabelInstance, LabelManagedBy, LabelAppComponent:
 		return true
 	}
-	return strings.HasPrefix(key, OperatorLabelPrefix)
+	return strings.HasPrefix(key, OperatorLabelPrefix) || strings.HasPrefix(key, LabelDispatcherPrefix)
 }

@@ -171,6 +171,22 @@ const (
 	// binding's Secret keys.
 	AIConfigEnv = "WORKERD_OPERATOR_AI_BINDINGS"
 	AIEnvPrefix = "WORKERD_OPERATOR_AI_"
+	// DispatchNamespaceHeader names the dispatch namespace of a dispatched call: each
+	// dispatchNamespace binding's external service (DispatchServicePrefix + the binding's
+	// name, an alias of the sidecar) injects it; the binding's module (shim dispatch.js)
+	// sets DispatchScriptHeader to the user Worker's name, and the sidecar's dispatcher
+	// (internal/sidecar/dispatch) answers DispatchErrorHeader: not-found when the
+	// namespace has no such Worker.
+	DispatchNamespaceHeader = "X-Workerd-Operator-Dispatch-Namespace"
+	DispatchScriptHeader    = "X-Workerd-Operator-Dispatch-Script"
+	DispatchErrorHeader     = "X-Workerd-Operator-Dispatch-Error"
+	DispatchNotFound        = "not-found"
+	// DispatchServicePrefix prefixes the external service of a dispatchNamespace binding.
+	DispatchServicePrefix = "dispatch:"
+	// DispatchDomainEnv is the sidecar's env var naming the DNS domain of the pod's
+	// namespace ("<namespace>.svc.<cluster domain>"), under which user Workers' dispatch
+	// Services resolve.
+	DispatchDomainEnv = "WORKERD_OPERATOR_DISPATCH_DOMAIN"
 	// CacheService is the Cache API's service in the config (every Worker's
 	// cacheApiOutbound): an alias of the sidecar, HTTP proxy style (the full URL as the
 	// request target), whose requests carry CacheHeader; the sidecar's per-pod cache
@@ -278,6 +294,11 @@ const (
 	LabelWorker    = "fleet.workerd-operator.io/worker"
 	LabelDONS      = "fleet.workerd-operator.io/durable-object-namespace"
 	LabelWorkflow  = "fleet.workerd-operator.io/workflow"
+	// LabelDispatchNamespace marks the pods of a user Worker with its dispatch namespace;
+	// LabelDispatcherPrefix + a dispatch namespace marks the pods of a Worker that binds
+	// it: the user Workers' rpc port admits only those (docs/dispatch.md).
+	LabelDispatchNamespace = "fleet.workerd-operator.io/dispatch-namespace"
+	LabelDispatcherPrefix  = "dispatcher.fleet.workerd-operator.io/"
 	// Data store host pods (docs/kv.md, docs/d1.md, docs/queues.md): the owner's name.
 	LabelKVNamespace = "fleet.workerd-operator.io/kv-namespace"
 	LabelD1Database  = "fleet.workerd-operator.io/d1-database"

@@ -110,7 +110,7 @@ func TestBindingKindPlugsIn(t *testing.T) {
 		t.Errorf("the kind's own check: err = %v", err)
 	}
 	w.Spec.Bindings[1] = v1alpha1.Binding{Name: "NONE"}
-	want := "spec.bindings[1]: exactly one of text, json, secretKeyRef, service, durableObjectNamespace, workflow, kvNamespace, d1Database, queue, hyperdrive, r2Bucket, ai or shout must be set (got 0)"
+	want := "spec.bindings[1]: exactly one of text, json, secretKeyRef, service, durableObjectNamespace, workflow, kvNamespace, d1Database, queue, hyperdrive, r2Bucket, ai, dispatchNamespace or shout must be set (got 0)"
 	if _, err := Render(Input{Worker: w}); err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
 	}

@@ -45,6 +45,7 @@ var bindingKinds = []struct {
 	{v1alpha1.BindingHyperdrive, func(Input) (bindingKind, error) { return &hyperdriveKind{}, nil }},
 	{v1alpha1.BindingR2Bucket, newR2Kind},
 	{v1alpha1.BindingAI, func(Input) (bindingKind, error) { return &aiKind{}, nil }},
+	{v1alpha1.BindingDispatchNamespace, newDispatchKind},
 }
 
 // kindOf classifies a binding. Only tests replace it, to plug in a kind the API lacks.

@@ -23,6 +23,9 @@ func renderOutbound(in Input, x *extras) error {
 		}
 	}
 	r := outbound.Effective(allow, deny, in.Options.Outbound)
+	if in.Worker.Spec.DispatchNamespace != "" {
+		r = outbound.UserWorker(r, in.Options.Outbound)
+	}
 	if in.Worker.Spec.Outbound == nil && len(r.Allow) == 0 && len(r.Deny) == 0 {
 		return nil
 	}

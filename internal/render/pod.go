@@ -19,7 +19,7 @@ func RPCServiceName(name string) string { return name + "-rpc" }
 // RPCAddress returns "<worker>-rpc.<namespace>.svc.<domain>:9095", the rpc Service,
 // where service bindings from other Workers connect (podcontract.RPCPort).
 func RPCAddress(w *v1alpha1.Worker, opts Options) string {
-	return serviceHost(RPCServiceName(w.Name), w.Namespace, opts) + fmt.Sprintf(":%d", podcontract.RPCPort)
+	return serviceHost(WorkerRPCServiceName(w), w.Namespace, opts) + fmt.Sprintf(":%d", podcontract.RPCPort)
 }
 
 func serviceHost(name, ns string, opts Options) string {
@@ -84,10 +84,11 @@ func Args(w *v1alpha1.Worker) []string {
 }
 
 // SidecarAliases are the external services besides "sidecar" that reach the pod's
-// sidecar: the Cache API's (podcontract.CacheService), the R2Buckets' (r2.go) and the
-// ai bindings' (ai.go).
+// sidecar: the Cache API's (podcontract.CacheService), the R2Buckets' (r2.go), the
+// ai bindings' (ai.go) and the dispatchNamespace bindings' (dispatch.go).
 func SidecarAliases(w *v1alpha1.Worker) []string {
-	return append(append([]string{podcontract.CacheService}, R2Services(w)...), AIServices(w)...)
+	out := append([]string{podcontract.CacheService}, R2Services(w)...)
+	return append(append(out, AIServices(w)...), DispatchServices(w)...)
 }
 
 // socketAddr is the flag binding socket name to the pod IP and port, or, for a socket

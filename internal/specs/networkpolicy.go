@@ -10,6 +10,7 @@ import (
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 )
 
 // Who a port of a workerd pod admits (docs/security-internal-plane.md "NetworkPolicies").
@@ -24,6 +25,9 @@ const (
 	peersManager
 	// peersNamespaceAndManager: both.
 	peersNamespaceAndManager
+	// peersDispatchers: the workerd pods of Workers that bind the pod's dispatch
+	// namespace (the rpc port of a user Worker).
+	peersDispatchers
 )
 
 // portPeersByName says who each named container port of a workerd pod admits. A port
@@ -44,6 +48,27 @@ func WorkerdPodLabels() map[string]string {
 	return map[string]string{podcontract.LabelName: podcontract.AppName, podcontract.LabelManagedBy: podcontract.ManagedBy}
 }
 
+// DispatcherLabels select the workerd pods of the Workers that bind dispatch namespace
+// dns.
+func DispatcherLabels(dns string) map[string]string {
+	l := WorkerdPodLabels()
+	l[podcontract.LabelDispatcherPrefix+dns] = "true"
+	return l
+}
+
+// dispatchPodLabels are the labels of w's pods that place it in Workers for Platforms:
+// its own dispatch namespace, and one per dispatch namespace its bindings reach.
+func dispatchPodLabels(w *fleetv1alpha1.Worker) map[string]string {
+	l := map[string]string{}
+	if w.Spec.DispatchNamespace != "" {
+		l[podcontract.LabelDispatchNamespace] = w.Spec.DispatchNamespace
+	}
+	for _, dns := range render.DispatchedNamespaces(w) {
+		l[podcontract.LabelDispatcherPrefix+dns] = "true"
+	}
+	return l
+}
+
 // buildNetworkPolicy is the ingress policy of the pods selected by selector, whose spec
 // is pod: each container port admits the peers portPeersByName names. The http port is
 // named (it follows spec.service.port, and pods of an older ReplicaSet may still listen
@@ -57,6 +82,9 @@ func buildNetworkPolicy(meta metav1.ObjectMeta, selector map[string]string, pod 
 			peers, ok := portPeersByName[p.Name]
 			if !ok {
 				continue
+			}
+			if p.Name == podcontract.RPCPortName && w != nil && w.Spec.DispatchNamespace != "" {
+				peers = peersDispatchers
 			}
 			port := intstr.FromInt32(p.ContainerPort)
 			if p.Name == podcontract.HTTPPortName {
@@ -82,6 +110,9 @@ func buildNetworkPolicy(meta metav1.ObjectMeta, selector map[string]string, pod 
 	}
 	add(nil, ports[peersAnyone])
 	add([]networkingv1.NetworkPolicyPeer{namespace}, ports[peersNamespace], ports[peersNamespaceAndManager])
+	if w != nil && w.Spec.DispatchNamespace != "" {
+		add([]networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: DispatcherLabels(w.Spec.DispatchNamespace)}}}, ports[peersDispatchers])
+	}
 	if m := managerPeer(opts); m != nil {
 		add([]networkingv1.NetworkPolicyPeer{*m}, ports[peersManager], ports[peersNamespaceAndManager])
 	}
@@ -133,6 +164,9 @@ func WorkerOutbound(w *fleetv1alpha1.Worker, opts Options) outbound.Rules {
 	r := outbound.Effective(allow, deny, opts.Outbound)
 	if len(r.Allow) == 0 {
 		r.Allow = []string{outbound.Public} // workerd's own default
+	}
+	if w.Spec.DispatchNamespace != "" {
+		r = outbound.UserWorker(r, opts.Outbound)
 	}
 	return r
 }

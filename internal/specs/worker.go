@@ -142,7 +142,7 @@ func buildWorkerRPCService(w *fleetv1alpha1.Worker) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            render.RPCServiceName(w.Name),
+			Name:            render.WorkerRPCServiceName(w),
 			Namespace:       w.Namespace,
 			Labels:          workerLabels(w),
 			OwnerReferences: []metav1.OwnerReference{ownerRef(w)},
@@ -323,6 +323,9 @@ func workerPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash s
 	}
 	// The operator's own labels and annotations win.
 	for k, v := range workerLabels(w) {
+		podLabels[k] = v
+	}
+	for k, v := range dispatchPodLabels(w) {
 		podLabels[k] = v
 	}
 	podLabels[podcontract.LabelWorkerVersion] = w.Spec.VersionID()

@@ -1,0 +1,123 @@
+// Package dispatch is the sidecar's dispatcher of Workers for Platforms: a Worker's
+// dispatchNamespace binding (shim dispatch.js) sends each get(name).fetch() here, naming
+// the dispatch namespace (podcontract.DispatchNamespaceHeader, injected by the config)
+// and the user Worker (podcontract.DispatchScriptHeader); the dispatcher forwards the
+// request to that Worker's rpc Service (render.DispatchServiceName), over the
+// namespace's mutual TLS when the cluster uses it. A Worker outside the dispatch
+// namespace has no such Service, so it is "not found" like a name nobody deployed.
+package dispatch
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
+)
+
+// Options configure a Dispatcher.
+type Options struct {
+	// Domain is the DNS domain of the pod's namespace (podcontract.DispatchDomainEnv).
+	Domain string
+	// Port is the user Workers' rpc port; zero is podcontract.RPCPort.
+	Port int32
+	// TLS, when set, is the client config of the namespace's internal plane (the pod's
+	// certificate, trusting the namespace's CA); nil speaks plain HTTP.
+	TLS *tls.Config
+	// Logf logs a forwarding failure; nil discards.
+	Logf func(format string, a ...any)
+}
+
+// Dispatcher forwards dispatched calls to user Workers.
+type Dispatcher struct {
+	o     Options
+	proxy *httputil.ReverseProxy
+}
+
+// New makes a Dispatcher.
+func New(o Options) *Dispatcher {
+	if o.Port == 0 {
+		o.Port = podcontract.RPCPort
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	d := &Dispatcher{o: o}
+	tr := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       o.TLS,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	d.proxy = &httputil.ReverseProxy{Rewrite: d.rewrite, Transport: tr, ErrorHandler: d.failed, FlushInterval: -1}
+	return d
+}
+
+// ServeHTTP forwards one dispatched call, or answers not-found for a name no user
+// Worker of the dispatch namespace can have.
+func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ns, script := r.Header.Get(podcontract.DispatchNamespaceHeader), r.Header.Get(podcontract.DispatchScriptHeader)
+	if len(validation.IsDNS1123Label(ns)) > 0 {
+		http.Error(w, fmt.Sprintf("dispatch: the binding's dispatch namespace %q is not a DNS label", ns), http.StatusInternalServerError)
+		return
+	}
+	if len(script) > render.MaxUserWorkerName || len(validation.IsDNS1123Label(script)) > 0 {
+		notFound(w)
+		return
+	}
+	d.proxy.ServeHTTP(w, r)
+}
+
+// rewrite aims the request at the user Worker's rpc Service, keeping the Host the
+// dispatcher gave (the user Worker's request.url), without the dispatch headers.
+func (d *Dispatcher) rewrite(pr *httputil.ProxyRequest) {
+	in := pr.In.Header
+	host := fmt.Sprintf("%s.%s:%d", render.DispatchServiceName(in.Get(podcontract.DispatchNamespaceHeader), in.Get(podcontract.DispatchScriptHeader)), d.o.Domain, d.o.Port)
+	base := "http://"
+	if d.o.TLS != nil {
+		base = "https://"
+	}
+	u, _ := url.Parse(base + host) // host: DNS labels and a port
+	pr.Out.URL.Scheme, pr.Out.URL.Host = u.Scheme, u.Host
+	pr.Out.Host = pr.In.Host
+	for _, h := range []string{podcontract.DispatchNamespaceHeader, podcontract.DispatchScriptHeader, podcontract.DispatchErrorHeader} {
+		pr.Out.Header.Del(h)
+	}
+}
+
+// failed answers a call that reached no user Worker: not-found when its name does not
+// resolve, else 502 naming the cause.
+func (d *Dispatcher) failed(w http.ResponseWriter, r *http.Request, err error) {
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		notFound(w)
+		return
+	}
+	script := r.Header.Get(podcontract.DispatchScriptHeader)
+	d.o.Logf("dispatch: user Worker %q: %v", script, err)
+	http.Error(w, fmt.Sprintf("dispatch: user Worker %q did not answer: %s", script, strings.TrimSpace(errText(err))), http.StatusBadGateway)
+}
+
+func errText(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err.Error()
+	}
+	return err.Error()
+}
+
+func notFound(w http.ResponseWriter) {
+	w.Header().Set(podcontract.DispatchErrorHeader, podcontract.DispatchNotFound)
+	http.Error(w, "Worker not found", http.StatusNotFound)
+}
