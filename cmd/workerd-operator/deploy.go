@@ -16,6 +16,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/internal/deploy"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/wrangler"
 )
 
 // deployFlags are the flags of `deploy` that are not deploy.Options.
@@ -50,6 +51,12 @@ same objects for GitOps (docs/deploy.md).`,
 			if len(args) == 1 {
 				o.Dir = args[0]
 			}
+			if o.DispatchNamespace != "" {
+				// Before the build, which takes minutes.
+				if err := wrangler.CheckDispatchNamespace(o.DispatchNamespace); err != nil {
+					return err
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runDeploy(ctx, o, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -63,6 +70,7 @@ same objects for GitOps (docs/deploy.md).`,
 	fl.StringVar(&o.SecretsFrom, "secrets-from", "", "dotenv file (.dev.vars, .env) whose values become the Worker's Secret")
 	fl.StringVar(&o.R2Endpoint, "r2-endpoint", "", "S3-compatible endpoint of the R2Buckets that r2_buckets bind (as import)")
 	fl.BoolVar(&o.AllowUnsupported, "allow-unsupported", false, "deploy despite keys that cannot be mapped (as import)")
+	fl.StringVar(&o.DispatchNamespace, "dispatch-namespace", "", "deploy the Worker as a user Worker of this dispatch namespace (spec.dispatchNamespace), as wrangler deploy --dispatch-namespace (docs/dispatch.md)")
 	fl.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "how long to retry applying and to wait for Ready")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
 	fl.StringVar(&f.context, "context", "", "kubeconfig context (default: the current one)")

@@ -22,6 +22,8 @@ func TestDeployFlags(t *testing.T) {
 		{[]string{"deploy", dir, "--dry-run", "--image", "localhost:5001/a:v1"}, "a repository without tag or digest"},
 		{[]string{"deploy", dir, "--image", "localhost:5001/a"}, "no cluster to deploy to"},
 		{[]string{"deploy", dir, "--dry-run", "--image", "localhost:5001/a", "--secrets-from", filepath.Join(dir, ".dev.vars")}, "--secrets-from"},
+		{[]string{"deploy", dir, "--dry-run", "--image", "localhost:5001/a", "--dispatch-namespace", "Customers"}, `--dispatch-namespace "Customers": must be a DNS label`},
+		{[]string{"deploy", dir, "--image", "localhost:5001/a", "--dispatch-namespace", "-x"}, "e.g. x (spec.dispatchNamespace; docs/dispatch.md)"},
 	} {
 		_, stderr, code := runCommand(t, bin, tc.args...)
 		if code != 1 || !strings.Contains(stderr, tc.want) {

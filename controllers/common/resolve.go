@@ -214,6 +214,10 @@ func (r resolver) resolveWorker(ctx context.Context, ns, name, field string, in 
 	if err != nil {
 		return err
 	}
+	if dns := target.Spec.DispatchNamespace; dns != "" {
+		r.missing.add(fleetv1alpha1.ReasonInvalidSpec, "%s: Worker %q is a user Worker of dispatch namespace %q: only a dispatchNamespace binding reaches it (docs/dispatch.md)", field, name, dns)
+		return nil
+	}
 	in.services[target.Name] = render.ServiceTarget{Address: render.RPCAddress(target, render.Options{ClusterDomain: r.Options.ClusterDomain})}
 	return nil
 }

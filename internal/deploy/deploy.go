@@ -40,9 +40,11 @@ type Options struct {
 	// SecretsFrom is a dotenv file (.dev.vars, .env) whose values become the Secret
 	// the Worker's secret bindings name; "" reads no values.
 	SecretsFrom string
-	// R2Endpoint and AllowUnsupported are import's flags of the same names.
-	R2Endpoint       string
-	AllowUnsupported bool
+	// R2Endpoint, AllowUnsupported and DispatchNamespace are import's flags of the
+	// same names.
+	R2Endpoint        string
+	AllowUnsupported  bool
+	DispatchNamespace string
 	// Rest is the cluster (unused with DryRun).
 	Rest *rest.Config
 	// Scratch holds the bundle and the build's bookkeeping ("" is a new temporary
@@ -161,7 +163,7 @@ func mapAndPush(c *Captured, o Options) (*wrangler.Result, []*unstructured.Unstr
 		env = "" // the build tool generated the environment's configuration
 	}
 	res, err := wrangler.Import(wrangler.Options{Path: path, Env: env, Bundle: c.Bundle, Namespace: o.Namespace,
-		Image: o.Image, R2Endpoint: o.R2Endpoint, AllowUnsupported: o.AllowUnsupported})
+		Image: o.Image, R2Endpoint: o.R2Endpoint, AllowUnsupported: o.AllowUnsupported, DispatchNamespace: o.DispatchNamespace})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/workflows/duration"
 )
 
@@ -292,6 +293,18 @@ func cases(tbl *limits.Table) []admitCase {
 		admitCase{name: "hyperdrive-secret-missing-warns", obj: newWorker("hd-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.Bindings = []v1alpha1.Binding{{Name: "DB", Hyperdrive: &v1alpha1.HyperdriveBinding{SecretRef: v1alpha1.LocalObjectReference{Name: "db-not-yet"}}}}
 		}), wantWarn: []string{"spec.bindings[0].hyperdrive.secretRef.name", "Secret wh/db-not-yet does not exist yet"}},
+		// A user Worker's rpc Service, wfp-<8 hex digits>-<name>, is a DNS label.
+		admitCase{name: "user-worker-name-longest", obj: newWorker(userWorkerName(render.MaxUserWorkerName), limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.DispatchNamespace = "customers"
+		})},
+		admitCase{name: "user-worker-name-too-long", obj: newWorker(userWorkerName(render.MaxUserWorkerName+1), limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.DispatchNamespace = "customers"
+		}), wantErr: []string{`metadata.name: Invalid value: "` + userWorkerName(render.MaxUserWorkerName+1) + `"`,
+			fmt.Sprintf("must be at most %d characters for a user Worker", render.MaxUserWorkerName), "must be a DNS label", "docs/dispatch.md"}},
+		admitCase{name: "long-name-not-user-worker", obj: newWorker("not-"+userWorkerName(render.MaxUserWorkerName+1-len("not-")), limits.Paid, nil)},
+		admitCase{name: "dispatch-namespace-binding", obj: newWorker("dispatcher", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.Bindings = []v1alpha1.Binding{{Name: "DISPATCHER", DispatchNamespace: &v1alpha1.DispatchNamespaceBinding{Namespace: "customers"}}}
+		})},
 		admitCase{name: "r2bucket-missing-warns", obj: newWorker("r2-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.Bindings = []v1alpha1.Binding{{Name: "PHOTOS", R2Bucket: &v1alpha1.LocalObjectReference{Name: "photos-not-yet"}}}
 		}), wantWarn: []string{"spec.bindings[0].r2Bucket.name", "R2Bucket wh/photos-not-yet does not exist yet"}},
@@ -432,6 +445,9 @@ func cases(tbl *limits.Table) []admitCase {
 	// The cluster admin's policy (policy_test.go).
 	return append(cs, policyCases()...)
 }
+
+// userWorkerName is a Worker name of n characters.
+func userWorkerName(n int) string { return "user-" + strings.Repeat("w", n-len("user-")) }
 
 // cronOfLength returns an expression of exactly n (≥ 10) characters: a minute list
 // "[0]10,0,0,..." and " * * * *".

@@ -15,7 +15,9 @@
 // TestCompatFlagsMatchWorkerd), workflow step-config rules, Cloudflare
 // cron expressions (internal/cron.Validate) and time zones (a change of a
 // DurableObjectNamespace's shards without spec.backup is refused by the CRD's CEL
-// rule, docs/scaling.md). Every rejection names the
+// rule, docs/scaling.md), and a user Worker's name (spec.dispatchNamespace set) against
+// render.MaxUserWorkerName, since its rpc Service's name must be a DNS label
+// (docs/dispatch.md). Every rejection names the
 // field, the value, the limit, the profile and the source, e.g.
 //
 //	spec.limits.cpuMs: Invalid value: 300001: must be at most 300000 ms (profile

@@ -14,12 +14,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/limits"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
 )
 
 // WorkerDefaulter defaults a Worker: spec.replicas (1), spec.limits.profile (the
@@ -137,6 +139,7 @@ func (w *Webhooks) validateWorker(ctx context.Context, old, wk *v1alpha1.Worker)
 	spec := field.NewPath("spec")
 	s := &wk.Spec
 	validateWorkerSpec(c, spec, s, w.opts.WorkerdVersion, w.opts.ScriptSizeRules)
+	c.add(validateUserWorkerName(field.NewPath("metadata", "name"), wk.Name, s.DispatchNamespace))
 	w.validatePolicy(ctx, c, spec, old, wk)
 	w.validateSource(ctx, c, spec.Child("source"), wk.Namespace, &s.Source)
 	validateAIModelURLs(c, spec.Child("bindings"), s.Bindings, w.opts.Policy.OutboundDeny)
@@ -206,6 +209,17 @@ func validateWorkerSpec(c *check, spec *field.Path, s *v1alpha1.WorkerSpec, work
 	if s.Source.Inline != nil {
 		validateInlineSource(c, scriptSizeRules, spec.Child("source", "inline", "modules"), s.Source.Inline)
 	}
+}
+
+// validateUserWorkerName refuses a user Worker (spec.dispatchNamespace set) whose name
+// its rpc Service's name, a DNS label, cannot hold: the Service could not be created.
+func validateUserWorkerName(path *field.Path, name, dispatchNamespace string) *field.Error {
+	if dispatchNamespace == "" || len(name) <= render.MaxUserWorkerName {
+		return nil
+	}
+	return field.Invalid(path, name, fmt.Sprintf("must be at most %d characters for a user Worker (spec.dispatchNamespace %q): its rpc Service is named "+
+		"wfp-<8 hex digits>-<name>, which must be a DNS label of at most %d characters; see docs/dispatch.md",
+		render.MaxUserWorkerName, dispatchNamespace, validation.DNS1123LabelMaxLength))
 }
 
 // validateCompatibilityDate checks that date is a calendar date not after the newest

@@ -171,6 +171,8 @@ func (c *converter) key(k, path string, v any) {
 		c.r2Buckets(path, v)
 	case "ai":
 		c.ai(path, v)
+	case "dispatch_namespaces":
+		c.dispatchNamespaces(path, v)
 	case "tail_consumers":
 		c.tailConsumers(path, v)
 	case "triggers":

@@ -43,6 +43,10 @@ type Options struct {
 	// R2Endpoint is the S3-compatible store the R2Buckets of r2_buckets get as
 	// spec.s3.endpoint; "" writes no R2Bucket (a note says to create them).
 	R2Endpoint string
+	// DispatchNamespace makes the Worker a user Worker of that dispatch namespace
+	// (spec.dispatchNamespace), as wrangler deploy --dispatch-namespace uploads it into
+	// one (docs/dispatch.md).
+	DispatchNamespace string
 }
 
 // UnsupportedError lists the keys that did not map.
@@ -70,6 +74,9 @@ func Import(o Options) (*Result, error) {
 	}
 	res, err := Convert(cfg, eff, o.Namespace, o.Bundle != "")
 	if err != nil {
+		return nil, err
+	}
+	if err := res.userWorker(cfg.File, o.DispatchNamespace); err != nil {
 		return nil, err
 	}
 	if len(res.Unsupported) > 0 && !o.AllowUnsupported {

@@ -40,7 +40,6 @@ var unsupportedKeys = map[string]string{
 	"browser":                   "no Browser Rendering binding kind",
 	"images":                    "no Images binding kind",
 	"send_email":                "no Email binding kind",
-	"dispatch_namespaces":       "no dispatch namespace binding kind",
 	"mtls_certificates":         "no mTLS certificate binding kind",
 	"version_metadata":          "no version metadata binding kind",
 	"pipelines":                 "no Pipelines binding kind",

@@ -234,8 +234,11 @@ func deniedLogged(t *testing.T, worker, addr string) {
 }
 
 // workerdLog is the workerd container's log of pod p.
-func workerdLog(p corev1.Pod) (string, error) {
-	rc, err := cluster.Client().CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: podcontract.WorkerdContainer}).Stream(context.Background())
+func workerdLog(p corev1.Pod) (string, error) { return containerLog(p, podcontract.WorkerdContainer) }
+
+// containerLog is the log of container c of pod p.
+func containerLog(p corev1.Pod, c string) (string, error) {
+	rc, err := cluster.Client().CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: c}).Stream(context.Background())
 	if err != nil {
 		return "", err
 	}

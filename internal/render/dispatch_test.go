@@ -1,0 +1,73 @@
+package render_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/outbound"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/render"
+)
+
+// TestDispatchBindingRenders: a dispatchNamespace binding is shim dispatch.js over an
+// alias of the sidecar that names the dispatch namespace; the sidecar learns the domain
+// its user Workers' Services resolve under.
+func TestDispatchBindingRenders(t *testing.T) {
+	w := inlineWorker("platform", "export default {}")
+	w.Namespace = "sites"
+	w.Spec.Bindings = []v1alpha1.Binding{{Name: "dispatcher", DispatchNamespace: &v1alpha1.DispatchNamespaceBinding{Namespace: "customers"}}}
+	out, err := render.Render(render.Input{Worker: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(fileByPath(t, out, podcontract.ConfigFile))
+	for _, want := range []string{
+		`(name = "dispatcher", wrapped = (moduleName = "workerd-operator:dispatch", innerBindings = [(name = "fetcher", service = "dispatch:dispatcher")]))`,
+		`(name = "dispatch:dispatcher", external = (http = (injectRequestHeaders = [(name = "` + podcontract.DispatchNamespaceHeader + `", value = "customers")])))`,
+		`(name = "workerd-operator:dispatch", esModule = embed "shim/dispatch.js", internal = true)`,
+	} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("config lacks %s", want)
+		}
+	}
+	fileByPath(t, out, podcontract.ShimSubdir+"/dispatch.js")
+	var domain string
+	for _, e := range out.SidecarEnv {
+		if e.Name == podcontract.DispatchDomainEnv {
+			domain = e.Value
+		}
+	}
+	if domain != "sites.svc.cluster.local" {
+		t.Errorf("%s = %q, want sites.svc.cluster.local", podcontract.DispatchDomainEnv, domain)
+	}
+	if !slices.Contains(render.SidecarAliases(w), "dispatch:dispatcher") {
+		t.Errorf("aliases %v lack dispatch:dispatcher", render.SidecarAliases(w))
+	}
+}
+
+// TestUserWorkerReachesNoClusterAddress: a user Worker's network service denies every
+// private address and the cluster ranges of the operator's default allow list, even
+// when its own spec.outbound allows them; its rpc Service is its dispatch name.
+func TestUserWorkerReachesNoClusterAddress(t *testing.T) {
+	w := inlineWorker("site-a", "export default {}")
+	w.Spec.DispatchNamespace = "customers"
+	w.Spec.Outbound = &v1alpha1.OutboundSpec{Allow: []string{"public", "10.96.0.0/12"}}
+	opts := render.Options{Outbound: outbound.Rules{Allow: outbound.DefaultAllow}}
+	out, err := render.Render(render.Input{Worker: w, Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(fileByPath(t, out, podcontract.ConfigFile))
+	want := `deny = ["private", "10.96.0.0/12", "10.244.0.0/16",`
+	if !strings.Contains(cfg, want) {
+		t.Errorf("config lacks %s:\n%s", want, cfg)
+	}
+	if got := render.WorkerRPCServiceName(w); got != render.DispatchServiceName("customers", "site-a") || !strings.HasPrefix(got, "wfp-") || len(got) != len("wfp-12345678-site-a") {
+		t.Errorf("rpc Service %q", got)
+	}
+	if render.DispatchServiceName("customers", "a") == render.DispatchServiceName("others", "a") {
+		t.Error("two dispatch namespaces share a Service name")
+	}
+}

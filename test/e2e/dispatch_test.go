@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/testenv"
+)
+
+// dispatcherModule routes /<name>/<rest> to user Worker <name> of its dispatch
+// namespace, as Cloudflare's dynamic dispatch example does, and reports the error a
+// failed get().fetch() throws
+// (https://developers.cloudflare.com/cloudflare-for-platforms/workers-for-platforms/configuration/custom-limits/).
+const dispatcherModule = `export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    const [, name, ...rest] = url.pathname.split("/");
+    const target = "http://" + name + ".sites.example/" + rest.join("/") + url.search;
+    try {
+      return await env.dispatcher.get(name).fetch(new Request(target, request));
+    } catch (e) {
+      return new Response("caught: " + e.message);
+    }
+  },
+};
+`
+
+// userModule answers with its name, what it was asked and whether any of the
+// operator's internal headers reached it, or fetches ?u= (its outbound rules at work).
+func userModule(name string) string {
+	return fmt.Sprintf(`export default {
+  async fetch(request) {
+    const url = new URL(request.url);
+    if (url.searchParams.has("u")) {
+      try {
+        const r = await fetch(url.searchParams.get("u"));
+        return new Response("fetch " + r.status);
+      } catch (e) {
+        return new Response("error " + e.message);
+      }
+    }
+    const leaked = [...request.headers.keys()].filter((h) => h.startsWith("x-workerd-operator-"));
+    return new Response(%q + " saw " + url.host + url.pathname + " leaked=" + leaked.join(","));
+  },
+};
+`, name)
+}
+
+// TestDispatchNamespace: a dispatch Worker reaches each user Worker of its dispatch
+// namespace by name, a Worker outside it (the hello sample) and a name nobody deployed
+// are "Worker not found"; a user Worker's code reaches neither another customer nor any
+// cluster address, and only the dispatcher's pods may open its rpc port.
+func TestDispatchNamespace(t *testing.T) {
+	for _, name := range []string{"site-a", "site-b"} {
+		newDispatchWorker(t, name, userModule(name), func(s *fleetv1alpha1.WorkerSpec) { s.DispatchNamespace = "customers" })
+	}
+	newDispatchWorker(t, "platform", dispatcherModule, func(s *fleetv1alpha1.WorkerSpec) {
+		s.Bindings = []fleetv1alpha1.Binding{{Name: "dispatcher", DispatchNamespace: &fleetv1alpha1.DispatchNamespaceBinding{Namespace: "customers"}}}
+	})
+	for _, name := range []string{"site-a", "site-b", "platform"} {
+		waitWorkerReady(t, name)
+	}
+	base := serviceURL(t, "platform")
+	siteB := workerPods(t, "site-b")[0]
+	for _, c := range []struct{ path, want string }{
+		{"/site-a/hello", "site-a saw site-a.sites.example/hello leaked=."},
+		{"/site-b/x/y", "site-b saw site-b.sites.example/x/y leaked=."},
+		{"/hello/", "caught: Worker not found: hello"},
+		{"/nobody/", "caught: Worker not found: nobody"},
+		{"/Not_A_Name/", "caught: Worker not found: Not_A_Name"},
+		{"/site-a/?u=" + url.QueryEscape(helloByName(t)+"/"), "error "},
+		{"/site-a/?u=" + url.QueryEscape(fmt.Sprintf("http://%s/", net.JoinHostPort(siteB.Status.PodIP, fmt.Sprint(httpPort(siteB))))), "error "},
+	} {
+		eventually(t, time.Minute, c.path, func() error {
+			got, err := get(base + c.path)
+			// A want ending in "." is the whole answer, else its start.
+			if exact, ok := strings.CutSuffix(c.want, "."); ok && err == nil && got == exact {
+				return nil
+			}
+			if err != nil || !strings.HasPrefix(got, c.want) {
+				return fmt.Errorf("got %q, %v; want %q", got, err, c.want)
+			}
+			return nil
+		})
+	}
+	dispatchPoliciesRefuse(t, siteB)
+	platform := workerPods(t, "platform")[0]
+	if log, err := containerLog(platform, podcontract.SidecarContainer); err != nil || !strings.Contains(log, "(mutual TLS: true)") {
+		t.Errorf("the dispatcher's sidecar does not say it calls over mutual TLS: %v\n%s", err, log)
+	}
+}
+
+// newDispatchWorker creates Worker name running module, with edit applied to its spec.
+func newDispatchWorker(t *testing.T, name, module string, edit func(*fleetv1alpha1.WorkerSpec)) {
+	t.Helper()
+	w := &fleetv1alpha1.Worker{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: name},
+		Spec: fleetv1alpha1.WorkerSpec{
+			CompatibilityDate: "2026-11-01", Replicas: ptr.To[int32](1),
+			Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
+				Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: ptr.To(module),
+			}}}},
+		},
+	}
+	edit(&w.Spec)
+	if err := k8sClient.Create(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), w) })
+}
+
+// dispatchPoliciesRefuse: the NetworkPolicies let only the dispatcher's pod open the
+// user Worker's rpc port, not another customer's nor an ordinary Worker's.
+func dispatchPoliciesRefuse(t *testing.T, target corev1.Pod) {
+	nps := &networkingv1.NetworkPolicyList{}
+	if err := k8sClient.List(context.Background(), nps, client.InNamespace(sampleNS)); err != nil {
+		t.Fatal(err)
+	}
+	eval := testenv.NetworkPolicies{Policies: nps.Items, Namespaces: map[string]map[string]string{sampleNS: {podcontract.LabelNamespaceName: sampleNS}}}
+	for caller, want := range map[string]bool{"platform": true, "site-a": false, "hello": false} {
+		from := workerPods(t, caller)[0]
+		got, err := eval.Allowed(policyPod(&from), policyPod(&target), podcontract.RPCPort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("policy: %s → site-b :%d allowed %v, want %v", caller, podcontract.RPCPort, got, want)
+		}
+	}
+}
