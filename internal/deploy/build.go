@@ -79,6 +79,8 @@ type BuildOptions struct {
 	Scratch string
 	// Log receives the output of every command as it runs.
 	Log io.Writer
+	// ExtraEnv is more environment of the commands (the loopback Cloudflare API's).
+	ExtraEnv []string
 }
 
 // Build runs the project's deploy path (dependencies installed first when the project
@@ -102,6 +104,7 @@ func Build(ctx context.Context, o BuildOptions) (*Captured, error) {
 		"CI=1", "WRANGLER_SEND_METRICS=false", "NO_UPDATE_NOTIFIER=1",
 		"NODE_OPTIONS="+strings.TrimSpace(os.Getenv("NODE_OPTIONS")+` --require "`+hookFile+`"`),
 		"WORKERD_OPERATOR_RECORD="+record, "WORKERD_OPERATOR_OUTDIR="+bundle, "WORKERD_OPERATOR_ENV="+o.Env)
+	env = append(env, o.ExtraEnv...)
 	if o.Env != "" {
 		// The Vite plugin builds the configuration of this environment
 		// (https://developers.cloudflare.com/workers/vite-plugin/reference/cloudflare-environments/).

@@ -103,16 +103,30 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Scratch = dir
 	}
 	start := time.Now()
-	c, err := Build(ctx, BuildOptions{Dir: o.Dir, Env: o.Env, Scratch: o.Scratch, Log: o.Log})
+	bo := BuildOptions{Dir: o.Dir, Env: o.Env, Scratch: o.Scratch, Log: o.Log}
+	var api *cloudflareAPI
+	if !o.DryRun {
+		var err error
+		if api, err = startCloudflareAPI(o, projectCompatibilityDate(o.Dir)); err != nil {
+			return nil, err
+		}
+		defer api.Close()
+		bo.ExtraEnv = api.Env()
+	}
+	c, err := Build(ctx, bo)
+	uploaded := &Result{}
+	if api != nil {
+		uploaded.Objects = api.Objects()
+	}
 	if err != nil {
-		return nil, err
+		return uploaded, err
 	}
 	fmt.Fprintf(o.Log, "deploy: built in %s; wrangler ran in %s\n", time.Since(start).Round(time.Second), c.Dir)
 	res, objs, err := mapAndPush(c, o)
 	if err != nil {
-		return nil, err
+		return uploaded, err
 	}
-	out := &Result{Import: res, Objects: objs}
+	out := &Result{Import: res, Objects: append(objs, uploaded.Objects...)}
 	if o.DryRun {
 		return out, nil
 	}
@@ -129,6 +143,24 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	fmt.Fprintf(o.Log, "deploy: Worker %s/%s is Ready in %s: %s (in the cluster: %s)\n", ns, res.Worker.Name,
 		time.Since(start).Round(time.Second), out.URL, out.InClusterURL)
 	return out, nil
+}
+
+func (o Options) namespace() string {
+	if o.Namespace == "" {
+		return "default"
+	}
+	return o.Namespace
+}
+
+// projectCompatibilityDate is the compatibility_date of the project's wrangler
+// configuration, "" when it has none or cannot be read (an upload must then name one).
+func projectCompatibilityDate(dir string) string {
+	cfg, err := wrangler.Load(dir)
+	if err != nil {
+		return ""
+	}
+	d, _ := cfg.Raw["compatibility_date"].(string)
+	return d
 }
 
 // RepositoryName is the repository name deploy gives a project's image under make dev:

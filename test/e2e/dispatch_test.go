@@ -3,8 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,4 +144,48 @@ func dispatchPoliciesRefuse(t *testing.T, target corev1.Pod) {
 			t.Errorf("policy: %s → site-b :%d allowed %v, want %v", caller, podcontract.RPCPort, got, want)
 		}
 	}
+}
+
+// TestWorkerPublisherTemplate is the dispatch half of Done means 1 of issue 39:
+// Cloudflare's worker-publisher-template, deployed unchanged by `deploy`. Its deploy
+// script first uploads a user Worker (my-hello-world-script, with a plain_text binding
+// MESSAGE) into dispatch namespace my-dispatch-namespace through Cloudflare's API with
+// the official SDK, which deploy serves on loopback (CLOUDFLARE_BASE_URL), then runs
+// wrangler deploy for the dispatch Worker (binding DISPATCHER). The dispatch Worker
+// reaches the uploaded Worker by name, answers 404 "not found" for another name, and
+// Cloudflare's own Playwright spec for it passes.
+func TestWorkerPublisherTemplate(t *testing.T) {
+	const name = "worker-publisher-template"
+	src := filepath.Join(repoRoot, "test", "testdata", "cloudflare-templates", name)
+	dir, err := testenv.CopyProject(src, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := deployDir(t, dir)
+	if !slices.ContainsFunc(d.res.Import.Worker.Spec.Bindings, func(b fleetv1alpha1.Binding) bool {
+		return b.Name == "DISPATCHER" && b.DispatchNamespace != nil && b.DispatchNamespace.Namespace == "my-dispatch-namespace"
+	}) {
+		t.Errorf("the deployed Worker has no DISPATCHER binding on my-dispatch-namespace: %+v", d.res.Import.Worker.Spec.Bindings)
+	}
+	user := &fleetv1alpha1.Worker{}
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: sampleNS, Name: "my-hello-world-script"}, user); err != nil {
+		t.Fatalf("the uploaded user Worker: %v", err)
+	}
+	if user.Spec.DispatchNamespace != "my-dispatch-namespace" {
+		t.Errorf("uploaded Worker's dispatchNamespace %q", user.Spec.DispatchNamespace)
+	}
+	// deploy-wfp.ts's script answers env.MESSAGE, which its upload binds to "Hello World!".
+	if got, err := get(d.url + "/my-hello-world-script"); err != nil || got != "Hello World!" {
+		t.Errorf("GET /my-hello-world-script = %q, %v; want the user Worker's Hello World!", got, err)
+	}
+	resp, err := httpClient.Get(d.url + "/nobody-deployed-this")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || string(body) != "Worker 'nobody-deployed-this' not found" {
+		t.Errorf("GET /nobody-deployed-this = %d %q; want the template's 404 for Worker not found", resp.StatusCode, body)
+	}
+	runSpecFile(t, name, filepath.Join(src, "..", "playwright-tests", name+".spec.ts"), d.url)
 }
