@@ -4,15 +4,19 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,8 +60,17 @@ func userModule(name string) string {
         return new Response("error " + e.message);
       }
     }
+    if (request.headers.get("Upgrade") === "websocket") {
+      const [client, server] = Object.values(new WebSocketPair());
+      server.accept();
+      server.addEventListener("message", (e) => server.send(%[1]q + " echo " + e.data));
+      return new Response(null, { status: 101, webSocket: client });
+    }
+    if (request.method === "POST") {
+      return new Response(%[1]q + " got " + request.method + " " + (await request.text()));
+    }
     const leaked = [...request.headers.keys()].filter((h) => h.startsWith("x-workerd-operator-"));
-    return new Response(%q + " saw " + url.host + url.pathname + " leaked=" + leaked.join(","));
+    return new Response(%[1]q + " saw " + url.host + url.pathname + " leaked=" + leaked.join(","));
   },
 };
 `, name)
@@ -100,10 +113,38 @@ func TestDispatchNamespace(t *testing.T) {
 			return nil
 		})
 	}
+	dispatchedBodyAndWebSocket(t, base)
 	dispatchPoliciesRefuse(t, siteB)
 	platform := workerPods(t, "platform")[0]
 	if log, err := containerLog(platform, podcontract.SidecarContainer); err != nil || !strings.Contains(log, "(mutual TLS: true)") {
 		t.Errorf("the dispatcher's sidecar does not say it calls over mutual TLS: %v\n%s", err, log)
+	}
+}
+
+// dispatchedBodyAndWebSocket: a request body and a WebSocket go through dispatch.
+func dispatchedBodyAndWebSocket(t *testing.T, base string) {
+	body := strings.Repeat("x", 1<<20)
+	resp, err := httpClient.Post(base+"/site-a/upload", "text/plain", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := "site-a got POST " + body; string(got) != want {
+		t.Errorf("POST of 1 MiB through dispatch: %d, %d bytes back, want %d", resp.StatusCode, len(got), len(want))
+	}
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/site-b/ws", nil)
+	if err != nil {
+		t.Fatalf("WebSocket through dispatch: %v", err)
+	}
+	defer ws.Close()
+	for _, m := range []string{"one", "two"} {
+		if err := ws.WriteMessage(websocket.TextMessage, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+		if got := readText(t, ws); got != "site-b echo "+m {
+			t.Errorf("WebSocket through dispatch: got %q, want %q", got, "site-b echo "+m)
+		}
 	}
 }
 
@@ -188,4 +229,111 @@ func TestWorkerPublisherTemplate(t *testing.T) {
 		t.Errorf("GET /nobody-deployed-this = %d %q; want the template's 404 for Worker not found", resp.StatusCode, body)
 	}
 	runSpecFile(t, name, filepath.Join(src, "..", "playwright-tests", name+".spec.ts"), d.url)
+}
+
+// BenchmarkDispatch compares, in one run on the local cluster, a GET of user Workers by
+// a plain Go client straight to their Services (direct) with the same GET made through a
+// dispatch Worker's get(name).fetch() (dispatched), round robin over
+// $DISPATCH_BENCH_USERS user Workers (default 10); it reports p50/p99 and the resident
+// memory of the pods. The dispatched call adds the dispatch Worker, its sidecar and one
+// mutual-TLS hop.
+//
+//	go test ./test/e2e -run '^$' -bench Dispatch -benchtime 2000x
+func BenchmarkDispatch(b *testing.B) {
+	n := 10
+	if v, err := strconv.Atoi(os.Getenv("DISPATCH_BENCH_USERS")); err == nil && v > 0 {
+		n = v
+	}
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("bench-user-%d", i)
+		names = append(names, name)
+		newBenchWorker(b, name, userModule(name), func(s *fleetv1alpha1.WorkerSpec) { s.DispatchNamespace = "bench" })
+	}
+	newBenchWorker(b, "bench-platform", dispatcherModule, func(s *fleetv1alpha1.WorkerSpec) {
+		s.Bindings = []fleetv1alpha1.Binding{{Name: "dispatcher", DispatchNamespace: &fleetv1alpha1.DispatchNamespaceBinding{Namespace: "bench"}}}
+	})
+	direct := map[string]string{}
+	for _, name := range append(names, "bench-platform") {
+		waitWorkerReady(b, name)
+		direct[name] = serviceURL(b, name)
+	}
+	platform := direct["bench-platform"]
+	for _, mode := range []string{"direct", "dispatched"} {
+		b.Run(mode, func(b *testing.B) {
+			durs := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				name := names[i%n]
+				u, want := direct[name]+"/p", name+" saw "
+				if mode == "dispatched" {
+					u = platform + "/" + name + "/p"
+				}
+				t0 := time.Now()
+				got, err := get(u)
+				if err != nil || !strings.HasPrefix(got, want) {
+					b.Fatalf("%s: got %q, %v; want %q", u, got, err, want)
+				}
+				durs = append(durs, time.Since(t0))
+			}
+			b.StopTimer()
+			slices.Sort(durs)
+			b.ReportMetric(float64(durs[len(durs)/2].Microseconds()), "p50-us")
+			b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds()), "p99-us")
+		})
+	}
+	b.Logf("pods: %d user Workers, 1 dispatch Worker; resident memory: %s", n, podsRSS(b, append(names, "bench-platform")))
+}
+
+// newBenchWorker is newDispatchWorker for a benchmark.
+func newBenchWorker(b *testing.B, name, module string, edit func(*fleetv1alpha1.WorkerSpec)) {
+	b.Helper()
+	w := &fleetv1alpha1.Worker{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: name},
+		Spec: fleetv1alpha1.WorkerSpec{
+			CompatibilityDate: "2026-11-01", Replicas: ptr.To[int32](1),
+			Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
+				Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: ptr.To(module),
+			}}}},
+		},
+	}
+	edit(&w.Spec)
+	if err := k8sClient.Create(context.Background(), w); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = k8sClient.Delete(context.Background(), w) })
+}
+
+// podsRSS sums the resident memory of the containers of the Workers' pods, by
+// container ("sidecar 25 MiB, workerd 60 MiB" per pod on average).
+func podsRSS(b *testing.B, workers []string) string {
+	sum, pods := map[string]int64{}, 0
+	for _, w := range workers {
+		for _, p := range workerPods(b, w) {
+			pods++
+			for _, pp := range cluster.PodProcesses(p.Namespace, p.Name) {
+				sum[pp.Container] += procRSS(pp.PID)
+			}
+		}
+	}
+	var parts []string
+	for _, c := range slices.Sorted(maps.Keys(sum)) {
+		parts = append(parts, fmt.Sprintf("%s %d MiB in all, %d MiB a pod", c, sum[c]>>20, sum[c]>>20/int64(max(pods, 1))))
+	}
+	return fmt.Sprintf("%d pods: %s", pods, strings.Join(parts, "; "))
+}
+
+// procRSS is the resident set of process pid in bytes (0 when it cannot be read).
+func procRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
