@@ -56,6 +56,13 @@ func startCloudflareAPI(o Options, date string) (*cloudflareAPI, error) {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	a := &cloudflareAPI{o: o, date: date, token: hex.EncodeToString(b), ln: ln}
+	a.srv = &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = a.srv.Serve(ln) }()
+	return a, nil
+}
+
+// handler routes the calls served, behind the token; any other call is answered 501.
+func (a *cloudflareAPI) handler() http.Handler {
 	mux := http.NewServeMux()
 	const ns = "/client/v4/accounts/{account}/workers/dispatch/namespaces"
 	mux.HandleFunc("GET "+ns+"/{namespace}", a.namespace)
@@ -64,9 +71,7 @@ func startCloudflareAPI(o Options, date string) (*cloudflareAPI, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotImplemented, fmt.Sprintf("%s %s: workerd-operator deploy serves only the dispatch namespace calls of Cloudflare's API (%s)", r.Method, r.URL.Path, DispatchDocs))
 	})
-	a.srv = &http.Server{Handler: a.authenticated(mux), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = a.srv.Serve(ln) }()
-	return a, nil
+	return a.authenticated(mux)
 }
 
 // Env points Cloudflare's SDKs and wrangler at this API.
@@ -161,7 +166,11 @@ func (a *cloudflareAPI) userWorker(r *http.Request) (*v1alpha1.Worker, error) {
 		return nil, fmt.Errorf("the upload is not a multipart form of at most %d bytes: %v (https://developers.cloudflare.com/workers/configuration/multipart-upload-metadata/)", maxUpload, err)
 	}
 	var meta uploadMetadata
-	if err := json.Unmarshal([]byte(formPart(r, "metadata")), &meta); err != nil {
+	raw := formPart(r, "metadata")
+	if raw == "" {
+		return nil, fmt.Errorf("metadata: required: the upload has no metadata part (https://developers.cloudflare.com/workers/configuration/multipart-upload-metadata/)")
+	}
+	if err := json.Unmarshal([]byte(raw), &meta); err != nil {
 		return nil, fmt.Errorf("metadata: %v", err)
 	}
 	modules, err := uploadedModules(r, meta.MainModule)

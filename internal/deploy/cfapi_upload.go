@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"sort"
 	"strings"
@@ -66,18 +67,24 @@ func uploadedModules(r *http.Request, main string) ([]v1alpha1.Module, error) {
 		return nil, fmt.Errorf("metadata.main_module: required (a service-worker script upload is not supported; %s)", DispatchDocs)
 	}
 	var mods []v1alpha1.Module
-	for field, hs := range r.MultipartForm.File {
-		for _, h := range hs {
+	fields := make([]string, 0, len(r.MultipartForm.File))
+	for field := range r.MultipartForm.File {
+		fields = append(fields, field)
+	}
+	sort.Strings(fields) // the same upload gives the same Worker
+	for _, field := range fields {
+		for _, h := range r.MultipartForm.File[field] {
 			if field == "metadata" {
 				continue
 			}
+			name := partFilename(h)
 			ct, _, _ := mime.ParseMediaType(h.Header.Get("Content-Type"))
 			if ct == "application/source-map" {
 				continue
 			}
 			t, ok := moduleTypes[ct]
 			if !ok {
-				return nil, fmt.Errorf("file %s: content type %q is not a module type workerd runs (%s)", h.Filename, ct, strings.Join(sortedTypes(), ", "))
+				return nil, fmt.Errorf("file %s: content type %q is not a module type workerd runs (%s)", name, ct, strings.Join(sortedTypes(), ", "))
 			}
 			f, err := h.Open()
 			if err != nil {
@@ -88,7 +95,7 @@ func uploadedModules(r *http.Request, main string) ([]v1alpha1.Module, error) {
 			if err != nil {
 				return nil, err
 			}
-			mods = append(mods, module(h.Filename, t, b))
+			mods = append(mods, module(name, t, b))
 		}
 	}
 	sort.SliceStable(mods, func(i, j int) bool { return mods[i].Name == main && mods[j].Name != main })
@@ -96,6 +103,15 @@ func uploadedModules(r *http.Request, main string) ([]v1alpha1.Module, error) {
 		return nil, fmt.Errorf("metadata.main_module %q: no file of the upload has that name", main)
 	}
 	return mods, nil
+}
+
+// partFilename is a file part's filename as sent: a module name may have directories
+// ("lib/util.mjs"), which multipart.FileHeader.Filename drops.
+func partFilename(h *multipart.FileHeader) string {
+	if _, params, err := mime.ParseMediaType(h.Header.Get("Content-Disposition")); err == nil && params["filename"] != "" {
+		return params["filename"]
+	}
+	return h.Filename
 }
 
 // module is one inline module: text as content, Wasm and Data base64-encoded.
