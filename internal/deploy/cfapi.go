@@ -92,8 +92,8 @@ func (a *cloudflareAPI) Close() { _ = a.srv.Close() }
 // authenticated admits only the deploy's own processes: the token it gave them.
 func (a *cloudflareAPI) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) != 1 {
+		got := r.Header.Get("Authorization")
+		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+a.token)) != 1 {
 			apiError(w, http.StatusUnauthorized, "Authentication error: the token is not the one deploy gave its build")
 			return
 		}

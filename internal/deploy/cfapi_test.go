@@ -57,6 +57,7 @@ func TestCloudflareAPI(t *testing.T) {
 		{"no token", "GET", nsPath + "/my-dispatch-namespace", "", "", 401, apiErrorBody(401, unauthorized)},
 		{"wrong token", "GET", nsPath + "/my-dispatch-namespace", "Bearer " + strings.Repeat("0", 32), "", 401, apiErrorBody(401, unauthorized)},
 		{"token under another scheme", "GET", nsPath + "/my-dispatch-namespace", "Basic " + testToken, "", 401, apiErrorBody(401, unauthorized)},
+		{"bare token without Bearer", "GET", nsPath + "/my-dispatch-namespace", testToken, "", 401, apiErrorBody(401, unauthorized)},
 		{"no token on an unserved call", "DELETE", nsPath + "/my-dispatch-namespace", "", "", 401, apiErrorBody(401, unauthorized)},
 		{"no token on an upload", "PUT", nsPath + "/my-dispatch-namespace/scripts/hello", "", "", 401, apiErrorBody(401, unauthorized)},
 		{"get namespace", "GET", nsPath + "/my-dispatch-namespace", bearer, "", 200, nsResult},
