@@ -181,6 +181,11 @@ const (
 	DispatchScriptHeader    = "X-Workerd-Operator-Dispatch-Script"
 	DispatchErrorHeader     = "X-Workerd-Operator-Dispatch-Error"
 	DispatchNotFound        = "not-found"
+	// DispatchProtoHeader carries the scheme of the URL the dispatch Worker gave; the
+	// sidecar passes it on as ForwardedProtoHeader, which a user Worker's rpc socket reads
+	// (workerd's forwardedProtoHeader), so request.url keeps its https.
+	DispatchProtoHeader  = "X-Workerd-Operator-Dispatch-Proto"
+	ForwardedProtoHeader = "X-Forwarded-Proto"
 	// DispatchServicePrefix prefixes the external service of a dispatchNamespace binding.
 	DispatchServicePrefix = "dispatch:"
 	// DispatchDomainEnv is the sidecar's env var naming the DNS domain of the pod's
@@ -393,3 +398,9 @@ const (
 // InternalServerName is the DNS name in the certificate of namespace ns's pods, the name
 // every client of the internal plane checks: "<ns>.ns.workerd-operator.internal".
 func InternalServerName(ns string) string { return ns + ".ns." + InternalDomain }
+
+// MarkerHeaders are the headers by which the sidecar routes a pod-internal request to
+// one of its gateways. Each alias injects exactly one, so a request carrying two got the
+// other from the Worker's own code (a Cache API request's headers are the Worker's) and
+// is refused.
+var MarkerHeaders = []string{CacheHeader, AIBindingHeader, DispatchNamespaceHeader, R2BucketHeader}

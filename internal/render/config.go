@@ -28,7 +28,7 @@ func writeConfig(w *v1alpha1.Worker, modules []module, flags []string, x *extras
 	writeTailService(c, w.Name, w.Spec.VersionID())
 	c.close("],")
 	c.open("sockets = [")
-	writeSockets(c, x.workerService, x.opts)
+	writeSockets(c, x.workerService, w.Spec.DispatchNamespace != "")
 	c.splice(&x.sockets)
 	c.close("],")
 	if len(x.extensions) > 0 {
@@ -147,10 +147,15 @@ func writeTailService(c *capnp, worker, version string) {
 // Worker itself. Only rpc sets
 // capnpConnectHost, so a client of the http port (an Ingress) cannot open Cap'n Proto
 // RPC to the Worker. With internal TLS, rpc admits the namespace's pods and trigger
-// the manager only.
-func writeSockets(c *capnp, svcName string, o Options) {
+// the manager only. A user Worker's rpc socket takes the scheme of a dispatched
+// request's URL from the dispatcher (podcontract.ForwardedProtoHeader).
+func writeSockets(c *capnp, svcName string, userWorker bool) {
+	rpc := rpcOptions()
+	if userWorker {
+		rpc = tuple(kv("capnpConnectHost", Quote(podcontract.RPCConnectHost)), kv("forwardedProtoHeader", Quote(podcontract.ForwardedProtoHeader)))
+	}
 	c.item(named(podcontract.HTTPSocket), "http = ()", kv("service", Quote(podcontract.IngressService)))
-	c.item(named(podcontract.RPCSocket), serverSocket(rpcOptions()), kv("service", Quote(svcName)))
+	c.item(named(podcontract.RPCSocket), serverSocket(rpc), kv("service", Quote(svcName)))
 	c.item(named(podcontract.HealthSocket), "http = ()", kv("service", Quote(podcontract.HealthService)))
 	c.item(named(podcontract.TriggerSocket), serverSocket("()"), kv("service", Quote(podcontract.TriggerService)))
 }

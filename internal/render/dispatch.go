@@ -15,12 +15,12 @@ import (
 const (
 	DispatchModule = "workerd-operator:dispatch"
 	dispatchFile   = "dispatch.js"
-	// dispatchServiceTag starts the rpc Service name of every user Worker
-	// (DispatchServiceName).
-	dispatchServiceTag = "wfp-"
+	// DispatchServiceTag starts the rpc Service name of every user Worker
+	// (DispatchServiceName); no Worker's name may start with it.
+	DispatchServiceTag = "wfp-"
 	// MaxUserWorkerName is the longest name of a user Worker: its rpc Service's name,
 	// "wfp-<8 hex digits>-<name>", must be a DNS label (63 characters).
-	MaxUserWorkerName = 63 - len(dispatchServiceTag) - 8 - 1
+	MaxUserWorkerName = 63 - len(DispatchServiceTag) - 8 - 1
 )
 
 // DispatchServiceName is the rpc Service of user Worker `worker` of dispatch namespace
@@ -28,7 +28,7 @@ const (
 // namespace has no such name and get() reports it not found.
 func DispatchServiceName(dns, worker string) string {
 	h := sha256.Sum256([]byte(dns))
-	return fmt.Sprintf("%s%x-%s", dispatchServiceTag, h[:4], worker)
+	return fmt.Sprintf("%s%x-%s", DispatchServiceTag, h[:4], worker)
 }
 
 // WorkerRPCServiceName is w's rpc Service: "<name>-rpc", or for a user Worker of a

@@ -5,8 +5,11 @@
 // no such Worker, fetch() throws "Worker not found", as on Cloudflare
 // (https://developers.cloudflare.com/cloudflare-for-platforms/workers-for-platforms/configuration/dynamic-dispatch/).
 const SCRIPT = "X-Workerd-Operator-Dispatch-Script";
-const NAMESPACE = "X-Workerd-Operator-Dispatch-Namespace";
+const PROTO = "X-Workerd-Operator-Dispatch-Proto";
 const ERROR = "X-Workerd-Operator-Dispatch-Error";
+// The operator's own headers: the dispatch Worker may not set any (the config adds the
+// dispatch namespace's).
+const INTERNAL = "x-workerd-operator-";
 
 class UserWorker {
   #fetcher;
@@ -18,10 +21,13 @@ class UserWorker {
   async fetch(input, init) {
     const request = new Request(input, init);
     const headers = new Headers(request.headers);
-    headers.delete(NAMESPACE);
+    for (const name of [...headers.keys()]) {
+      if (name.startsWith(INTERNAL)) headers.delete(name);
+    }
     headers.set(SCRIPT, this.#name);
+    headers.set(PROTO, new URL(request.url).protocol.slice(0, -1));
     const response = await this.#fetcher.fetch(new Request(request, { headers }));
-    if (response.headers.get(ERROR) === "not-found") {
+    if (response.status === 404 && response.headers.get(ERROR) === "not-found") {
       await response.body?.cancel();
       throw new Error(`Worker not found: ${this.#name}`);
     }

@@ -131,6 +131,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if s.Stopping() {
 		w.Header().Set("Connection", "close")
 	}
+	if n := markers(r.Header); n > 1 {
+		http.Error(w, fmt.Sprintf("sidecar: a request may carry one of %s, not %d", strings.Join(podcontract.MarkerHeaders, ", "), n), http.StatusBadRequest)
+		return
+	}
 	for _, m := range s.marked {
 		if r.Header.Get(m.header) != "" {
 			m.h.ServeHTTP(w, r)
@@ -138,6 +142,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// markers counts the podcontract.MarkerHeaders h carries.
+func markers(h http.Header) int {
+	n := 0
+	for _, m := range podcontract.MarkerHeaders {
+		if len(h.Values(m)) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // HandleMarked serves the pod-internal requests that carry header with h, whatever

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
@@ -120,5 +121,46 @@ func TestNewErrors(t *testing.T) {
 	}
 	if err := srv.Listen(); err == nil || !strings.Contains(err.Error(), "--listen") {
 		t.Fatalf("bad address: %v, want an error naming --listen", err)
+	}
+}
+
+// TestOneMarkerPerRequest: a request carrying two gateways' marker headers (a Cache API
+// request whose headers the Worker set to a dispatch call's) reaches neither gateway.
+func TestOneMarkerPerRequest(t *testing.T) {
+	srv, err := sidecar.New(sidecar.Options{Addr: testenv.FreeLoopbackAddr(t), DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range podcontract.MarkerHeaders {
+		srv.HandleMarked(h, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "reached "+h) }))
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve() }()
+	t.Cleanup(func() { _ = srv.Close() })
+	for _, tc := range []struct {
+		headers    []string
+		wantStatus int
+		wantBody   string
+	}{
+		{[]string{podcontract.CacheHeader}, 200, "reached " + podcontract.CacheHeader},
+		{[]string{podcontract.DispatchNamespaceHeader}, 200, "reached " + podcontract.DispatchNamespaceHeader},
+		{[]string{podcontract.CacheHeader, podcontract.DispatchNamespaceHeader}, 400, "sidecar: a request may carry one of"},
+		{[]string{podcontract.AIBindingHeader, podcontract.R2BucketHeader}, 400, "sidecar: a request may carry one of"},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+srv.Addr()+"/x", nil)
+		for _, h := range tc.headers {
+			req.Header.Set(h, "v")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.wantStatus || !strings.HasPrefix(string(b), tc.wantBody) {
+			t.Errorf("%v: %d %q, want %d %q", tc.headers, res.StatusCode, b, tc.wantStatus, tc.wantBody)
+		}
 	}
 }

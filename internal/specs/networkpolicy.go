@@ -26,7 +26,7 @@ const (
 	// peersNamespaceAndManager: both.
 	peersNamespaceAndManager
 	// peersDispatchers: the workerd pods of Workers that bind the pod's dispatch
-	// namespace (the rpc port of a user Worker).
+	// namespace (the rpc and http ports of a user Worker: it is reached only by dispatch).
 	peersDispatchers
 )
 
@@ -83,7 +83,7 @@ func buildNetworkPolicy(meta metav1.ObjectMeta, selector map[string]string, pod 
 			if !ok {
 				continue
 			}
-			if p.Name == podcontract.RPCPortName && w != nil && w.Spec.DispatchNamespace != "" {
+			if (p.Name == podcontract.RPCPortName || p.Name == podcontract.HTTPPortName) && w != nil && w.Spec.DispatchNamespace != "" {
 				peers = peersDispatchers
 			}
 			port := intstr.FromInt32(p.ContainerPort)

@@ -305,6 +305,12 @@ func cases(tbl *limits.Table) []admitCase {
 		admitCase{name: "dispatch-namespace-binding", obj: newWorker("dispatcher", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.Bindings = []v1alpha1.Binding{{Name: "DISPATCHER", DispatchNamespace: &v1alpha1.DispatchNamespaceBinding{Namespace: "customers"}}}
 		})},
+		admitCase{name: "reserved-name-prefix", obj: newWorker("wfp-1a2b3c4d-site", limits.Paid, nil),
+			wantErr: []string{`metadata.name: Invalid value: "wfp-1a2b3c4d-site"`, `the prefix "wfp-" is reserved`, "docs/dispatch.md"}},
+		admitCase{name: "user-worker-dispatches", obj: newWorker("nested", limits.Paid, func(s *v1alpha1.WorkerSpec) {
+			s.DispatchNamespace = "customers"
+			s.Bindings = []v1alpha1.Binding{{Name: "D", DispatchNamespace: &v1alpha1.DispatchNamespaceBinding{Namespace: "others"}}}
+		}), wantErr: []string{"spec.bindings[0].dispatchNamespace: Forbidden", "may not bind a dispatch namespace", "docs/dispatch.md"}},
 		admitCase{name: "r2bucket-missing-warns", obj: newWorker("r2-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.Bindings = []v1alpha1.Binding{{Name: "PHOTOS", R2Bucket: &v1alpha1.LocalObjectReference{Name: "photos-not-yet"}}}
 		}), wantWarn: []string{"spec.bindings[0].r2Bucket.name", "R2Bucket wh/photos-not-yet does not exist yet"}},

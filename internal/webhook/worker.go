@@ -140,6 +140,8 @@ func (w *Webhooks) validateWorker(ctx context.Context, old, wk *v1alpha1.Worker)
 	s := &wk.Spec
 	validateWorkerSpec(c, spec, s, w.opts.WorkerdVersion, w.opts.ScriptSizeRules)
 	c.add(validateUserWorkerName(field.NewPath("metadata", "name"), wk.Name, s.DispatchNamespace))
+	c.add(validateReservedName(field.NewPath("metadata", "name"), wk.Name))
+	c.add(validateNoNestedDispatch(spec, s))
 	w.validatePolicy(ctx, c, spec, old, wk)
 	w.validateSource(ctx, c, spec.Child("source"), wk.Namespace, &s.Source)
 	validateAIModelURLs(c, spec.Child("bindings"), s.Bindings, w.opts.Policy.OutboundDeny)
@@ -220,6 +222,31 @@ func validateUserWorkerName(path *field.Path, name, dispatchNamespace string) *f
 	return field.Invalid(path, name, fmt.Sprintf("must be at most %d characters for a user Worker (spec.dispatchNamespace %q): its rpc Service is named "+
 		"wfp-<8 hex digits>-<name>, which must be a DNS label of at most %d characters; see docs/dispatch.md",
 		render.MaxUserWorkerName, dispatchNamespace, validation.DNS1123LabelMaxLength))
+}
+
+// validateReservedName refuses a Worker name starting with the prefix of user Workers'
+// rpc Services: its own Services could take a user Worker's name, and a dispatcher
+// would reach it.
+func validateReservedName(path *field.Path, name string) *field.Error {
+	if !strings.HasPrefix(name, render.DispatchServiceTag) {
+		return nil
+	}
+	return field.Invalid(path, name, fmt.Sprintf("the prefix %q is reserved for the rpc Services of user Workers of dispatch namespaces; see docs/dispatch.md", render.DispatchServiceTag))
+}
+
+// validateNoNestedDispatch refuses a dispatchNamespace binding on a user Worker: the
+// platform's customers' code does not dispatch to other customers.
+func validateNoNestedDispatch(spec *field.Path, s *v1alpha1.WorkerSpec) *field.Error {
+	if s.DispatchNamespace == "" {
+		return nil
+	}
+	for i, b := range s.Bindings {
+		if b.DispatchNamespace != nil {
+			return field.Forbidden(spec.Child("bindings").Index(i).Child("dispatchNamespace"),
+				fmt.Sprintf("a user Worker (spec.dispatchNamespace %q) may not bind a dispatch namespace: only the platform's dispatch Workers do; see docs/dispatch.md", s.DispatchNamespace))
+		}
+	}
+	return nil
 }
 
 // validateCompatibilityDate checks that date is a calendar date not after the newest

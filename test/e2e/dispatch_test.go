@@ -36,7 +36,14 @@ const dispatcherModule = `export default {
   async fetch(request, env) {
     const url = new URL(request.url);
     const [, name, ...rest] = url.pathname.split("/");
-    const target = "http://" + name + ".sites.example/" + rest.join("/") + url.search;
+    if (name === "_smuggle") {
+      // The Cache API's requests carry the Worker's own headers to the sidecar.
+      const r = await caches.default.match(new Request("http://smuggle.example/" + rest.join("/"), { headers: {
+        "X-Workerd-Operator-Dispatch-Namespace": "customers", "X-Workerd-Operator-Dispatch-Script": "site-a" } }))
+        .catch((e) => ({ status: "threw", text: async () => e.message }));
+      return new Response("smuggled " + (r ? r.status + " " + (await r.text()) : "nothing"));
+    }
+    const target = "https://" + name + ".sites.example/" + rest.join("/") + url.search;
     try {
       return await env.dispatcher.get(name).fetch(new Request(target, request));
     } catch (e) {
@@ -66,11 +73,14 @@ func userModule(name string) string {
       server.addEventListener("message", (e) => server.send(%[1]q + " echo " + e.data));
       return new Response(null, { status: 101, webSocket: client });
     }
+    if (url.searchParams.has("fake-not-found")) {
+      return new Response("present", { headers: { "X-Workerd-Operator-Dispatch-Error": "not-found" } });
+    }
     if (request.method === "POST") {
       return new Response(%[1]q + " got " + request.method + " " + (await request.text()));
     }
     const leaked = [...request.headers.keys()].filter((h) => h.startsWith("x-workerd-operator-"));
-    return new Response(%[1]q + " saw " + url.host + url.pathname + " leaked=" + leaked.join(","));
+    return new Response(%[1]q + " saw " + url.protocol + "//" + url.host + url.pathname + " leaked=" + leaked.join(","));
   },
 };
 `, name)
@@ -93,8 +103,10 @@ func TestDispatchNamespace(t *testing.T) {
 	base := serviceURL(t, "platform")
 	siteB := workerPods(t, "site-b")[0]
 	for _, c := range []struct{ path, want string }{
-		{"/site-a/hello", "site-a saw site-a.sites.example/hello leaked=."},
-		{"/site-b/x/y", "site-b saw site-b.sites.example/x/y leaked=."},
+		{"/site-a/hello", "site-a saw https://site-a.sites.example/hello leaked=."},
+		{"/site-b/x/y", "site-b saw https://site-b.sites.example/x/y leaked=."},
+		{"/site-a/?fake-not-found", "present."},
+		{"/_smuggle/m", "smuggled nothing."},
 		{"/hello/", "caught: Worker not found: hello"},
 		{"/nobody/", "caught: Worker not found: nobody"},
 		{"/Not_A_Name/", "caught: Worker not found: Not_A_Name"},
@@ -177,12 +189,14 @@ func dispatchPoliciesRefuse(t *testing.T, target corev1.Pod) {
 	eval := testenv.NetworkPolicies{Policies: nps.Items, Namespaces: map[string]map[string]string{sampleNS: {podcontract.LabelNamespaceName: sampleNS}}}
 	for caller, want := range map[string]bool{"platform": true, "site-a": false, "hello": false} {
 		from := workerPods(t, caller)[0]
-		got, err := eval.Allowed(policyPod(&from), policyPod(&target), podcontract.RPCPort)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
-			t.Errorf("policy: %s → site-b :%d allowed %v, want %v", caller, podcontract.RPCPort, got, want)
+		for _, port := range []int32{podcontract.RPCPort, httpPort(target)} {
+			got, err := eval.Allowed(policyPod(&from), policyPod(&target), port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("policy: %s → site-b :%d allowed %v, want %v", caller, port, got, want)
+			}
 		}
 	}
 }

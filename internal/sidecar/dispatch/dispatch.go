@@ -8,9 +8,11 @@
 package dispatch
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -60,9 +62,18 @@ func New(o Options) *Dispatcher {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	d.proxy = &httputil.ReverseProxy{Rewrite: d.rewrite, Transport: tr, ErrorHandler: d.failed, FlushInterval: -1}
+	d.proxy = &httputil.ReverseProxy{Rewrite: d.rewrite, Transport: tr, ErrorHandler: d.failed, FlushInterval: -1,
+		ModifyResponse: func(r *http.Response) error {
+			// Only the dispatcher says "not found"; a user Worker's header would fake it.
+			r.Header.Del(podcontract.DispatchErrorHeader)
+			return nil
+		}}
 	return d
 }
+
+// scriptKey holds the user Worker's name in a request's context (the outgoing request
+// no longer carries its header when the proxy reports an error).
+type scriptKey struct{}
 
 // ServeHTTP forwards one dispatched call, or answers not-found for a name no user
 // Worker of the dispatch namespace can have.
@@ -76,14 +87,33 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		notFound(w)
 		return
 	}
-	d.proxy.ServeHTTP(w, r)
+	// The sidecar gives a request's body a deadline for all of it; a dispatched upload
+	// may stream for longer, so the deadline applies to each read instead.
+	if rb, ok := r.Body.(renewer); ok {
+		r.Body = renewingBody{rb}
+	}
+	d.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), scriptKey{}, script)))
+}
+
+// renewer is the sidecar's deadline body (sidecar.deadlineBody).
+type renewer interface {
+	io.ReadCloser
+	RenewDeadline()
+}
+
+type renewingBody struct{ renewer }
+
+func (b renewingBody) Read(p []byte) (int, error) {
+	b.RenewDeadline()
+	return b.renewer.Read(p)
 }
 
 // rewrite aims the request at the user Worker's rpc Service, keeping the Host the
 // dispatcher gave (the user Worker's request.url), without the dispatch headers.
 func (d *Dispatcher) rewrite(pr *httputil.ProxyRequest) {
 	in := pr.In.Header
-	host := fmt.Sprintf("%s.%s:%d", render.DispatchServiceName(in.Get(podcontract.DispatchNamespaceHeader), in.Get(podcontract.DispatchScriptHeader)), d.o.Domain, d.o.Port)
+	// A fully qualified name: the pod's search domains are not tried first.
+	host := fmt.Sprintf("%s.%s.:%d", render.DispatchServiceName(in.Get(podcontract.DispatchNamespaceHeader), in.Get(podcontract.DispatchScriptHeader)), strings.TrimSuffix(d.o.Domain, "."), d.o.Port)
 	base := "http://"
 	if d.o.TLS != nil {
 		base = "https://"
@@ -91,8 +121,21 @@ func (d *Dispatcher) rewrite(pr *httputil.ProxyRequest) {
 	u, _ := url.Parse(base + host) // host: DNS labels and a port
 	pr.Out.URL.Scheme, pr.Out.URL.Host = u.Scheme, u.Host
 	pr.Out.Host = pr.In.Host
-	for _, h := range []string{podcontract.DispatchNamespaceHeader, podcontract.DispatchScriptHeader, podcontract.DispatchErrorHeader} {
-		pr.Out.Header.Del(h)
+	// Rewrite drops X-Forwarded-*; the dispatch Worker's own are the user Worker's.
+	for k, v := range in {
+		if strings.HasPrefix(k, "X-Forwarded-") {
+			pr.Out.Header[k] = v
+		}
+	}
+	// Without it the user Worker's rpc socket gives request.url its own scheme, http.
+	pr.Out.Header.Del(podcontract.ForwardedProtoHeader)
+	if in.Get(podcontract.DispatchProtoHeader) == "https" {
+		pr.Out.Header.Set(podcontract.ForwardedProtoHeader, "https")
+	}
+	for k := range pr.Out.Header {
+		if strings.HasPrefix(strings.ToLower(k), "x-workerd-operator-") {
+			pr.Out.Header.Del(k)
+		}
 	}
 }
 
@@ -104,7 +147,7 @@ func (d *Dispatcher) failed(w http.ResponseWriter, r *http.Request, err error) {
 		notFound(w)
 		return
 	}
-	script := r.Header.Get(podcontract.DispatchScriptHeader)
+	script, _ := r.Context().Value(scriptKey{}).(string)
 	d.o.Logf("dispatch: user Worker %q: %v", script, err)
 	http.Error(w, fmt.Sprintf("dispatch: user Worker %q did not answer: %s", script, strings.TrimSpace(errText(err))), http.StatusBadGateway)
 }
