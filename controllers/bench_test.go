@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -78,12 +80,32 @@ func benchmarkFleet(b *testing.B, n int) {
 		waitDeployments(ctx, b, c, n)
 		elapsed := time.Since(start)
 		b.StopTimer()
+		writeHeapProfile(b)
 		b.ReportMetric(elapsed.Seconds(), fmt.Sprintf("s/%d-workers", n))
 		b.ReportMetric(float64(peakRSSKiB())/1024, "peak-RSS-MiB")
 		b.ReportMetric(float64(calls.reads.Load())/float64(n), "reads/worker")
 		b.ReportMetric(float64(calls.writes.Load())/float64(n), "writes/worker")
 		cancel()
 		_ = env.Stop()
+	}
+}
+
+// writeHeapProfile writes the process's in-use heap, after a collection, to the file
+// $BENCH_HEAP_PROFILE names (none when unset): what the manager holds once the fleet
+// is reconciled (go tool pprof -sample_index=inuse_space).
+func writeHeapProfile(b *testing.B) {
+	path := os.Getenv("BENCH_HEAP_PROFILE")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -64,6 +64,19 @@ func TestUserWorkerReachesNoClusterAddress(t *testing.T) {
 	if !strings.Contains(cfg, want) {
 		t.Errorf("config lacks %s:\n%s", want, cfg)
 	}
+	rpc := `(name = "rpc", http = (capnpConnectHost = "capnp.workerd-operator.internal", forwardedProtoHeader = "X-Forwarded-Proto"), service = "site-a")`
+	if !strings.Contains(cfg, rpc) {
+		t.Errorf("a user Worker's rpc socket does not take the dispatched URL's scheme: config lacks %s", rpc)
+	}
+	w.Spec.DispatchNamespace = ""
+	plain, err := render.Render(render.Input{Worker: w, Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(fileByPath(t, plain, podcontract.ConfigFile)), "forwardedProtoHeader") {
+		t.Error("an ordinary Worker's rpc socket trusts X-Forwarded-Proto")
+	}
+	w.Spec.DispatchNamespace = "customers"
 	if got := render.WorkerRPCServiceName(w); got != render.DispatchServiceName("customers", "site-a") || !strings.HasPrefix(got, "wfp-") || len(got) != len("wfp-12345678-site-a") {
 		t.Errorf("rpc Service %q", got)
 	}
