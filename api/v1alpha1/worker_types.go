@@ -36,7 +36,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.source) || has(self.assets)",message="spec.source is required unless spec.assets is set (an assets-only Worker)"
 // +kubebuilder:validation:XValidation:rule="!has(self.assets) || has(self.assets.image) || (has(self.source) && has(self.source.image))",message="spec.assets.image is required unless spec.source.image names the image"
 // +kubebuilder:validation:XValidation:rule="has(self.source) || !has(self.bindings) || size(self.bindings) == 0",message="an assets-only Worker (no spec.source) has no code to give spec.bindings to"
-// +kubebuilder:validation:XValidation:rule="has(oldSelf.dispatchNamespace) == has(self.dispatchNamespace) && (!has(self.dispatchNamespace) || self.dispatchNamespace == oldSelf.dispatchNamespace)",message="spec.dispatchNamespace cannot change: a user Worker belongs to one dispatch namespace; delete it and create it in the other (docs/dispatch.md)"
+// +kubebuilder:validation:XValidation:rule="has(oldSelf.dispatchNamespace) == has(self.dispatchNamespace) && (!has(self.dispatchNamespace) || self.dispatchNamespace == oldSelf.dispatchNamespace)",fieldPath=".dispatchNamespace",message="cannot be set, changed or removed once the Worker exists: a Worker is a user Worker of one dispatch namespace, or none, for its whole life; delete it and create it again. Two dispatch namespaces that hold Workers of the same name need two Kubernetes namespaces (docs/dispatch.md)"
 // +kubebuilder:validation:XValidation:rule="has(self.source) || !has(self.assets) || (!has(self.assets.binding) && !has(self.assets.runWorkerFirst))",message="spec.assets.binding and runWorkerFirst need a Worker script (spec.source); an assets-only Worker has none"
 type WorkerSpec struct {
 	// compatibilityDate is the workerd compatibility date, YYYY-MM-DD. It may not be
@@ -72,7 +72,7 @@ type WorkerSpec struct {
 	// namespace with a dispatchNamespace binding naming it reach it by its name, and its
 	// rpc port admits only them. Its code reaches no cluster address (docs/dispatch.md).
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters (docs/dispatch.md)"
 	// +optional
 	DispatchNamespace string `json:"dispatchNamespace,omitempty"`
 
@@ -512,7 +512,7 @@ type DispatchNamespaceBinding struct {
 	// spec.dispatchNamespace (wrangler's dispatch_namespaces[].namespace).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters (docs/dispatch.md)"
 	// +required
 	Namespace string `json:"namespace"`
 }

@@ -215,7 +215,7 @@ func (r resolver) resolveWorker(ctx context.Context, ns, name, field string, in 
 		return err
 	}
 	if dns := target.Spec.DispatchNamespace; dns != "" {
-		r.missing.add(fleetv1alpha1.ReasonInvalidSpec, "%s: Worker %q is a user Worker of dispatch namespace %q: only a dispatchNamespace binding reaches it (docs/dispatch.md)", field, name, dns)
+		r.missing.add(fleetv1alpha1.ReasonInvalidSpec, "%s: Worker %q is a user Worker of dispatch namespace %q: it cannot be the target of a service binding or a tail; a dispatch Worker reaches it through a dispatchNamespace binding (docs/dispatch.md)", field, name, dns)
 		return nil
 	}
 	in.services[target.Name] = render.ServiceTarget{Address: render.RPCAddress(target, render.Options{ClusterDomain: r.Options.ClusterDomain})}

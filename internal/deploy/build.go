@@ -65,6 +65,9 @@ type Captured struct {
 	Config string
 	// Env is wrangler's --env ("" for the top level).
 	Env string
+	// DispatchNamespace is wrangler's --dispatch-namespace: the project deploys a user
+	// Worker of that dispatch namespace.
+	DispatchNamespace string
 	// Bundle is the --outdir wrangler wrote the modules to.
 	Bundle string
 }
@@ -233,7 +236,8 @@ func readRecord(file string) (*Captured, error) {
 			dir = cwd
 		}
 	}
-	return &Captured{Dir: dir, Config: flagValue(rec.Args, "--config", "-c"), Env: flagValue(rec.Args, "--env", "-e")}, nil
+	return &Captured{Dir: dir, Config: flagValue(rec.Args, "--config", "-c"), Env: flagValue(rec.Args, "--env", "-e"),
+		DispatchNamespace: flagValue(rec.Args, "--dispatch-namespace")}, nil
 }
 
 // flagValue is the value of the last of the flags in args (yargs' --f v and --f=v).

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -140,7 +141,7 @@ func TestBuildErrors(t *testing.T) {
 // flag: run as if started there) moves the directory, relative to where it ran.
 func TestReadRecord(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "calls.jsonl")
-	rec := `{"cwd":"/p","args":["deploy"]}` + "\n" + `{"cwd":"/p","args":["deploy","--cwd","apps/web","--env=staging"]}` + "\n"
+	rec := `{"cwd":"/p","args":["deploy"]}` + "\n" + `{"cwd":"/p","args":["deploy","--cwd","apps/web","--env=staging","--dispatch-namespace","customers"]}` + "\n"
 	if err := os.WriteFile(file, []byte(rec), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,25 @@ func TestReadRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Captured{Dir: "/p/apps/web", Env: "staging"}); *c != want {
+	if want := (Captured{Dir: "/p/apps/web", Env: "staging", DispatchNamespace: "customers"}); *c != want {
 		t.Errorf("readRecord = %+v, want %+v", *c, want)
+	}
+}
+
+// TestDispatchNamespaceOfDeploy: the project's own wrangler deploy --dispatch-namespace
+// makes the Worker a user Worker as deploy's flag does (wrangler's meaning); both given
+// must agree.
+func TestDispatchNamespaceOfDeploy(t *testing.T) {
+	for _, tc := range []struct{ script, flag, want, wantErr string }{
+		{"", "", "", ""},
+		{"customers", "", "customers", ""},
+		{"", "customers", "customers", ""},
+		{"customers", "customers", "customers", ""},
+		{"customers", "staging", "", "--dispatch-namespace staging: the project's own deploy runs wrangler deploy --dispatch-namespace customers: pass the same or none (docs/dispatch.md)"},
+	} {
+		got, err := dispatchNamespace(&Captured{DispatchNamespace: tc.script}, Options{DispatchNamespace: tc.flag, Log: io.Discard})
+		if got != tc.want || (err == nil) != (tc.wantErr == "") || (err != nil && err.Error() != tc.wantErr) {
+			t.Errorf("script %q, flag %q: %q, %v; want %q, %q", tc.script, tc.flag, got, err, tc.want, tc.wantErr)
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/kubeapply"
 	"github.com/workerd-operator/workerd-operator/internal/render"
+	"github.com/workerd-operator/workerd-operator/internal/wrangler"
 )
 
 // DispatchDocs says how user Workers reach a dispatch namespace.
@@ -157,7 +158,10 @@ func (a *cloudflareAPI) timeout() time.Duration {
 // https://developers.cloudflare.com/workers/configuration/multipart-upload-metadata/)
 // into the Worker it becomes.
 func (a *cloudflareAPI) userWorker(r *http.Request) (*v1alpha1.Worker, error) {
-	ns, script := r.PathValue("namespace"), r.PathValue("script")
+	ns, script := wrangler.DispatchNamespaceName(r.PathValue("namespace")), r.PathValue("script")
+	if ns != r.PathValue("namespace") {
+		fmt.Fprintf(a.o.Log, "deploy: dispatch namespace %q is not a DNS label: the upload goes to %s, as a dispatch_namespaces binding naming it does (%s)\n", r.PathValue("namespace"), ns, DispatchDocs)
+	}
 	if err := checkUserNames(ns, script); err != nil {
 		return nil, err
 	}
@@ -203,8 +207,8 @@ func checkUserNames(ns, script string) error {
 	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
 		return fmt.Errorf("dispatch namespace %q: %s (spec.dispatchNamespace; %s)", ns, strings.Join(msgs, "; "), DispatchDocs)
 	}
-	if msgs := validation.IsDNS1123Label(script); len(msgs) > 0 || len(script) > render.MaxUserWorkerName {
-		return fmt.Errorf("script name %q: a user Worker's name must be a DNS label of at most %d characters (lowercase letters, digits, '-'; %s)", script, render.MaxUserWorkerName, DispatchDocs)
+	if msgs := validation.IsDNS1035Label(script); len(msgs) > 0 || len(script) > render.MaxUserWorkerName {
+		return fmt.Errorf("script name %q: a user Worker's name must be a DNS label of at most %d characters starting with a letter (lowercase letters, digits, '-'; %s)", script, render.MaxUserWorkerName, DispatchDocs)
 	}
 	return nil
 }

@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
@@ -73,7 +72,7 @@ func TestCloudflareAPI(t *testing.T) {
 		{"kv", "GET", "/client/v4/accounts/workerd-operator/storage/kv/namespaces", bearer, "", 501,
 			notServed("GET", "/client/v4/accounts/workerd-operator/storage/kv/namespaces")},
 		{"upload refused", "PUT", nsPath + "/my-dispatch-namespace/scripts/this-is_my_script-01", bearer, "", 400,
-			apiErrorBody(400, `script name "this-is_my_script-01": a user Worker's name must be a DNS label of at most 50 characters (lowercase letters, digits, '-'; docs/dispatch.md)`)},
+			apiErrorBody(400, `script name "this-is_my_script-01": a user Worker's name must be a DNS label of at most 50 characters starting with a letter (lowercase letters, digits, '-'; docs/dispatch.md)`)},
 		{"upload not multipart", "PUT", nsPath + "/my-dispatch-namespace/scripts/hello", bearer, `{"main_module":"a.js"}`, 400,
 			apiErrorBody(400, "the upload is not a multipart form of at most 10485760 bytes: request Content-Type isn't multipart/form-data (https://developers.cloudflare.com/workers/configuration/multipart-upload-metadata/)")},
 	} {
@@ -177,10 +176,7 @@ func TestUserWorker(t *testing.T) {
 	longest := strings.Repeat("a", render.MaxUserWorkerName)
 	tooLong := strings.Repeat("a", render.MaxUserWorkerName+1)
 	scriptName := func(name string) string {
-		return fmt.Sprintf(`script name %q: a user Worker's name must be a DNS label of at most 50 characters (lowercase letters, digits, '-'; docs/dispatch.md)`, name)
-	}
-	nsName := func(name string) string {
-		return fmt.Sprintf(`dispatch namespace %q: %s (spec.dispatchNamespace; docs/dispatch.md)`, name, strings.Join(validation.IsDNS1123Label(name), "; "))
+		return fmt.Sprintf(`script name %q: a user Worker's name must be a DNS label of at most 50 characters starting with a letter (lowercase letters, digits, '-'; docs/dispatch.md)`, name)
 	}
 	mainFile := sdkFile("worker.mjs", "application/javascript+module", worker)
 	for _, tc := range []struct {
@@ -300,12 +296,14 @@ func TestUserWorker(t *testing.T) {
 			parts: []part{sdkMetadata(`{"main_module":"worker.mjs"}`), mainFile}, wantErr: scriptName(tooLong),
 		},
 		{
-			name: "dispatch namespace not a DNS label", date: testDate, ns: "My_Namespace", script: "hello",
-			parts: []part{sdkMetadata(`{"main_module":"worker.mjs"}`), mainFile}, wantErr: nsName("My_Namespace"),
+			name: "script name starting with a digit", date: testDate, ns: ns, script: "1site",
+			parts: []part{sdkMetadata(`{"main_module":"worker.mjs"}`), mainFile}, wantErr: scriptName("1site"),
 		},
 		{
-			name: "dispatch namespace too long", date: testDate, ns: strings.Repeat("n", 64), script: "hello",
-			parts: []part{sdkMetadata(`{"main_module":"worker.mjs"}`), mainFile}, wantErr: nsName(strings.Repeat("n", 64)),
+			// As a dispatch_namespaces binding naming it maps it (wrangler.DispatchNamespaceName).
+			name: "dispatch namespace not a DNS label: mapped as the binding maps it", date: testDate, ns: "My_Namespace", script: "hello",
+			parts: []part{sdkMetadata(`{"main_module":"worker.mjs"}`), mainFile},
+			want:  userWorkerOf("my-namespace", "hello", testDate, nil, nil, text("worker.mjs", v1alpha1.ModuleESModule, worker)),
 		},
 		{
 			name: "larger than 10 MiB", date: testDate, ns: ns, script: "hello",

@@ -145,6 +145,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return out, nil
 }
 
+// dispatchNamespace is the dispatch namespace the deployed Worker joins: --dispatch-namespace,
+// or the project's own `wrangler deploy --dispatch-namespace`, which must agree.
+func dispatchNamespace(c *Captured, o Options) (string, error) {
+	switch {
+	case c.DispatchNamespace == "" || c.DispatchNamespace == o.DispatchNamespace:
+		return o.DispatchNamespace, nil
+	case o.DispatchNamespace == "":
+		fmt.Fprintf(o.Log, "deploy: the project's wrangler deploy names dispatch namespace %s: the Worker is a user Worker of it (%s)\n", c.DispatchNamespace, DispatchDocs)
+		return c.DispatchNamespace, nil
+	}
+	return "", fmt.Errorf("--dispatch-namespace %s: the project's own deploy runs wrangler deploy --dispatch-namespace %s: pass the same or none (%s)",
+		o.DispatchNamespace, c.DispatchNamespace, DispatchDocs)
+}
+
 func (o Options) namespace() string {
 	if o.Namespace == "" {
 		return "default"
@@ -194,8 +208,12 @@ func mapAndPush(c *Captured, o Options) (*wrangler.Result, []*unstructured.Unstr
 	if cfg, err := wrangler.Load(path); err == nil && cfg.Generated {
 		env = "" // the build tool generated the environment's configuration
 	}
+	dns, err := dispatchNamespace(c, o)
+	if err != nil {
+		return nil, nil, err
+	}
 	res, err := wrangler.Import(wrangler.Options{Path: path, Env: env, Bundle: c.Bundle, Namespace: o.Namespace,
-		Image: o.Image, R2Endpoint: o.R2Endpoint, AllowUnsupported: o.AllowUnsupported, DispatchNamespace: o.DispatchNamespace})
+		Image: o.Image, R2Endpoint: o.R2Endpoint, AllowUnsupported: o.AllowUnsupported, DispatchNamespace: dns})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,8 +14,8 @@ const script = process.argv[1] || '';
 const wrangler = /[\\/]\.bin[\\/]wrangler$/.test(script) ||
   /[\\/]wrangler[\\/](bin[\\/]wrangler\.js|wrangler-dist[\\/]cli\.js)$/.test(script);
 
-// wrangler's global flags that take a value (https://developers.cloudflare.com/workers/wrangler/commands/#global-flags).
-const valueFlags = new Set(['--config', '-c', '--env', '-e', '--cwd', '--env-file']);
+// wrangler's flags that take a value: the global ones (https://developers.cloudflare.com/workers/wrangler/commands/#global-flags) and deploy's --dispatch-namespace.
+const valueFlags = new Set(['--config', '-c', '--env', '-e', '--cwd', '--env-file', '--dispatch-namespace']);
 
 function positional(args) {
   const out = [];

@@ -305,6 +305,13 @@ func cases(tbl *limits.Table) []admitCase {
 		admitCase{name: "dispatch-namespace-binding", obj: newWorker("dispatcher", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.Bindings = []v1alpha1.Binding{{Name: "DISPATCHER", DispatchNamespace: &v1alpha1.DispatchNamespaceBinding{Namespace: "customers"}}}
 		})},
+		admitCase{name: "name-with-dot", obj: newWorker("site.c", limits.Paid, nil),
+			wantErr: []string{`metadata.name: Invalid value: "site.c"`, "must be a DNS label of at most 59 characters starting with a letter", "no dots", "rfc-1035-label-names"}},
+		admitCase{name: "name-starts-with-digit", obj: newWorker("2fa", limits.Paid, nil),
+			wantErr: []string{`metadata.name: Invalid value: "2fa"`, "starting with a letter"}},
+		admitCase{name: "name-longest", obj: newWorker("n"+strings.Repeat("x", 58), limits.Paid, nil)},
+		admitCase{name: "name-too-long", obj: newWorker("n"+strings.Repeat("x", 59), limits.Paid, nil),
+			wantErr: []string{"metadata.name: Invalid value", `"<name>-rpc"`}},
 		admitCase{name: "reserved-name-prefix", obj: newWorker("wfp-1a2b3c4d-site", limits.Paid, nil),
 			wantErr: []string{`metadata.name: Invalid value: "wfp-1a2b3c4d-site"`, `the prefix "wfp-" is reserved`, "docs/dispatch.md"}},
 		admitCase{name: "user-worker-dispatches", obj: newWorker("nested", limits.Paid, func(s *v1alpha1.WorkerSpec) {

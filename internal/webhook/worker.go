@@ -141,6 +141,7 @@ func (w *Webhooks) validateWorker(ctx context.Context, old, wk *v1alpha1.Worker)
 	validateWorkerSpec(c, spec, s, w.opts.WorkerdVersion, w.opts.ScriptSizeRules)
 	c.add(validateUserWorkerName(field.NewPath("metadata", "name"), wk.Name, s.DispatchNamespace))
 	c.add(validateReservedName(field.NewPath("metadata", "name"), wk.Name))
+	c.add(validateServiceName(field.NewPath("metadata", "name"), wk.Name))
 	c.add(validateNoNestedDispatch(spec, s))
 	w.validatePolicy(ctx, c, spec, old, wk)
 	w.validateSource(ctx, c, spec.Child("source"), wk.Namespace, &s.Source)
@@ -222,6 +223,20 @@ func validateUserWorkerName(path *field.Path, name, dispatchNamespace string) *f
 	return field.Invalid(path, name, fmt.Sprintf("must be at most %d characters for a user Worker (spec.dispatchNamespace %q): its rpc Service is named "+
 		"wfp-<8 hex digits>-<name>, which must be a DNS label of at most %d characters; see docs/dispatch.md",
 		render.MaxUserWorkerName, dispatchNamespace, validation.DNS1123LabelMaxLength))
+}
+
+// maxWorkerName keeps "<name>-rpc", the Worker's rpc Service, a DNS label.
+const maxWorkerName = validation.DNS1035LabelMaxLength - len("-rpc")
+
+// validateServiceName refuses a name the Worker's Services cannot take: a Service's
+// name is a DNS-1035 label (a letter first, no dots).
+func validateServiceName(path *field.Path, name string) *field.Error {
+	msgs := validation.IsDNS1035Label(name)
+	if len(msgs) == 0 && len(name) <= maxWorkerName {
+		return nil
+	}
+	return field.Invalid(path, name, fmt.Sprintf("must be a DNS label of at most %d characters starting with a letter (lowercase letters, digits and '-'; no dots): "+
+		"the Worker's Services take its name and \"<name>-rpc\" (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#rfc-1035-label-names)", maxWorkerName))
 }
 
 // validateReservedName refuses a Worker name starting with the prefix of user Workers'

@@ -34,13 +34,22 @@ func (c *converter) dispatchNamespaces(path string, v any) {
 				c.unsupported(p+"."+k, unknownReason)
 			}
 		}
-		name := ns
-		if len(validation.IsDNS1123Label(ns)) > 0 {
-			name = dnsName(ns)
+		name := DispatchNamespaceName(ns)
+		if name != ns {
 			c.res.Notes = append(c.res.Notes, fmt.Sprintf("%s.namespace: %q is not a DNS label, so the binding names dispatch namespace %q: deploy its user Workers with --dispatch-namespace %s (%s)", p, ns, name, name, dispatchDocs))
 		}
 		c.addBinding(v1alpha1.Binding{Name: binding, DispatchNamespace: &v1alpha1.DispatchNamespaceBinding{Namespace: name}})
 	}
+}
+
+// DispatchNamespaceName is the dispatch namespace a configuration's or an upload's name
+// stands for: the name itself when it is a DNS label, else the label dispatch_namespaces
+// maps it to (dnsName), so that a binding and its user Workers agree.
+func DispatchNamespaceName(ns string) string {
+	if len(validation.IsDNS1123Label(ns)) == 0 {
+		return ns
+	}
+	return dnsName(ns)
 }
 
 // CheckDispatchNamespace checks a --dispatch-namespace value: it becomes
