@@ -254,6 +254,11 @@ func disableHTTP2(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
 func runManager(f *managerFlags) error {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(f.development), zap.Level(zapcore.InfoLevel)))
 	setupLog := ctrl.Log.WithName("setup")
+	if n := applyMemoryLimit(); n > 0 {
+		// The caches of a large fleet hold far less than the peaks the collector lets
+		// the heap reach by default: the limit makes it collect before the OOM killer.
+		setupLog.Info("Go memory limit set", "bytes", n, "of", "$"+podcontract.MemoryLimitEnv)
+	}
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:  scheme.New(),

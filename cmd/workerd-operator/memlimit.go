@@ -8,11 +8,11 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
-// sidecarMemoryLimit is the Go memory limit for a container limit given in
+// memoryLimit is the Go memory limit for a container limit given in
 // podcontract.MemoryLimitEnv: 90% of it (the rest is stacks, the runtime and the
 // kernel's own accounting). 0 when GOMEMLIMIT is set (the runtime already obeys it) or
 // the variable is missing, malformed or not a limit.
-func sidecarMemoryLimit(getenv func(string) string) int64 {
+func memoryLimit(getenv func(string) string) int64 {
 	if getenv("GOMEMLIMIT") != "" {
 		return 0
 	}
@@ -23,10 +23,10 @@ func sidecarMemoryLimit(getenv func(string) string) int64 {
 	return n / 10 * 9
 }
 
-// applySidecarMemoryLimit sets the Go memory limit from the container's (see
-// sidecarMemoryLimit) and returns it, 0 when it left it alone.
-func applySidecarMemoryLimit() int64 {
-	n := sidecarMemoryLimit(os.Getenv)
+// applyMemoryLimit sets the Go memory limit from the container's (see
+// memoryLimit) and returns it, 0 when it left it alone.
+func applyMemoryLimit() int64 {
+	n := memoryLimit(os.Getenv)
 	if n > 0 {
 		debug.SetMemoryLimit(n)
 	}

@@ -16,7 +16,7 @@ func TestSidecarMemoryLimit(t *testing.T) {
 		{map[string]string{podcontract.MemoryLimitEnv: "256Mi"}, 0},
 		{map[string]string{}, 0},
 	} {
-		if got := sidecarMemoryLimit(func(k string) string { return tc.env[k] }); got != tc.want {
+		if got := memoryLimit(func(k string) string { return tc.env[k] }); got != tc.want {
 			t.Errorf("%v: %d, want %d", tc.env, got, tc.want)
 		}
 	}

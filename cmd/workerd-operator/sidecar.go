@@ -150,7 +150,7 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 	}
 	defer closeAll(relays)
 	fmt.Fprintf(cmd.ErrOrStderr(), "sidecar: listening on %s (pod-internal) and %q (cross-pod, mutual TLS), data dir %s, channel registry boot %s\n", srv.Addr(), srv.TLSAddr(), srv.DataDir(), srv.Channels().BootID())
-	if n := applySidecarMemoryLimit(); n > 0 {
+	if n := applyMemoryLimit(); n > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "sidecar: Go memory limit %d bytes (90%% of $%s)\n", n, podcontract.MemoryLimitEnv)
 	}
 	return serveSidecar(cmd.Context(), srv, o.grace, cmd.ErrOrStderr())
