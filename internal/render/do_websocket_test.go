@@ -60,14 +60,10 @@ func wsConsole(t *testing.T, c *doCluster) {
 	}
 	_ = hib.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(4001, "bye"))
 	_ = hib.Close()
-	// The plain socket's console lines belong to the request that opened it; closing it
-	// ends that request, so its tail stream is flushed rather than left to workerd's
-	// timing (on a loaded 2-core machine, beside the real-node suite, an open one has
-	// taken more than 150 s to deliver).
-	_ = plain.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(1000, ""))
-	_ = plain.Close()
 	want := []string{`"message":"ws log from-hibernatable"`, `"message":"ws log from-plain"`, `"message":"ws close 4001 bye"`}
-	// A liveness wait, not a latency bound.
+	// A liveness wait, not a latency bound: on a loaded 2-core machine (make test beside
+	// the real-node suite) the tail stream of a plain socket's request has taken more
+	// than 60 s to deliver.
 	deadline := time.Now().Add(150 * time.Second)
 	for {
 		logs, missing := c.logs[shard].String(), []string{}
