@@ -161,7 +161,7 @@ func dispatchedBodyAndWebSocket(t *testing.T, base string) {
 }
 
 // newDispatchWorker creates Worker name running module, with edit applied to its spec.
-func newDispatchWorker(t *testing.T, name, module string, edit func(*fleetv1alpha1.WorkerSpec)) {
+func newDispatchWorker(t testing.TB, name, module string, edit func(*fleetv1alpha1.WorkerSpec)) {
 	t.Helper()
 	w := &fleetv1alpha1.Worker{
 		ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: name},
@@ -262,9 +262,9 @@ func BenchmarkDispatch(b *testing.B) {
 	for i := range n {
 		name := fmt.Sprintf("bench-user-%d", i)
 		names = append(names, name)
-		newBenchWorker(b, name, userModule(name), func(s *fleetv1alpha1.WorkerSpec) { s.DispatchNamespace = "bench" })
+		newDispatchWorker(b, name, userModule(name), func(s *fleetv1alpha1.WorkerSpec) { s.DispatchNamespace = "bench" })
 	}
-	newBenchWorker(b, "bench-platform", dispatcherModule, func(s *fleetv1alpha1.WorkerSpec) {
+	newDispatchWorker(b, "bench-platform", dispatcherModule, func(s *fleetv1alpha1.WorkerSpec) {
 		s.Bindings = []fleetv1alpha1.Binding{{Name: "dispatcher", DispatchNamespace: &fleetv1alpha1.DispatchNamespaceBinding{Namespace: "bench"}}}
 	})
 	direct := map[string]string{}
@@ -297,25 +297,6 @@ func BenchmarkDispatch(b *testing.B) {
 		})
 	}
 	b.Logf("pods: %d user Workers, 1 dispatch Worker; resident memory: %s", n, podsRSS(b, append(names, "bench-platform")))
-}
-
-// newBenchWorker is newDispatchWorker for a benchmark.
-func newBenchWorker(b *testing.B, name, module string, edit func(*fleetv1alpha1.WorkerSpec)) {
-	b.Helper()
-	w := &fleetv1alpha1.Worker{
-		ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: name},
-		Spec: fleetv1alpha1.WorkerSpec{
-			CompatibilityDate: "2026-11-01", Replicas: ptr.To[int32](1),
-			Source: fleetv1alpha1.WorkerSource{Inline: &fleetv1alpha1.InlineSource{Modules: []fleetv1alpha1.Module{{
-				Name: "worker.js", Type: fleetv1alpha1.ModuleESModule, Content: ptr.To(module),
-			}}}},
-		},
-	}
-	edit(&w.Spec)
-	if err := k8sClient.Create(context.Background(), w); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = k8sClient.Delete(context.Background(), w) })
 }
 
 // podsRSS sums the resident memory of the containers of the Workers' pods, by
