@@ -52,6 +52,11 @@ type DurableObjectNamespaceSpec struct {
 	// channels enables durable channels (contract 0.1.0, docs/channels.md) for the objects.
 	// +optional
 	Channels *ChannelsSpec `json:"channels,omitempty"`
+
+	// container runs a container per object: the class extends Container
+	// (@cloudflare/containers) and wrangler's containers[] names it (docs/containers.md).
+	// +optional
+	Container *ContainerSpec `json:"container,omitempty"`
 }
 
 // ChannelsSpec configures durable channels. Limits may be lowered below the profile's

@@ -1,0 +1,52 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// DefaultContainerMaxInstances is maxInstances when unset.
+const DefaultContainerMaxInstances int32 = 20
+
+// DefaultContainerInstanceType is instanceType when unset.
+const DefaultContainerInstanceType = "lite"
+
+// containerInstanceTypes are Cloudflare's predefined instance types: vCPU (in
+// millicores) and memory, https://developers.cloudflare.com/containers/platform/limits/.
+var containerInstanceTypes = map[string]struct{ cpu, memory string }{
+	"lite":       {"62m", "256Mi"},
+	"basic":      {"250m", "1Gi"},
+	"standard-1": {"500m", "4Gi"},
+	"standard-2": {"1", "6Gi"},
+	"standard-3": {"2", "8Gi"},
+	"standard-4": {"4", "12Gi"},
+}
+
+// MaxInstancesOrDefault is spec.maxInstances, or DefaultContainerMaxInstances.
+func (c *ContainerSpec) MaxInstancesOrDefault() int32 {
+	if c.MaxInstances == nil {
+		return DefaultContainerMaxInstances
+	}
+	return *c.MaxInstances
+}
+
+// InstanceTypeOrDefault is spec.instanceType, or DefaultContainerInstanceType.
+func (c *ContainerSpec) InstanceTypeOrDefault() string {
+	if c.InstanceType == "" {
+		return DefaultContainerInstanceType
+	}
+	return c.InstanceType
+}
+
+// Resources are an instance's requests and limits: its instance type's CPU and memory.
+func (c *ContainerSpec) Resources() corev1.ResourceRequirements {
+	t, ok := containerInstanceTypes[c.InstanceTypeOrDefault()]
+	if !ok {
+		t = containerInstanceTypes[DefaultContainerInstanceType]
+	}
+	l := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(t.cpu),
+		corev1.ResourceMemory: resource.MustParse(t.memory),
+	}
+	return corev1.ResourceRequirements{Requests: l.DeepCopy(), Limits: l}
+}
