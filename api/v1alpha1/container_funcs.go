@@ -50,3 +50,9 @@ func (c *ContainerSpec) Resources() corev1.ResourceRequirements {
 	}
 	return corev1.ResourceRequirements{Requests: l.DeepCopy(), Limits: l}
 }
+
+// IsContainerInstanceType reports whether s names one of Cloudflare's instance types.
+func IsContainerInstanceType(s string) bool {
+	_, ok := containerInstanceTypes[s]
+	return ok
+}

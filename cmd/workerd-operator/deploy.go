@@ -71,6 +71,7 @@ same objects for GitOps (docs/deploy.md).`,
 	fl.StringVar(&o.R2Endpoint, "r2-endpoint", "", "S3-compatible endpoint of the R2Buckets that r2_buckets bind (as import)")
 	fl.BoolVar(&o.AllowUnsupported, "allow-unsupported", false, "deploy despite keys that cannot be mapped (as import)")
 	fl.StringVar(&o.DispatchNamespace, "dispatch-namespace", "", "deploy the Worker as a user Worker of this dispatch namespace (spec.dispatchNamespace), as wrangler deploy --dispatch-namespace (docs/dispatch.md)")
+	fl.StringToStringVar(&o.ContainerImages, "container-image", nil, "CLASS=REF: the built image of a containers[] entry whose image is a Dockerfile (docs/containers.md); repeatable")
 	fl.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "how long to retry applying and to wait for Ready")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
 	fl.StringVar(&f.context, "context", "", "kubeconfig context (default: the current one)")

@@ -73,6 +73,7 @@ create; their values are never read.`,
 	f.StringVar(&o.R2Endpoint, "r2-endpoint", "", "S3-compatible endpoint URL of the R2Buckets that r2_buckets bind (docs/r2.md); without it no R2Bucket is written")
 	f.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of the objects (default: none, kubectl's)")
 	f.StringVar(&o.DispatchNamespace, "dispatch-namespace", "", "make the Worker a user Worker of this dispatch namespace (spec.dispatchNamespace), as wrangler deploy --dispatch-namespace (docs/dispatch.md)")
+	f.StringToStringVar(&o.ContainerImages, "container-image", nil, "CLASS=REF: the built image of a containers[] entry whose image is a Dockerfile (docs/containers.md); repeatable")
 	f.StringVar(&o.Image, "image", "", "pack the bundle and assets into an OCI image REF and point spec.source.image at it (by digest)")
 	f.BoolVar(&imgOpts.push, "push", false, "push the --image to its registry")
 	f.StringVar(&imgOpts.archive, "image-archive", "", "write the --image as an OCI image layout tar file")

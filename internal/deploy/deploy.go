@@ -45,6 +45,8 @@ type Options struct {
 	R2Endpoint        string
 	AllowUnsupported  bool
 	DispatchNamespace string
+	// ContainerImages is import's --container-image: class → built image.
+	ContainerImages map[string]string
 	// Rest is the cluster (unused with DryRun).
 	Rest *rest.Config
 	// Scratch holds the bundle and the build's bookkeeping ("" is a new temporary
@@ -213,7 +215,8 @@ func mapAndPush(c *Captured, o Options) (*wrangler.Result, []*unstructured.Unstr
 		return nil, nil, err
 	}
 	res, err := wrangler.Import(wrangler.Options{Path: path, Env: env, Bundle: c.Bundle, Namespace: o.Namespace,
-		Image: o.Image, R2Endpoint: o.R2Endpoint, AllowUnsupported: o.AllowUnsupported, DispatchNamespace: dns})
+		Image: o.Image, R2Endpoint: o.R2Endpoint, AllowUnsupported: o.AllowUnsupported, DispatchNamespace: dns,
+		ContainerImages: o.ContainerImages})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,7 +15,7 @@ const wrangler = /[\\/]\.bin[\\/]wrangler$/.test(script) ||
   /[\\/]wrangler[\\/](bin[\\/]wrangler\.js|wrangler-dist[\\/]cli\.js)$/.test(script);
 
 // wrangler's flags that take a value: the global ones (https://developers.cloudflare.com/workers/wrangler/commands/#global-flags) and deploy's --dispatch-namespace.
-const valueFlags = new Set(['--config', '-c', '--env', '-e', '--cwd', '--env-file', '--dispatch-namespace']);
+const valueFlags = new Set(['--config', '-c', '--env', '-e', '--cwd', '--env-file', '--dispatch-namespace', '--containers-rollout']);
 
 function positional(args) {
   const out = [];
@@ -47,8 +47,10 @@ if (wrangler && process.env.WORKERD_OPERATOR_RECORD) {
   const cmd = positional(args);
   if (cmd[0] === 'deploy') {
     if (!args.includes('--dry-run')) {
-      args = withoutFlag(args, ['--outdir']);
-      args.push('--dry-run', '--outdir', process.env.WORKERD_OPERATOR_OUTDIR);
+      // The cluster runs images that are already built (--container-image): wrangler
+      // must not build containers[] Dockerfiles, which needs Docker.
+      args = withoutFlag(args, ['--outdir', '--containers-rollout']);
+      args.push('--dry-run', '--outdir', process.env.WORKERD_OPERATOR_OUTDIR, '--containers-rollout=none');
       const env = process.env.WORKERD_OPERATOR_ENV;
       const generated = fs.existsSync(path.join(process.cwd(), '.wrangler', 'deploy', 'config.json'));
       if (env && !generated && !args.some((a) => /^(--env|-e)(=|$)/.test(a))) {

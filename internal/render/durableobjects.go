@@ -69,6 +69,9 @@ type DurableObjectTarget struct {
 	// spec.channels.enabled, else "": the shard pods give the hosted class's Worker a
 	// `wrapped` binding of that name to the channels client (docs/channels.md).
 	ChannelsBinding string
+	// ContainerImage is spec.container.image: the image of each object's container
+	// (workerd's container.imageName), "" when the class runs none.
+	ContainerImage string
 	// OwnerWaitMs is how long a call waits for its shard's owner while it is away
 	// (router.js, CONFIG.ownerWaitMs); 0 is the router's default, OwnerWaitSeconds. Tests shorten it.
 	OwnerWaitMs int64
@@ -157,6 +160,9 @@ func targetFor(d *v1alpha1.DurableObjectNamespace, n int32, opts Options) (Durab
 		Namespace: ns, Name: d.Name, Worker: d.Spec.WorkerRef.Name, ClassName: d.Spec.ClassName,
 		UniqueKey: UniqueKey(d), DrainToken: DrainToken(d), Shards: n, SQL: d.Spec.SQL, PreventEviction: d.Spec.PreventEviction,
 		ShardSet: ShardSetName(d.Name),
+	}
+	if c := d.Spec.Container; c != nil {
+		t.ContainerImage = c.Image
 	}
 	if c := d.Spec.Channels; c != nil && c.Enabled {
 		t.ChannelsBinding = c.Binding
@@ -354,8 +360,13 @@ func (d *doKind) writeBound(c *capnp, name string, t DurableObjectTarget) {
 // service, the gateway worker and its socket, and POD_NAME.
 func (d *doKind) writeHost(x *extras) {
 	t := d.host
-	x.worker.field("durableObjectNamespaces", list(tuple(kv("className", Quote(t.ClassName)), kv("uniqueKey", Quote(t.UniqueKey)),
-		kv("enableSql", fmt.Sprint(t.SQL)), kv("preventEviction", fmt.Sprint(t.PreventEviction)))))
+	ns := []string{kv("className", Quote(t.ClassName)), kv("uniqueKey", Quote(t.UniqueKey)),
+		kv("enableSql", fmt.Sprint(t.SQL)), kv("preventEviction", fmt.Sprint(t.PreventEviction))}
+	if t.ContainerImage != "" {
+		ns = append(ns, kv("container", tuple(kv("imageName", Quote(t.ContainerImage)))))
+		x.worker.field("containerEngine", ContainerEngine())
+	}
+	x.worker.field("durableObjectNamespaces", list(tuple(ns...)))
 	x.worker.field("durableObjectStorage", tuple(kv("localDisk", Quote(DOStorageService))))
 	c := &x.services
 	c.item(named(DOStorageService), "disk = (writable = true)")
@@ -373,6 +384,14 @@ func (d *doKind) writeHost(x *extras) {
 	x.healthBindings = append(x.healthBindings, tuple(named("GATEWAY"), kv("service", Quote(GatewayService))),
 		tuple(named("DRAIN_TOKEN"), kv("text", Quote(t.DrainToken))))
 	x.env = append(x.env, corev1.EnvVar{Name: PodNameEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
+}
+
+// ContainerEngine is the Worker's containerEngine on a shard pod whose class runs
+// containers: Docker's API on the sidecar's socket, relative to the workerd container's
+// working directory (podcontract.ConfigDir).
+func ContainerEngine() string {
+	return tuple(kv("localDocker", tuple(kv("socketPath", Quote("unix:"+podcontract.ContainersSubdir+"/"+podcontract.ContainersSocket)),
+		kv("containerEgressInterceptorImage", Quote(podcontract.ContainersEgressImage)))))
 }
 
 // shimModule is an ES module list entry embedding shim file (named after the file).

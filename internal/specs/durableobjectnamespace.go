@@ -52,6 +52,7 @@ func BuildDONSChildren(d *fleetv1alpha1.DurableObjectNamespace, w *fleetv1alpha1
 		workerdMounts: []corev1.VolumeMount{{Name: shardDataVolume, MountPath: render.DOStorageDir, SubPath: shardDOSubPath}},
 		sidecarArgs:   channelLimitArgs(d.Spec.Channels),
 		backup:        DONSBackup(d),
+		container:     d.Spec.Container, containerOwner: d.Name,
 		// The gateway stops opening sessions and answers once no call is in flight
 		// (shim gateway.js); callers wait for the successor meanwhile. The hook goes
 		// through the health socket, which forwards the drain path to the gateway: the

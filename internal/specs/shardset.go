@@ -51,6 +51,10 @@ type shardSetParams struct {
 	sidecarConfig bool
 	// backup wires spec.backup and spec.restore into the pods.
 	backup StoreBackup
+	// container is a DurableObjectNamespace's spec.container (applyContainerEngine).
+	container *fleetv1alpha1.ContainerSpec
+	// containerOwner names the DurableObjectNamespace whose objects run them.
+	containerOwner string
 	// extraFiles are added to the rendered ConfigMap (files for the sidecar); they are
 	// part of its content-addressed name.
 	extraFiles []render.File
@@ -163,6 +167,7 @@ func shardPodTemplate(w *fleetv1alpha1.Worker, out *render.Output, inputsHash st
 		}
 	}
 	p.backup.apply(pod, opts)
+	applyContainerEngine(pod, p.containerOwner, p.container, opts)
 	defaultSpread(pod, p.selector, statefulSetSpreadKeys)
 	return tmpl
 }

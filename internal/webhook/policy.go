@@ -69,6 +69,10 @@ type Policy struct {
 	// (outbound.Within). Empty: spec.outbound.allow is refused (the operator's default
 	// applies). The manager sets it to --allowed-outbound, else --outbound-default-allow.
 	Outbound []string
+	// ContainerImages are the images a DurableObjectNamespace's spec.container.image
+	// may name (the forms of RuntimeImages). Empty: containers are refused, since each
+	// instance is a Pod running the author's image (docs/containers.md).
+	ContainerImages []string
 	// OutboundDeny is the admin's deny list (--outbound-deny): an R2Bucket whose
 	// spec.s3.endpoint is an address in it is refused, as the sidecar would connect
 	// there for the Worker.
@@ -166,6 +170,18 @@ func ImageAllowed(image string, allowed []string) bool {
 		}
 	}
 	return false
+}
+
+// validateContainerImage checks spec.container.image against the admin's policy.
+func validateContainerImage(path *field.Path, c *v1alpha1.ContainerSpec, allowed []string) *field.Error {
+	if c == nil || ImageAllowed(c.Image, allowed) {
+		return nil
+	}
+	if !wellFormedImage(c.Image) {
+		return field.Invalid(path, c.Image, "not an image reference (registry/repository[:tag][@digest]); build and push the containers[] Dockerfile first (docs/containers.md)")
+	}
+	return forbidden(path, fmt.Sprintf("image %q is not allowed: every instance runs it as a Pod of this namespace", c.Image),
+		allowedList(allowed, "no container image (containers are off)"), "--allowed-container-images, Helm policy.containerImages")
 }
 
 // validatePolicy checks a Worker against the admin's policy: the limit profile its

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
@@ -325,5 +326,45 @@ func TestWorkerdVersionKeptOnUpdate(t *testing.T) {
 	wk.Spec.Runtime.Version = "1.20260602.0"
 	if _, err := v.ValidateUpdate(context.Background(), old, wk); err == nil || !strings.Contains(err.Error(), "spec.runtime.version: Forbidden") {
 		t.Errorf("update to another release: %v", err)
+	}
+}
+
+// spec.container.image: refused unless the admin allows it (each instance is a Pod
+// running the image), and a Dockerfile path is named as one (docs/containers.md).
+func TestValidateContainerImage(t *testing.T) {
+	path := field.NewPath("spec", "container", "image")
+	cases := []struct {
+		name    string
+		image   string
+		allowed []string
+		want    []string // substrings of the error; nil: admitted
+	}{
+		{"allowed registry", "registry.example/team/box:1", []string{"registry.example/"}, nil},
+		{"any", "docker.io/library/nginx:1", []string{"*"}, nil},
+		{"off by default", "registry.example/box:1", nil, []string{"spec.container.image", "not allowed", "no container image (containers are off)", "--allowed-container-images", "Helm policy.containerImages", PolicyDoc}},
+		{"other registry", "evil.example/box:1", []string{"registry.example/"}, []string{"allowed: registry.example/"}},
+		{"a Dockerfile", "./Dockerfile", []string{"registry.example/"}, []string{"not an image reference", "docs/containers.md"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := validateContainerImage(path, &v1alpha1.ContainerSpec{Image: tc.image}, tc.allowed)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("admitted %q with %v", tc.image, tc.allowed)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+	if err := validateContainerImage(path, nil, nil); err != nil {
+		t.Errorf("no spec.container refused: %v", err)
 	}
 }

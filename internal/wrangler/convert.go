@@ -54,6 +54,8 @@ type Result struct {
 	assetsDir string
 	// r2 are the buckets r2_buckets binds, in order, once each.
 	r2 []r2Bucket
+	// containerBuilds are the containers[] entries whose image is a Dockerfile.
+	containerBuilds []containerBuild
 }
 
 // r2Bucket is an R2Bucket an r2_buckets entry binds: its object name and bucket_name.
@@ -95,6 +97,7 @@ func Convert(cfg *Config, eff *Effective, ns string, bundled bool) (*Result, err
 	for _, k := range sortedKeys(eff.Values) {
 		c.key(k, eff.Paths[k], eff.Values[k])
 	}
+	c.containers()
 	if err := c.secrets(cfg); err != nil {
 		return nil, err
 	}
@@ -181,6 +184,8 @@ func (c *converter) key(k, path string, v any) {
 		c.limits(path, v)
 	case "assets":
 		c.assetsPath = path
+	case "containers":
+		// mapped by containers() once durable_objects made the namespaces
 	default:
 		c.other(k, path)
 	}

@@ -47,6 +47,9 @@ type Options struct {
 	// (spec.dispatchNamespace), as wrangler deploy --dispatch-namespace uploads it into
 	// one (docs/dispatch.md).
 	DispatchNamespace string
+	// ContainerImages names the built image of each class whose containers[].image is
+	// a Dockerfile (class name → image reference).
+	ContainerImages map[string]string
 }
 
 // UnsupportedError lists the keys that did not map.
@@ -77,6 +80,9 @@ func Import(o Options) (*Result, error) {
 		return nil, err
 	}
 	if err := res.userWorker(cfg.File, o.DispatchNamespace); err != nil {
+		return nil, err
+	}
+	if err := res.SetContainerImages(cfg.File, o.ContainerImages); err != nil {
 		return nil, err
 	}
 	if len(res.Unsupported) > 0 && !o.AllowUnsupported {

@@ -44,7 +44,6 @@ var unsupportedKeys = map[string]string{
 	"version_metadata":          "no version metadata binding kind",
 	"pipelines":                 "no Pipelines binding kind",
 	"secrets_store_secrets":     "no Secrets Store binding kind; use secrets (a Kubernetes Secret)",
-	"containers":                "no Containers support",
 	"unsafe":                    "unsafe bindings are Cloudflare-internal",
 	"wasm_modules":              "service-worker format globals are not supported; use ES module imports",
 	"text_blobs":                "service-worker format globals are not supported; use ES module imports",

@@ -1,0 +1,3 @@
+module server
+
+go 1.24.3
