@@ -38,17 +38,26 @@ func (c *ContainerSpec) InstanceTypeOrDefault() string {
 	return c.InstanceType
 }
 
-// Resources are an instance's requests and limits: its instance type's CPU and memory.
+// containerRequestShare is the part of an instance type's CPU and memory an instance
+// requests: instances sleep most of their lives (sleepAfter), so the node reserves a
+// quarter and the instance may burst to the whole type, its limit.
+const containerRequestShare = 4
+
+// Resources are an instance's limits, its instance type's CPU and memory, and its
+// requests, a containerRequestShare-th of them.
 func (c *ContainerSpec) Resources() corev1.ResourceRequirements {
 	t, ok := containerInstanceTypes[c.InstanceTypeOrDefault()]
 	if !ok {
 		t = containerInstanceTypes[DefaultContainerInstanceType]
 	}
-	l := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse(t.cpu),
-		corev1.ResourceMemory: resource.MustParse(t.memory),
+	cpu, mem := resource.MustParse(t.cpu), resource.MustParse(t.memory)
+	return corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem},
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    *resource.NewMilliQuantity(cpu.MilliValue()/containerRequestShare, resource.DecimalSI),
+			corev1.ResourceMemory: *resource.NewQuantity(mem.Value()/containerRequestShare, resource.BinarySI),
+		},
 	}
-	return corev1.ResourceRequirements{Requests: l.DeepCopy(), Limits: l}
 }
 
 // IsContainerInstanceType reports whether s names one of Cloudflare's instance types.
