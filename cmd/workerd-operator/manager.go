@@ -68,6 +68,7 @@ type managerFlags struct {
 	isolation         isolationFlags
 	requestCF         requestCFFlags
 	customMetrics     customMetricsFlags
+	containers        containersFlags
 	// certsReady is closed once the webhook serving certificate is in the cert dir
 	// (nil: the certificate is provided, e.g. by cert-manager).
 	certsReady <-chan struct{}
@@ -224,6 +225,7 @@ func newManagerCommand() *cobra.Command {
 	f.isolation.register(fl)
 	f.requestCF.register(fl)
 	f.customMetrics.register(fl)
+	f.containers.register(fl)
 	fl.StringVar(&f.opts.RequestCF.GeoIPImage, "request-cf-geoip-image", "", "OCI image holding GeoIP databases (*.mmdb, MaxMind's format) at its root, mounted into every Worker pod's sidecar (an image volume) for request.cf's geographic fields; empty: none (docs/request-cf.md)")
 	fl.StringSliceVar(&f.watch, "watch-namespaces", nil, "watch only these namespaces (and the manager's own), so that Roles there suffice (docs/security-policy.md); default: every namespace")
 	fl.StringSliceVar(&f.opts.Outbound.Allow, "outbound-default-allow", f.opts.Outbound.Allow, "CIDRs and tokens (public, private, local) Workers without spec.outbound.allow may connect to: set your cluster's Service and Pod CIDRs (docs/outbound.md)")
@@ -311,6 +313,9 @@ func runManager(f *managerFlags) error {
 		}
 	}
 	if err := f.customMetrics.setup(mgr, f); err != nil {
+		return err
+	}
+	if err := f.containers.setup(mgr, f); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -327,8 +327,11 @@ var optionSets = []struct {
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			mgr := mustFind(t, objs, "NetworkPolicy", release+"-manager")
 			in := nested(t, mgr, "spec", "ingress").([]any)
-			if len(in) != 2 {
-				t.Fatalf("manager policy has %d ingress rules, want webhook and metrics", len(in))
+			if len(in) != 3 {
+				t.Fatalf("manager policy has %d ingress rules, want webhook, containers API and metrics", len(in))
+			}
+			if got := fmt.Sprint(in[1].(map[string]any)["ports"]); !strings.Contains(got, "port:9446") {
+				t.Errorf("containers API rule ports %v", got)
 			}
 			wh := in[0].(map[string]any)
 			if got := fmt.Sprint(wh["from"]); !strings.Contains(got, "172.18.0.2/32") || !strings.Contains(got, "10.0.0.0/24") {
@@ -384,10 +387,10 @@ var optionSets = []struct {
 	},
 	{
 		name: "admin policy",
-		values: `policy: {runtimeImages: [registry.example/workerd, mirror.example/], workerdVersions: ["1.20261110.1"], serviceAccounts: [builder], priorityClasses: [batch],
+		values: `policy: {runtimeImages: [registry.example/workerd, mirror.example/], containerImages: [registry.example/apps/], workerdVersions: ["1.20261110.1"], serviceAccounts: [builder], priorityClasses: [batch],
   tolerationKeys: [dedicated, "*"], nodePlacement: true, serviceTypes: [NodePort, LoadBalancer], maxLimitProfile: custom, maxWorkerdCPU: "2"}`,
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
-			wantArgs(t, objs, "--allowed-runtime-images=registry.example/workerd,mirror.example/", "--allowed-workerd-versions=1.20261110.1", "--allowed-service-accounts=builder",
+			wantArgs(t, objs, "--allowed-runtime-images=registry.example/workerd,mirror.example/", "--allowed-container-images=registry.example/apps/", "--allowed-workerd-versions=1.20261110.1", "--allowed-service-accounts=builder",
 				"--allowed-priority-classes=batch", "--allowed-toleration-keys=dedicated,*", "--allow-node-placement",
 				"--allowed-service-types=NodePort,LoadBalancer", "--max-limit-profile=custom", "--max-workerd-cpu=2")
 		},

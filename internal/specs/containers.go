@@ -2,6 +2,10 @@ package specs
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
@@ -43,6 +47,21 @@ func applyContainerEngine(pod *corev1.PodSpec, dons string, c *fleetv1alpha1.Con
 			w.VolumeMounts = append(w.VolumeMounts, mount)
 			w.WorkingDir = podcontract.ConfigDir
 		}
+	}
+}
+
+// containerEgress lets a shard pod whose class runs containers reach its instances
+// (any port: the class chooses) and the manager's container API.
+func containerEgress(np *networkingv1.NetworkPolicy, dons string, c *fleetv1alpha1.ContainerSpec, opts Options) {
+	if np == nil || c == nil {
+		return
+	}
+	np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{
+		{PodSelector: &metav1.LabelSelector{MatchLabels: ContainerInstanceSelector(dons)}}}})
+	if mgr := managerPeer(opts); mgr != nil {
+		port := intstr.FromInt32(podcontract.ContainersAPIPort)
+		np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{*mgr},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port}}})
 	}
 }
 

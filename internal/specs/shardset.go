@@ -116,6 +116,7 @@ func buildShardSet(w *fleetv1alpha1.Worker, out *render.Output, inputsHash strin
 	np := buildNetworkPolicy(metav1.ObjectMeta{Name: p.name, Namespace: p.namespace, Labels: p.labels, OwnerReferences: own},
 		p.selector, &sts.Spec.Template.Spec, opts, w)
 	p.backup.egress(np)
+	containerEgress(np, p.containerOwner, p.container, opts)
 	pdb := buildDisruptionBudget(metav1.ObjectMeta{Name: p.name, Namespace: p.namespace, Labels: p.labels, OwnerReferences: own}, p.selector)
 	return ShardSet{ConfigMap: cm, StatefulSet: sts, Service: svc, NetworkPolicy: np, PodDisruptionBudget: pdb}
 }
