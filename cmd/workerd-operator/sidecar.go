@@ -46,6 +46,7 @@ type sidecarOptions struct {
 	requestCF       requestCFFlags
 	// backupDir and backupBlobsDir: what the backup ships ($WORKERD_OPERATOR_BACKUP).
 	backupDir, backupBlobsDir string
+	containers                sidecarContainersFlags
 }
 
 // newSidecarCommand: `workerd-operator sidecar --listen 127.0.0.1:9092 --listen-tls
@@ -80,6 +81,7 @@ func newSidecarCommand() *cobra.Command {
 	f.Int64Var(&o.cache.DiskBytes, "cache-disk-bytes", cache.DefaultDiskBytes, "Cache API: bytes of cached bodies kept under <data-dir>/cache")
 	f.Int64Var(&o.cache.MaxEntryBytes, "cache-max-entry-bytes", cache.DefaultMaxEntryBytes, "Cache API: the largest response put() stores (Cloudflare: 512 MB)")
 	o.requestCF.register(f)
+	o.containers.register(f)
 	f.StringVar(&o.backupDir, "backup-dir", "", "the store's directory the backup ships when $"+podcontract.BackupConfigEnv+" is set (workerd's localDisk path, "+render.DOStorageDir+" in a pod; docs/backup.md)")
 	f.StringVar(&o.backupBlobsDir, "backup-blobs-dir", "", "a KV host's directory of values over 64 KiB, shipped with the databases")
 	f.StringVar(&o.requestCF.geoipDir, "request-cf-geoip-dir", "", "directory of the GeoIP databases (*.mmdb, MaxMind's format) request.cf's geographic fields come from ("+podcontract.GeoIPDir+" in a pod; docs/request-cf.md)")
@@ -149,6 +151,11 @@ func runSidecar(cmd *cobra.Command, o *sidecarOptions) error {
 		return err
 	}
 	defer closeAll(relays)
+	stopContainers, err := serveContainers(cmd.Context(), o.containers, o.tlsDir, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer stopContainers()
 	fmt.Fprintf(cmd.ErrOrStderr(), "sidecar: listening on %s (pod-internal) and %q (cross-pod, mutual TLS), data dir %s, channel registry boot %s\n", srv.Addr(), srv.TLSAddr(), srv.DataDir(), srv.Channels().BootID())
 	if n := applyMemoryLimit(); n > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "sidecar: Go memory limit %d bytes (90%% of $%s)\n", n, podcontract.MemoryLimitEnv)
