@@ -62,7 +62,8 @@ func managerArgs(objs []*unstructured.Unstructured) error {
 			ctr, _ := ci.(map[string]any)
 			args, _ := ctr["args"].([]any)
 			ctr["args"] = append(args, "--request-cf-colo="+e2eColo, "--request-cf-trusted-proxies="+e2eProxy+"/32",
-				"--request-cf-geoip-image="+geoipImageRef+":1", "--allowed-workerd-versions="+testenv.OtherWorkerdVersion)
+				"--request-cf-geoip-image="+geoipImageRef+":1", "--allowed-workerd-versions="+testenv.OtherWorkerdVersion,
+				"--allowed-container-images="+cluster.RegistryHost()+"/e2e/")
 		}
 		if err := unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"); err != nil {
 			return err

@@ -33,6 +33,11 @@ func helmRelease(ctx context.Context, root, tag string, upgrade bool) error {
 		return err
 	}
 	image := map[string]any{"image": map[string]any{"tag": tag}}
+	if root == repoRoot {
+		// The container images the suite pushes to the node's registry (TestContainers);
+		// an older chart has no such value.
+		image["policy"] = map[string]any{"containerImages": []any{registryHost + "/realnode/"}}
+	}
 	if upgrade {
 		u := action.NewUpgrade(cfg)
 		u.Namespace, u.Timeout = ns, 3*time.Minute

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,10 @@ var runDir, runCgroupRoot string
 // deploys, each with Cloudflare's own Playwright spec for it.
 var templateNames = []string{"hello-world-do-template", "vite-react-template", "astro-blog-starter-template",
 	"to-do-list-kv-template", "d1-template", "r2-explorer-template"}
+
+// ownTemplateNames are the projects of test/testdata/cloudflare-templates (the same
+// snapshot) the suite deploys.
+var ownTemplateNames = []string{"containers-template"}
 
 // Markers in the templates directory: why the templates or the browser are missing.
 const (
@@ -59,6 +64,16 @@ func prepareTemplates(dir string) error {
 			return os.WriteFile(filepath.Join(dir, templatesSkipped), []byte(err.Error()), 0o644)
 		}
 		if err != nil {
+			return err
+		}
+	}
+	// The repository's own copies (test/testdata/cloudflare-templates): what ../shared lacks.
+	for _, name := range ownTemplateNames {
+		p, err := testenv.CopyProject(filepath.Join(repoRoot, "test", "testdata", "cloudflare-templates", name), dir)
+		if err != nil {
+			return err
+		}
+		if err := testenv.Install(p); err != nil {
 			return err
 		}
 	}
@@ -120,7 +135,10 @@ func runTemplateSpec(t *testing.T, name, url string) {
 		return
 	}
 	start := time.Now()
-	spec := testenv.SharedFile(t, "testdata", "cloudflare-templates", "playwright-tests", name+".spec.ts")
+	spec := filepath.Join(repoRoot, "test", "testdata", "cloudflare-templates", "playwright-tests", name+".spec.ts")
+	if !slices.Contains(ownTemplateNames, name) {
+		spec = testenv.SharedFile(t, "testdata", "cloudflare-templates", "playwright-tests", name+".spec.ts")
+	}
 	if err := testenv.RunSpec(spec, url); err != nil {
 		logPods(t, sampleNS, name)
 		t.Fatal(err)

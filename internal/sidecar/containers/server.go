@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -56,15 +57,32 @@ func New(b Backend, opts Options) *Server {
 }
 
 // ListenUnix listens on the unix socket path, replacing a stale socket left there by
-// an earlier process.
+// an earlier process. A path longer than a socket address holds (108 bytes) is bound
+// through its directory's /proc/self/fd link.
 func ListenUnix(path string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSocket != 0 {
 		if err := os.Remove(path); err != nil {
 			return nil, err
 		}
 	}
-	return net.Listen("unix", path)
+	if len(path) < maxSocketPath {
+		return net.Listen("unix", path)
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	l, err := net.Listen("unix", fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path)))
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false) // the name is the long path's; it goes with the volume
+	return l, nil
 }
+
+// maxSocketPath is the size of sockaddr_un's sun_path on Linux, with its final NUL.
+const maxSocketPath = 108
 
 // Serve answers Docker API requests on l until Close. There is no write timeout:
 // POST /containers/X/wait is answered only when the container exits, hours later.

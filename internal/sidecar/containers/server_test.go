@@ -1,9 +1,14 @@
 package containers
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -349,5 +354,43 @@ func TestStartFailure(t *testing.T) {
 	}
 	if r := h.docker("DELETE", "/containers/"+testApp+"?force=true", ""); r.status != 204 {
 		t.Fatalf("DELETE: %d", r.status)
+	}
+}
+
+// A socket path longer than sockaddr_un holds (a pod's volume under a deep directory,
+// as the local cluster's are) is still served at that path.
+func TestListenUnixLongPath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "docker.sock")
+	l, err := ListenUnix(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() { _ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })) }()
+	// workerd connects by a short path relative to its working directory; here, through
+	// the directory's descriptor.
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/docker.sock", d.Fd()))
+	}}}
+	if len(path) < maxSocketPath {
+		t.Fatalf("path %d bytes: the test needs one over %d", len(path), maxSocketPath)
+	}
+	resp, err := c.Get("http://localhost/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "ok" {
+		t.Fatalf("got %q", b)
 	}
 }
