@@ -24,6 +24,9 @@ import (
 // to the object's id, 64 hex digits.
 var containerAnswer = regexp.MustCompile(`^Hi, I'm a container and this is my message: "I was passed in via the container class!", my instance ID is: ([0-9a-f]{64})$`)
 
+// boxAnswerID is the id in the server's answer to the boxes of containerscale_test.go.
+var boxAnswerID = regexp.MustCompile(`my instance ID is: ([0-9a-f]{64})$`)
+
 // TestContainersTemplate deploys Cloudflare's containers-template unchanged (its
 // Dockerfile's server built without Docker, testenv.ServerImage, and named with
 // --container-image): each object's container runs as a Pod of the node, restricted and

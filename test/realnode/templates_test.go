@@ -15,6 +15,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/internal/deploy"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
+	"github.com/workerd-operator/workerd-operator/internal/toolchain"
 	"github.com/workerd-operator/workerd-operator/internal/wrangler"
 )
 
@@ -68,8 +69,12 @@ func prepareTemplates(dir string) error {
 		}
 	}
 	// The repository's own copies (test/testdata/cloudflare-templates): what ../shared lacks.
+	root, err := toolchain.RepoRoot()
+	if err != nil {
+		return err
+	}
 	for _, name := range ownTemplateNames {
-		p, err := testenv.CopyProject(filepath.Join(repoRoot, "test", "testdata", "cloudflare-templates", name), dir)
+		p, err := testenv.CopyProject(filepath.Join(root, "test", "testdata", "cloudflare-templates", name), dir)
 		if err != nil {
 			return err
 		}
