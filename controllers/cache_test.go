@@ -7,12 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/controllers"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
@@ -184,4 +187,55 @@ func manyLabels(base map[string]string, n int) map[string]string {
 		out[fmt.Sprintf("tenant.example/l%d", i)] = strings.Repeat("v", 63)
 	}
 	return out
+}
+
+// The cached Deployments, StatefulSets and ReplicaSets keep no pod spec but its volumes
+// (the config version a ReplicaSet runs), and no managed fields.
+func TestWorkloadMetaKeepsWhatIsRead(t *testing.T) {
+	tmpl := func() corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"v": "1"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "workerd", Image: "x"}},
+				Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "w-abc"}}}}}},
+		}
+	}
+	managed := []metav1.ManagedFieldsEntry{{Manager: "m"}}
+	for _, o := range []client.Object{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{ManagedFields: managed}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Template: tmpl()}},
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{ManagedFields: managed}, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2), Template: tmpl()}},
+		&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{ManagedFields: managed}, Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](2), Template: tmpl()}},
+	} {
+		out, err := cacheTransform(t, o)(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *corev1.PodTemplateSpec
+		switch w := out.(type) {
+		case *appsv1.Deployment:
+			got = &w.Spec.Template
+		case *appsv1.StatefulSet:
+			got = &w.Spec.Template
+		case *appsv1.ReplicaSet:
+			got = &w.Spec.Template
+		}
+		kind := fmt.Sprintf("%T", o)
+		if len(got.Spec.Containers) != 0 || len(got.Spec.Volumes) != 1 || got.Spec.Volumes[0].ConfigMap.Name != "w-abc" {
+			t.Errorf("%s: pod spec %+v, want only the config volume", kind, got.Spec)
+		}
+		if got.Labels["a"] != "b" || got.Annotations["v"] != "1" || len(out.(client.Object).GetManagedFields()) != 0 {
+			t.Errorf("%s: template metadata %+v, managed fields %v", kind, got.ObjectMeta, out.(client.Object).GetManagedFields())
+		}
+	}
+}
+
+// cacheTransform is the manager's cache transform of o's kind.
+func cacheTransform(t *testing.T, o client.Object) func(any) (any, error) {
+	t.Helper()
+	for k, b := range controller.CacheOptions(nil, "").ByObject {
+		if fmt.Sprintf("%T", k) == fmt.Sprintf("%T", o) && b.Transform != nil {
+			return b.Transform
+		}
+	}
+	t.Fatalf("no cache transform for %T", o)
+	return nil
 }

@@ -107,6 +107,8 @@ func (i *isolationFlags) apply(o *specs.Options) error {
 type policyFlags struct {
 	runtimeImages   []string
 	containerImages []string
+	containerTypes  []string
+	maxContainers   int32
 	workerdVersions []string
 	serviceAccounts []string
 	priorityClasses []string
@@ -123,6 +125,8 @@ type policyFlags struct {
 func (p *policyFlags) register(fl *pflag.FlagSet) {
 	fl.StringSliceVar(&p.runtimeImages, "allowed-runtime-images", nil, "images spec.runtime.image may name: an image, a repository (its tags and digests), a prefix ending in / or *; default: the --workerd-image-repository")
 	fl.StringSliceVar(&p.containerImages, "allowed-container-images", nil, "images a DurableObjectNamespace's spec.container.image may name (forms of --allowed-runtime-images); default: none, containers are refused (docs/containers.md)")
+	fl.StringSliceVar(&p.containerTypes, "allowed-container-instance-types", nil, "instance types spec.container.instanceType may name (lite, basic, standard-1 to standard-4); default: "+strings.Join(webhook.DefaultContainerInstanceTypes, ","))
+	fl.Int32Var(&p.maxContainers, "max-container-instances", webhook.DefaultMaxContainerInstances, "the largest spec.container.maxInstances a DurableObjectNamespace may ask for")
 	fl.StringSliceVar(&p.workerdVersions, "allowed-workerd-versions", nil, "workerd versions spec.runtime.version may name besides the operator's own (--workerd-image's tag), or *; default: none")
 	fl.StringSliceVar(&p.serviceAccounts, "allowed-service-accounts", nil, "ServiceAccounts spec.pod.serviceAccountName may name (* for any); default: none, the namespace's default account only")
 	fl.StringSliceVar(&p.priorityClasses, "allowed-priority-classes", nil, "priority classes spec.pod.priorityClassName may name (* for any); default: none")
@@ -178,7 +182,7 @@ func (p *policyFlags) build(workerdRepository string) (webhook.Policy, error) {
 		types = append(types, corev1.ServiceType(t))
 	}
 	return webhook.Policy{
-		RuntimeImages: images, ContainerImages: p.containerImages, WorkerdVersions: p.workerdVersions, ServiceAccounts: p.serviceAccounts, PriorityClasses: p.priorityClasses,
+		RuntimeImages: images, ContainerImages: p.containerImages, ContainerInstanceTypes: p.containerTypes, MaxContainerInstances: p.maxContainers, WorkerdVersions: p.workerdVersions, ServiceAccounts: p.serviceAccounts, PriorityClasses: p.priorityClasses,
 		TolerationKeys: p.tolerationKeys, NodePlacement: p.nodePlacement, ServiceTypes: types,
 		MaxProfile: limits.Profile(p.maxProfile), MaxCPU: cpu, Outbound: p.outboundAllowed, OutboundDeny: p.outboundDeny,
 	}, nil

@@ -387,10 +387,10 @@ var optionSets = []struct {
 	},
 	{
 		name: "admin policy",
-		values: `policy: {runtimeImages: [registry.example/workerd, mirror.example/], containerImages: [registry.example/apps/], workerdVersions: ["1.20261110.1"], serviceAccounts: [builder], priorityClasses: [batch],
+		values: `policy: {runtimeImages: [registry.example/workerd, mirror.example/], containerImages: [registry.example/apps/], containerInstanceTypes: [lite, standard-4], maxContainerInstances: 200, workerdVersions: ["1.20261110.1"], serviceAccounts: [builder], priorityClasses: [batch],
   tolerationKeys: [dedicated, "*"], nodePlacement: true, serviceTypes: [NodePort, LoadBalancer], maxLimitProfile: custom, maxWorkerdCPU: "2"}`,
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
-			wantArgs(t, objs, "--allowed-runtime-images=registry.example/workerd,mirror.example/", "--allowed-container-images=registry.example/apps/", "--allowed-workerd-versions=1.20261110.1", "--allowed-service-accounts=builder",
+			wantArgs(t, objs, "--allowed-runtime-images=registry.example/workerd,mirror.example/", "--allowed-container-images=registry.example/apps/", "--allowed-container-instance-types=lite,standard-4", "--max-container-instances=200", "--allowed-workerd-versions=1.20261110.1", "--allowed-service-accounts=builder",
 				"--allowed-priority-classes=batch", "--allowed-toleration-keys=dedicated,*", "--allow-node-placement",
 				"--allowed-service-types=NodePort,LoadBalancer", "--max-limit-profile=custom", "--max-workerd-cpu=2")
 		},

@@ -95,7 +95,7 @@ func (w *Webhooks) ValidateDurableObjectNamespace(ctx context.Context, old, o *v
 	c := &check{t: w.opts.Limits}
 	c.p = w.profileFromWorker(ctx, c, spec.Child("workerRef", "name"), o.Namespace, o.Spec.WorkerRef.Name)
 	validateDONSpec(c, spec, old, o)
-	c.add(validateContainerImage(spec.Child("container", "image"), o.Spec.Container, w.opts.Policy.ContainerImages))
+	validateContainerPolicy(c, spec.Child("container"), o.Spec.Container, &w.opts.Policy)
 	return c.result("DurableObjectNamespace", o.Name)
 }
 

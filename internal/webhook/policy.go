@@ -73,11 +73,24 @@ type Policy struct {
 	// may name (the forms of RuntimeImages). Empty: containers are refused, since each
 	// instance is a Pod running the author's image (docs/containers.md).
 	ContainerImages []string
+	// ContainerInstanceTypes are the spec.container.instanceType values allowed (unset
+	// is lite). Empty: DefaultContainerInstanceTypes.
+	ContainerInstanceTypes []string
+	// MaxContainerInstances caps spec.container.maxInstances (itself 20 when unset).
+	// Zero: DefaultMaxContainerInstances.
+	MaxContainerInstances int32
 	// OutboundDeny is the admin's deny list (--outbound-deny): an R2Bucket whose
 	// spec.s3.endpoint is an address in it is refused, as the sidecar would connect
 	// there for the Worker.
 	OutboundDeny []string
 }
+
+// DefaultContainerInstanceTypes are the instance types allowed unless the admin says
+// otherwise: up to one vCPU, as --max-workerd-cpu's default.
+var DefaultContainerInstanceTypes = []string{"lite", "basic", "standard-1", "standard-2"}
+
+// DefaultMaxContainerInstances is MaxContainerInstances unless the admin says otherwise.
+const DefaultMaxContainerInstances = 50
 
 // profileRank orders the profiles from the most restrictive to the most permissive.
 var profileRank = map[limits.Profile]int{limits.Free: 0, limits.Paid: 1, limits.Custom: 2}
@@ -92,6 +105,12 @@ func (p Policy) withDefaults(defaultProfile limits.Profile) Policy {
 	}
 	if p.MaxCPU.IsZero() {
 		p.MaxCPU = resource.MustParse("1")
+	}
+	if len(p.ContainerInstanceTypes) == 0 {
+		p.ContainerInstanceTypes = DefaultContainerInstanceTypes
+	}
+	if p.MaxContainerInstances == 0 {
+		p.MaxContainerInstances = DefaultMaxContainerInstances
 	}
 	return p
 }
@@ -152,24 +171,58 @@ func wellFormedImage(image string) bool {
 
 // ImageAllowed reports whether image matches one of allowed (see Policy.RuntimeImages).
 // The image must be a well-formed reference (wellFormedImage) for any entry but "*".
+// Repositories are compared as the registry resolves them ("alpine" is
+// docker.io/library/alpine, not docker.io/alpine/socat), and an entry naming a tag
+// allows that reference exactly: a digest beside the tag would run another image.
 func ImageAllowed(image string, allowed []string) bool {
-	if !slices.Contains(allowed, AnyValue) && !wellFormedImage(image) {
+	if slices.Contains(allowed, AnyValue) {
+		return true
+	}
+	if !wellFormedImage(image) {
+		return false
+	}
+	ref, err := name.ParseReference(image, name.WeakValidation)
+	if err != nil {
 		return false
 	}
 	for _, a := range allowed {
-		switch {
-		case a == AnyValue || image == a:
-			return true
-		case a == "":
-		case strings.HasSuffix(a, "/"):
-			if strings.HasPrefix(image, a) {
-				return true
-			}
-		case strings.HasPrefix(image, a) && strings.ContainsRune(":@/", rune(image[len(a)])):
+		if imageEntryAllows(a, image, ref) {
 			return true
 		}
 	}
 	return false
+}
+
+// imageEntryAllows: a prefix ending in "/" allows what starts with it; an entry with a
+// tag or digest allows that reference only; a repository allows its tags and digests.
+func imageEntryAllows(entry, image string, ref name.Reference) bool {
+	switch {
+	case entry == "":
+		return false
+	case strings.HasSuffix(entry, "/"):
+		return strings.HasPrefix(image, entry)
+	case strings.Contains(entry, "@") || strings.LastIndex(entry, ":") > strings.LastIndex(entry, "/"):
+		return image == entry
+	}
+	repo, err := name.NewRepository(entry, name.WeakValidation)
+	return err == nil && repo.Name() == ref.Context().Name()
+}
+
+// validateContainerPolicy checks spec.container against the admin's policy: the
+// image, the instance type and maxInstances.
+func validateContainerPolicy(c *check, path *field.Path, spec *v1alpha1.ContainerSpec, pol *Policy) {
+	if spec == nil {
+		return
+	}
+	c.add(validateContainerImage(path.Child("image"), spec, pol.ContainerImages))
+	if t := spec.InstanceTypeOrDefault(); !inList(t, pol.ContainerInstanceTypes) {
+		c.add(forbidden(path.Child("instanceType"), fmt.Sprintf("instance type %s is not allowed", t),
+			allowedList(pol.ContainerInstanceTypes, ""), "--allowed-container-instance-types, Helm policy.containerInstanceTypes"))
+	}
+	if n := spec.MaxInstancesOrDefault(); n > pol.MaxContainerInstances {
+		c.add(forbidden(path.Child("maxInstances"), fmt.Sprintf("%d instances at once are not allowed", n),
+			fmt.Sprintf("at most %d", pol.MaxContainerInstances), "--max-container-instances, Helm policy.maxContainerInstances"))
+	}
 }
 
 // validateContainerImage checks spec.container.image against the admin's policy.

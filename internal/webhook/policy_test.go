@@ -255,19 +255,20 @@ func TestZeroPolicyIsStrict(t *testing.T) {
 func TestImageAllowed(t *testing.T) {
 	allowed := []string{"ghcr.io/org/workerd", "registry.example.com/", "docker.io/library/exact:1"}
 	for image, want := range map[string]bool{
-		"ghcr.io/org/workerd:1.2":                                true,
-		"ghcr.io/org/workerd@sha256:" + strings.Repeat("ab", 32): true,
-		"ghcr.io/org/workerd@sha256:abc":                         false, // not a digest
-		"ghcr.io/org/workerd":                                    true,
-		"ghcr.io/org/workerd/sub:1":                              true,
-		"ghcr.io/org/workerd-evil:1":                             false,
-		"ghcr.io/org/workerdx":                                   false,
-		"registry.example.com/any/thing:2":                       true,
-		"registry.example.com.evil.io/x:1":                       false,
-		"docker.io/library/exact:1":                              true,
-		"docker.io/library/exact:2":                              false,
-		"evil.io/ghcr.io/org/workerd:1":                          false,
-		"":                                                       false,
+		"ghcr.io/org/workerd:1.2":                                      true,
+		"ghcr.io/org/workerd@sha256:" + strings.Repeat("ab", 32):       true,
+		"ghcr.io/org/workerd@sha256:abc":                               false, // not a digest
+		"ghcr.io/org/workerd":                                          true,
+		"ghcr.io/org/workerd/sub:1":                                    false, // another repository: its tags and digests only
+		"docker.io/library/exact:1@sha256:" + strings.Repeat("ab", 32): false, // the digest, not the tag, is pulled
+		"ghcr.io/org/workerd-evil:1":                                   false,
+		"ghcr.io/org/workerdx":                                         false,
+		"registry.example.com/any/thing:2":                             true,
+		"registry.example.com.evil.io/x:1":                             false,
+		"docker.io/library/exact:1":                                    true,
+		"docker.io/library/exact:2":                                    false,
+		"evil.io/ghcr.io/org/workerd:1":                                false,
+		"":                                                             false,
 		// Path components must be the distribution grammar's: no "..", "." or empty ones
 		// (https://github.com/distribution/distribution/blob/main/docs/content/spec/api.md#overview).
 		"ghcr.io/org/workerd/../evil:1":    false,
@@ -368,3 +369,43 @@ func TestValidateContainerImage(t *testing.T) {
 		t.Errorf("no spec.container refused: %v", err)
 	}
 }
+
+// The admin bounds containers' instance types and maxInstances; the defaults allow up
+// to one vCPU (standard-2) and 50 instances.
+func TestValidateContainerPolicy(t *testing.T) {
+	pol := Policy{ContainerImages: []string{"*"}}.withDefaults(limits.Paid)
+	cases := []struct {
+		name string
+		spec v1alpha1.ContainerSpec
+		want []string // substrings of the errors; nil: admitted
+	}{
+		{"defaults", v1alpha1.ContainerSpec{Image: "r.example/a:1"}, nil},
+		{"standard-2 and 50", v1alpha1.ContainerSpec{Image: "r.example/a:1", InstanceType: "standard-2", MaxInstances: ptrInt32(50)}, nil},
+		{"standard-4", v1alpha1.ContainerSpec{Image: "r.example/a:1", InstanceType: "standard-4"},
+			[]string{"spec.container.instanceType", "instance type standard-4 is not allowed", "allowed: lite, basic, standard-1, standard-2", "--allowed-container-instance-types"}},
+		{"51 instances", v1alpha1.ContainerSpec{Image: "r.example/a:1", MaxInstances: ptrInt32(51)},
+			[]string{"spec.container.maxInstances", "51 instances at once are not allowed", "at most 50", "--max-container-instances"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &check{}
+			validateContainerPolicy(c, field.NewPath("spec", "container"), &tc.spec, &pol)
+			if tc.want == nil {
+				if len(c.errs) != 0 {
+					t.Fatalf("refused: %v", c.errs)
+				}
+				return
+			}
+			if len(c.errs) != 1 {
+				t.Fatalf("errors %v, want one", c.errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(c.errs[0].Error(), w) {
+					t.Errorf("%q lacks %q", c.errs[0].Error(), w)
+				}
+			}
+		})
+	}
+}
+
+func ptrInt32(v int32) *int32 { return &v }
