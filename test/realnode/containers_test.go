@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/workerd-operator/workerd-operator/internal/deploy"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
@@ -62,6 +63,12 @@ func TestContainersTemplate(t *testing.T) {
 	// A crash: the instance's pod is gone (exit 137, as an OOM kill); the library
 	// starts it again on the next request.
 	victim := podOf(t, pods, first)
+	var victimUID types.UID
+	for _, p := range pods {
+		if p.Name == victim {
+			victimUID = p.UID
+		}
+	}
 	if err := cluster.client.CoreV1().Pods(sampleNS).Delete(context.Background(), victim, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +77,7 @@ func TestContainersTemplate(t *testing.T) {
 			return fmt.Errorf("answered from %s", id)
 		}
 		for _, p := range instancePods(t, "containers-template-my-container") {
-			if p.Name != victim && strings.HasSuffix(p.Annotations[podcontract.AnnotationContainerName], first) {
+			if p.UID != victimUID && strings.HasSuffix(p.Annotations[podcontract.AnnotationContainerName], first) {
 				return nil
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -156,9 +157,12 @@ func boxesDo(t *testing.T, url, path string, n int) []boxAnswer {
 	return out
 }
 
+// boxClient waits as long as a box's own loops (a start polls its port for 120 s).
+var boxClient = &http.Client{Timeout: 3 * time.Minute}
+
 func boxAt(t *testing.T, url, path string, i int) boxAnswer {
 	var a boxAnswer
-	body, err := get(fmt.Sprintf("%s%s?box=%d", url, path, i))
+	body, err := getWith(boxClient, fmt.Sprintf("%s%s?box=%d", url, path, i))
 	if err == nil {
 		err = json.Unmarshal([]byte(body), &a)
 	}

@@ -370,7 +370,9 @@ func TestListenUnixLongPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	go func() { _ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })) }()
+	go func() {
+		_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	}()
 	// workerd connects by a short path relative to its working directory; here, through
 	// the directory's descriptor.
 	d, err := os.Open(dir)
