@@ -108,20 +108,29 @@ func podState(p *corev1.Pod) string {
 }
 
 // wait holds until the instance's container terminated (done, with its exit code;
-// ExitCodeGone when its pod is or goes away) or s.WaitPoll passed (not done).
+// ExitCodeGone when its pod is or goes away) or s.WaitPoll passed (not done). Once it
+// has read an exit it deletes the pod: nothing reads an exited instance's pod again
+// (workerd starts a new one), and the exit stays in s.exits for Stop and Wait.
 func (s *Server) wait(ctx context.Context, ns string, req InstanceRequest) (int, bool, error) {
+	key := instanceKey(ns, req)
 	pctx, cancel := context.WithTimeout(ctx, s.WaitPoll)
 	defer cancel()
 	code, done := 0, false
-	err := s.watchPod(pctx, instanceKey(ns, req), func(p *corev1.Pod) (bool, error) {
+	var exited *corev1.Pod
+	err := s.watchPod(pctx, key, func(p *corev1.Pod) (bool, error) {
 		if p == nil {
 			code, done = ExitCodeGone, true
+			if c, ok := s.exits.lookup(key.String(), time.Now()); ok {
+				code = c
+			}
 			return true, nil
 		}
 		if !isInstance(p, req.ShardPod, req.Name) {
 			return false, errorf(http.StatusNotFound, "pod %s is not container instance %s of shard %s", p.Name, req.Name, req.ShardPod)
 		}
-		code, done = podExited(p, podcontract.ContainerInstanceContainer)
+		if code, done = podExited(p, podcontract.ContainerInstanceContainer); done {
+			exited = p
+		}
 		return done, nil
 	})
 	if err != nil && pctx.Err() != nil && ctx.Err() == nil {
@@ -130,19 +139,31 @@ func (s *Server) wait(ctx context.Context, ns string, req InstanceRequest) (int,
 	if done {
 		logFrom(ctx).Info("container instance exited", "name", req.Name, "shardPod", req.ShardPod, "exitCode", code)
 	}
+	if exited != nil {
+		s.exits.record(key.String(), code, time.Now())
+		err := s.Client.Delete(context.WithoutCancel(ctx), exited, client.GracePeriodSeconds(0), client.Preconditions{UID: &exited.UID})
+		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			logFrom(ctx).Error(err, "deleting the pod of an exited container instance", "pod", exited.Name)
+		}
+	}
 	return code, done, err
 }
 
-// stop deletes the instance's pod with the request's grace period.
+// stop deletes the instance's pod with the request's grace period, at most
+// maxGraceSeconds.
 func (s *Server) stop(ctx context.Context, ns string, req InstanceRequest) error {
-	if req.GraceSeconds < 0 || req.GraceSeconds > maxGraceSeconds {
-		return errorf(http.StatusBadRequest, "graceSeconds %d: must be 0 to %d", req.GraceSeconds, maxGraceSeconds)
+	if req.GraceSeconds < 0 {
+		return errorf(http.StatusBadRequest, "graceSeconds %d: must not be negative", req.GraceSeconds)
 	}
+	grace := min(req.GraceSeconds, maxGraceSeconds)
 	p, err := s.getInstance(ctx, ns, req)
 	switch {
 	case err != nil:
 		return err
 	case p == nil:
+		if _, ok := s.exits.lookup(instanceKey(ns, req).String(), time.Now()); ok {
+			return errorf(http.StatusConflict, "container instance %s is not running", req.Name)
+		}
 		return errorf(http.StatusNotFound, "no container instance %s of shard %s", req.Name, req.ShardPod)
 	case p.DeletionTimestamp != nil:
 		return nil
@@ -150,17 +171,18 @@ func (s *Server) stop(ctx context.Context, ns string, req InstanceRequest) error
 	if _, exited := podExited(p, podcontract.ContainerInstanceContainer); exited {
 		return errorf(http.StatusConflict, "container instance %s is not running", req.Name)
 	}
-	err = s.Client.Delete(ctx, p, client.GracePeriodSeconds(req.GraceSeconds), client.Preconditions{UID: &p.UID})
+	err = s.Client.Delete(ctx, p, client.GracePeriodSeconds(grace), client.Preconditions{UID: &p.UID})
 	if client.IgnoreNotFound(err) != nil {
 		return err
 	}
 	s.event(ctx, p, nil, corev1.EventTypeNormal, "ContainerStopped", "StopContainer",
-		fmt.Sprintf("stopping container instance %s of shard %s: pod %s deleted with a grace period of %d s", req.Name, req.ShardPod, p.Name, req.GraceSeconds))
+		fmt.Sprintf("stopping container instance %s of shard %s: pod %s deleted with a grace period of %d s", req.Name, req.ShardPod, p.Name, grace))
 	return nil
 }
 
 // remove deletes the instance's pod at once and waits until it is gone.
 func (s *Server) remove(ctx context.Context, ns string, req InstanceRequest) error {
+	s.exits.forget(instanceKey(ns, req).String())
 	p, err := s.getInstance(ctx, ns, req)
 	if err != nil || p == nil {
 		return err

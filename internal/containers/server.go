@@ -41,8 +41,13 @@ const (
 	maxBodyBytes = 256 << 10
 	// maxNameBytes caps the Docker name workerd chose.
 	maxNameBytes = 1024
-	// maxGraceSeconds caps Stop's grace period.
-	maxGraceSeconds = 3600
+	// maxGraceSeconds caps Stop's grace period (a longer one is shortened to it): a
+	// stopping instance still runs and counts toward maxInstances, so its stop must end
+	// soon. workerd's own stop waits as long (Docker's StopTimeout).
+	maxGraceSeconds = specs.ContainerStopSeconds
+	// maxWaitsPerNamespace caps a namespace's concurrent Wait long-polls, each an API
+	// watch held open for up to WaitPoll; beyond it Wait answers 429.
+	maxWaitsPerNamespace = 256
 )
 
 // Server is the containers API's http.Handler. Every request must come over TLS with
@@ -70,6 +75,8 @@ type Server struct {
 	locksMu  sync.Mutex
 	locks    map[string]*sync.Mutex // per namespace/DurableObjectNamespace: count, then create
 	policies sync.Map               // DurableObjectNamespace UID → its NetworkPolicies were applied
+	exits    exitLog                // exits Wait read, whose pods it deleted
+	waits    waitSlots              // Wait calls in flight per namespace
 }
 
 func (s *Server) setup() {
@@ -95,7 +102,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ns, err := s.auth.namespace(r.Context(), r.TLS)
 	if err != nil {
 		log.Info("refused: not authenticated", "reason", err.Error())
-		writeError(w, &Error{StatusCode: http.StatusUnauthorized, Message: err.Error()})
+		status := StatusCode(err)
+		if status == 0 {
+			status = http.StatusUnauthorized
+		}
+		writeError(w, &Error{StatusCode: status, Message: err.Error()})
 		return
 	}
 	log = log.WithValues("namespace", ns)
@@ -130,6 +141,11 @@ func (s *Server) instance(ctx context.Context, w http.ResponseWriter, ns, path s
 	}
 	switch path {
 	case WaitPath:
+		if !s.waits.acquire(ns, maxWaitsPerNamespace) {
+			writeError(w, errorf(http.StatusTooManyRequests, "namespace %s has %d Wait calls in flight, the most the manager holds: try again", ns, maxWaitsPerNamespace))
+			return
+		}
+		defer s.waits.release(ns)
 		code, done, err := s.wait(ctx, ns, req)
 		switch {
 		case err != nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,8 @@ func (s *Server) start(ctx context.Context, ns string, req StartRequest) (StartR
 	wctx, cancel := context.WithTimeout(ctx, s.StartTimeout)
 	defer cancel()
 	in := specs.ContainerInstance{DONS: d, ShardPod: shard, Name: req.Name, Args: req.Args, Env: req.Env, Internet: req.Internet}
+	// A new run: an exit Wait read of an earlier one no longer describes the instance.
+	s.exits.forget(instanceKey(ns, InstanceRequest{ShardPod: req.ShardPod, Name: req.Name}).String())
 	pod, err := s.createOrReuse(wctx, in)
 	if err != nil {
 		return StartResponse{}, err
@@ -73,8 +76,14 @@ func validStart(req StartRequest) error {
 	}
 	for _, e := range req.Env {
 		size += len(e)
-		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || k == "" {
 			return errorf(http.StatusBadRequest, "env entry %q is not NAME=value", truncate(e, 64))
+		}
+		// The strict rule: API servers before 1.32 refuse names the relaxed one admits,
+		// and a refusal here names the variable where the pod's create would not.
+		if errs := validation.IsEnvVarName(k); len(errs) > 0 {
+			return errorf(http.StatusBadRequest, "env variable %q cannot be set on a Kubernetes container: %s", truncate(k, 64), strings.Join(errs, "; "))
 		}
 	}
 	if size > MaxArgsEnvBytes {
@@ -147,7 +156,7 @@ func (s *Server) ensureNetworkPolicies(ctx context.Context, d *fleetv1alpha1.Dur
 	if _, ok := s.policies.Load(d.UID); ok {
 		return nil
 	}
-	for _, np := range specs.BuildContainerNetworkPolicies(d) {
+	for _, np := range specs.BuildContainerNetworkPolicies(d, s.Options) {
 		live := np.DeepCopy()
 		err := s.Client.Get(ctx, client.ObjectKeyFromObject(np), live)
 		if client.IgnoreNotFound(err) != nil {
@@ -203,8 +212,8 @@ func (s *Server) createOrReuse(ctx context.Context, in specs.ContainerInstance) 
 	return nil, errorf(http.StatusConflict, "pod %s is being created and deleted concurrently: try again", want.Name)
 }
 
-// reusable reports whether live runs what want would: same owner, image, args, env and
-// internet label, not exited, not being deleted.
+// reusable reports whether live runs what want would: same owner, image, args, env,
+// resources (instance type) and internet label, not exited, not being deleted.
 func reusable(live, want *corev1.Pod) bool {
 	if live.DeletionTimestamp != nil || !ownersEqual(live.OwnerReferences, want.OwnerReferences) ||
 		live.Labels[podcontract.LabelInternet] != want.Labels[podcontract.LabelInternet] || len(live.Spec.Containers) != 1 {
@@ -214,16 +223,30 @@ func reusable(live, want *corev1.Pod) bool {
 		return false
 	}
 	l, w := live.Spec.Containers[0], want.Spec.Containers[0]
-	return l.Image == w.Image && fmt.Sprint(l.Args) == fmt.Sprint(w.Args) && fmt.Sprint(l.Env) == fmt.Sprint(w.Env)
+	return l.Image == w.Image && slices.Equal(l.Args, w.Args) && slices.Equal(l.Env, w.Env) &&
+		hasResources(l.Resources.Limits, w.Resources.Limits) && hasResources(l.Resources.Requests, w.Resources.Requests)
+}
+
+// hasResources reports whether live holds every quantity of want: admission (a
+// LimitRange) may add others, which do not make the pod another instance type.
+func hasResources(live, want corev1.ResourceList) bool {
+	for name, q := range want {
+		if l, ok := live[name]; !ok || l.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func ownersEqual(a, b []metav1.OwnerReference) bool {
 	return len(a) == 1 && len(b) == 1 && a[0].UID == b[0].UID
 }
 
-// create counts d's running instances and creates pod when there is room. The count
-// and the create are one step on this replica only: replicas serving starts of the same
-// DurableObjectNamespace at the same moment may each let one more through.
+// create counts d's running instances and creates pod when there is room. A pod being
+// deleted counts until its container has exited: it runs (and holds its resources) for
+// its grace period. The count and the create are one step on this replica only:
+// replicas serving starts of the same DurableObjectNamespace at the same moment may
+// each let one more through.
 func (s *Server) create(ctx context.Context, d *fleetv1alpha1.DurableObjectNamespace, pod *corev1.Pod) (*corev1.Pod, error) {
 	mu := s.lock(d.Namespace, d.Name)
 	mu.Lock()
@@ -235,7 +258,7 @@ func (s *Server) create(ctx context.Context, d *fleetv1alpha1.DurableObjectNames
 	running := 0
 	for i := range list.Items {
 		p := &list.Items[i]
-		if _, exited := podExited(p, podcontract.ContainerInstanceContainer); !exited && p.DeletionTimestamp == nil {
+		if _, exited := podExited(p, podcontract.ContainerInstanceContainer); !exited {
 			running++
 		}
 	}

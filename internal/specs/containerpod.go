@@ -72,7 +72,8 @@ func ContainerInstanceLabels(dons, shardPod string, internet bool) map[string]st
 // garbage collector removes it with the shard. Kubernetes cannot restart an instance
 // the way the object expects (the object starts it again), so restartPolicy is Never.
 // The pod honours the operator's isolation settings (runtimeClassName, hostUsers) as
-// workerd pods do. Pure.
+// workerd pods do. Args and env values reach the process literally, as Docker passes
+// them (escapeExpansion). Pure.
 func BuildContainerPod(in ContainerInstance, opts Options) *corev1.Pod {
 	d, shard := in.DONS, in.ShardPod
 	spec := d.Spec.Container
@@ -95,7 +96,7 @@ func BuildContainerPod(in ContainerInstance, opts Options) *corev1.Pod {
 				Image: spec.Image,
 				// Args, not Command: workerd sends the user's entrypoint as Docker's Cmd,
 				// which runs under the image's ENTRYPOINT as args do.
-				Args:                     append([]string(nil), in.Args...),
+				Args:                     literal(in.Args),
 				Env:                      containerEnv(in.Env),
 				Resources:                spec.Resources(),
 				SecurityContext:          containerSecurityContext(),
@@ -133,15 +134,29 @@ func containerSecurityContext() *corev1.SecurityContext {
 }
 
 // containerEnv turns Docker's "K=V" entries into env vars; an entry without "=" sets K
-// to "" (the server refuses those before building).
+// to "" (the server refuses those before building). Values are escaped as args are.
 func containerEnv(env []string) []corev1.EnvVar {
 	var out []corev1.EnvVar
 	for _, e := range env {
 		k, v, _ := strings.Cut(e, "=")
-		out = append(out, corev1.EnvVar{Name: k, Value: v})
+		out = append(out, corev1.EnvVar{Name: k, Value: escapeExpansion(v)})
 	}
 	return out
 }
+
+// literal escapes each arg (escapeExpansion).
+func literal(args []string) []string {
+	var out []string
+	for _, a := range args {
+		out = append(out, escapeExpansion(a))
+	}
+	return out
+}
+
+// escapeExpansion makes s reach the process as Docker passes it: the kubelet expands
+// $(NAME) in args and env values and reduces "$$" to "$" wherever it appears, so every
+// "$" is doubled (which also turns "$(" into the documented escape "$$(").
+func escapeExpansion(s string) string { return strings.ReplaceAll(s, "$", "$$") }
 
 // ContainerNetworkPolicyName and ContainerInternetPolicyName name the two NetworkPolicies
 // of DurableObjectNamespace dons's instances (BuildContainerNetworkPolicies).
@@ -153,10 +168,11 @@ func ContainerInternetPolicyName(dons string) string { return dons + "-container
 // two, and NetworkPolicies add up: the first selects every instance of d, admits
 // ingress only from d's shard pods (any port: the object reaches whatever ports its
 // container listens on) and no egress; the second selects the instances labelled
-// internet=true and admits DNS (port 53 anywhere: the resolver's address differs per
-// cluster) and the public internet, which excludes private, link-local, CGNAT and
-// loopback ranges (outbound.Public). Both are controlled by d, so they go with it. Pure.
-func BuildContainerNetworkPolicies(d *fleetv1alpha1.DurableObjectNamespace) []*networkingv1.NetworkPolicy {
+// internet=true and admits DNS (port 53 anywhere, as egressRules gives workerd pods:
+// the resolver's address differs per cluster) and the public addresses the admin's
+// outbound rules allow (ContainerInternet). Both are controlled by d, so they go with
+// it. Pure.
+func BuildContainerNetworkPolicies(d *fleetv1alpha1.DurableObjectNamespace, opts Options) []*networkingv1.NetworkPolicy {
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: d.Namespace, OwnerReferences: []metav1.OwnerReference{donsOwnerRef(d)},
 			Labels: map[string]string{podcontract.LabelManagedBy: podcontract.ManagedBy, podcontract.LabelDONS: d.Name,
@@ -176,10 +192,12 @@ func BuildContainerNetworkPolicies(d *fleetv1alpha1.DurableObjectNamespace) []*n
 	egress := []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{
 		{Protocol: ptr.To(corev1.ProtocolUDP), Port: &dns}, {Protocol: ptr.To(corev1.ProtocolTCP), Port: &dns}}}}
 	var to []networkingv1.NetworkPolicyPeer
-	for _, b := range outbound.IPBlocks(outbound.Rules{Allow: []string{outbound.Public}}) {
+	for _, b := range outbound.IPBlocks(ContainerInternet(opts)) {
 		to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: b.CIDR, Except: b.Except}})
 	}
-	egress = append(egress, networkingv1.NetworkPolicyEgressRule{To: to})
+	if len(to) > 0 {
+		egress = append(egress, networkingv1.NetworkPolicyEgressRule{To: to})
+	}
 	open := &networkingv1.NetworkPolicy{TypeMeta: typ, ObjectMeta: meta(ContainerInternetPolicyName(d.Name)),
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: internet},
@@ -187,4 +205,27 @@ func BuildContainerNetworkPolicies(d *fleetv1alpha1.DurableObjectNamespace) []*n
 			Egress:      egress,
 		}}
 	return []*networkingv1.NetworkPolicy{isolated, open}
+}
+
+// ContainerInternet is what an instance started with internet may reach besides DNS:
+// the public part of the admin's default allow list (public itself, or public CIDRs in
+// it; no list means public, workerd's own default) minus the admin's deny list, which
+// no Worker lifts either. An allow list without public addresses leaves nothing: such
+// an instance starts and resolves names but reaches no address. Private entries (the
+// cluster's Service and Pod ranges) are never included: "internet" is not the cluster.
+func ContainerInternet(opts Options) outbound.Rules {
+	admin := opts.Outbound.Allow
+	if len(admin) == 0 {
+		admin = []string{outbound.Public}
+	}
+	var allow []string
+	for _, e := range admin {
+		if outbound.Within(e, []string{outbound.Public}) {
+			allow = append(allow, e)
+		}
+	}
+	if len(allow) == 0 {
+		return outbound.Rules{}
+	}
+	return outbound.Rules{Allow: allow, Deny: append([]string(nil), opts.Outbound.Deny...)}
 }

@@ -153,7 +153,7 @@ func TestContainerPodNameDeterministic(t *testing.T) {
 func TestContainerNetworkPolicies(t *testing.T) {
 	policies, pods := fleetPolicies(t, npNamespace, managerOptions())
 	d := containerDONS(npNamespace, "rooms", "")
-	cps := BuildContainerNetworkPolicies(d)
+	cps := BuildContainerNetworkPolicies(d, managerOptions())
 	for _, p := range cps {
 		if p.Namespace != npNamespace || !metav1.IsControlledBy(p, d) {
 			t.Errorf("policy %s/%s not controlled by the DurableObjectNamespace", p.Namespace, p.Name)
@@ -206,5 +206,42 @@ func TestContainerNetworkPolicies(t *testing.T) {
 	withRule := testenv.NetworkPolicies{Policies: []networkingv1.NetworkPolicy{*shardNP}}
 	if ok, err := withRule.AllowedEgress(pods["shard"], closed, 8080); !ok || err != nil {
 		t.Errorf("the shard pods' NetworkPolicy does not let them reach their instance: %v %v", ok, err)
+	}
+}
+
+// TestContainerInternetFollowsAdminOutbound: an instance's internet is the public part
+// of the admin's default allow list minus the admin's deny list; an allow list with no
+// public address leaves DNS only.
+func TestContainerInternetFollowsAdminOutbound(t *testing.T) {
+	d := containerDONS(npNamespace, "rooms", "")
+	open := testenv.PolicyPod{Namespace: npNamespace, Labels: ContainerInstanceLabels("rooms", "rooms-shards-0", true), IP: "10.0.1.2"}
+	ext := func(ip string) testenv.PolicyPod { return testenv.PolicyPod{IP: ip} }
+	for _, c := range []struct {
+		what      string
+		allow     []string
+		deny      []string
+		ip        string
+		port      int32
+		wantReach bool
+	}{
+		{"denied public range", []string{"public"}, []string{"203.0.113.0/24"}, "203.0.113.7", 443, false},
+		{"public outside the deny", []string{"public"}, []string{"203.0.113.0/24"}, "198.51.100.1", 443, true},
+		{"no public in the allow list", []string{"10.96.0.0/12"}, nil, "198.51.100.1", 443, false},
+		{"no public: the allowed private range is not internet", []string{"10.96.0.0/12"}, nil, "10.96.0.1", 443, false},
+		{"no public: DNS still", []string{"10.96.0.0/12"}, nil, "10.96.0.10", 53, true},
+		{"a public CIDR of the allow list", []string{"198.51.100.0/24"}, nil, "198.51.100.1", 443, true},
+		{"a public CIDR of the allow list: elsewhere", []string{"198.51.100.0/24"}, nil, "203.0.113.7", 443, false},
+		{"no allow list: public", nil, nil, "203.0.113.7", 443, true},
+	} {
+		opts := DefaultOptions()
+		opts.Outbound.Allow, opts.Outbound.Deny = c.allow, c.deny
+		var policies []networkingv1.NetworkPolicy
+		for _, p := range BuildContainerNetworkPolicies(d, opts) {
+			policies = append(policies, *p)
+		}
+		np := testenv.NetworkPolicies{Policies: policies}
+		if got, err := np.AllowedEgress(open, ext(c.ip), c.port); err != nil || got != c.wantReach {
+			t.Errorf("%s: allow %v deny %v -> %s:%d: %v, %v; want %v", c.what, c.allow, c.deny, c.ip, c.port, got, err, c.wantReach)
+		}
 	}
 }
