@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/workerd-operator/workerd-operator/internal/toolchain"
+	"github.com/workerd-operator/workerd-operator/internal/wrangler"
 )
 
 // hook turns wrangler's deploy into a dry run that records what it built. A preload
@@ -108,6 +109,11 @@ func Build(ctx context.Context, o BuildOptions) (*Captured, error) {
 		"NODE_OPTIONS="+strings.TrimSpace(os.Getenv("NODE_OPTIONS")+` --require "`+hookFile+`"`),
 		"WORKERD_OPERATOR_RECORD="+record, "WORKERD_OPERATOR_OUTDIR="+bundle, "WORKERD_OPERATOR_ENV="+o.Env)
 	env = append(env, o.ExtraEnv...)
+	if wrangler.DeclaresContainers(o.Dir) {
+		// The cluster runs images already built (--container-image); wrangler would
+		// build the containers' Dockerfiles with Docker.
+		env = append(env, "WORKERD_OPERATOR_CONTAINERS_ROLLOUT=none")
+	}
 	if o.Env != "" {
 		// The Vite plugin builds the configuration of this environment
 		// (https://developers.cloudflare.com/workers/vite-plugin/reference/cloudflare-environments/).

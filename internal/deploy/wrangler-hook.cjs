@@ -47,10 +47,16 @@ if (wrangler && process.env.WORKERD_OPERATOR_RECORD) {
   const cmd = positional(args);
   if (cmd[0] === 'deploy') {
     if (!args.includes('--dry-run')) {
-      // The cluster runs images that are already built (--container-image): wrangler
-      // must not build containers[] Dockerfiles, which needs Docker.
-      args = withoutFlag(args, ['--outdir', '--containers-rollout']);
-      args.push('--dry-run', '--outdir', process.env.WORKERD_OPERATOR_OUTDIR, '--containers-rollout=none');
+      args = withoutFlag(args, ['--outdir']);
+      args.push('--dry-run', '--outdir', process.env.WORKERD_OPERATOR_OUTDIR);
+      // Set for a project with containers: the cluster runs images already built
+      // (--container-image), and wrangler must not build their Dockerfiles with Docker.
+      // Only then: wrangler 3 and early 4 do not know the flag or its value none.
+      const rollout = process.env.WORKERD_OPERATOR_CONTAINERS_ROLLOUT;
+      if (rollout) {
+        args = withoutFlag(args, ['--containers-rollout']);
+        args.push('--containers-rollout=' + rollout);
+      }
       const env = process.env.WORKERD_OPERATOR_ENV;
       const generated = fs.existsSync(path.join(process.cwd(), '.wrangler', 'deploy', 'config.json'));
       if (env && !generated && !args.some((a) => /^(--env|-e)(=|$)/.test(a))) {

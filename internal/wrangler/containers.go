@@ -162,3 +162,23 @@ func (res *Result) containerClass(class string) *v1alpha1.DurableObjectNamespace
 	}
 	return nil
 }
+
+// DeclaresContainers reports whether the configuration wrangler would deploy from dir
+// has containers, at its top level or in an environment (false on any read error: a
+// configuration a build writes later is not known yet).
+func DeclaresContainers(dir string) bool {
+	cfg, err := Load(dir)
+	if err != nil {
+		return false
+	}
+	if len(list(cfg.Raw["containers"])) > 0 {
+		return true
+	}
+	envs, _ := cfg.Raw["env"].(map[string]any)
+	for _, e := range envs {
+		if m, ok := e.(map[string]any); ok && len(list(m["containers"])) > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -100,3 +100,25 @@ func TestContainers(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// deploy passes --containers-rollout=none to wrangler only for a project with
+// containers: wrangler 3 and early wrangler 4 refuse the flag.
+func TestDeclaresContainers(t *testing.T) {
+	for _, tc := range []struct {
+		config string
+		want   bool
+	}{
+		{`{"name": "a", "containers": [{"class_name": "C", "image": "./Dockerfile"}]}`, true},
+		{`{"name": "a", "env": {"staging": {"containers": [{"class_name": "C", "image": "r/x:1"}]}}}`, true},
+		{`{"name": "a", "containers": []}`, false},
+		{`{"name": "a"}`, false},
+	} {
+		dir := writeProject(t, map[string]string{"wrangler.jsonc": tc.config})
+		if got := DeclaresContainers(dir); got != tc.want {
+			t.Errorf("DeclaresContainers(%s) = %v, want %v", tc.config, got, tc.want)
+		}
+	}
+	if DeclaresContainers(t.TempDir()) {
+		t.Error("a directory without a configuration declares containers")
+	}
+}
