@@ -38,13 +38,17 @@ func (c *ContainerSpec) InstanceTypeOrDefault() string {
 	return c.InstanceType
 }
 
-// containerRequestShare is the part of an instance type's CPU and memory an instance
-// requests: instances sleep most of their lives (sleepAfter), so the node reserves a
-// quarter and the instance may burst to the whole type, its limit.
-const containerRequestShare = 4
+// An instance requests part of its instance type's CPU and memory and may burst to the
+// whole type, its limit: instances sleep most of their lives (sleepAfter) and are idle
+// between requests while awake, so the node reserves an eighth of the CPU and a quarter
+// of the memory (memory is not given back while the process lives).
+const (
+	containerCPURequestShare    = 8
+	containerMemoryRequestShare = 4
+)
 
 // Resources are an instance's limits, its instance type's CPU and memory, and its
-// requests, a containerRequestShare-th of them.
+// requests, the shares above of them.
 func (c *ContainerSpec) Resources() corev1.ResourceRequirements {
 	t, ok := containerInstanceTypes[c.InstanceTypeOrDefault()]
 	if !ok {
@@ -54,8 +58,8 @@ func (c *ContainerSpec) Resources() corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{
 		Limits: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem},
 		Requests: corev1.ResourceList{
-			corev1.ResourceCPU:    *resource.NewMilliQuantity(cpu.MilliValue()/containerRequestShare, resource.DecimalSI),
-			corev1.ResourceMemory: *resource.NewQuantity(mem.Value()/containerRequestShare, resource.BinarySI),
+			corev1.ResourceCPU:    *resource.NewMilliQuantity(cpu.MilliValue()/containerCPURequestShare, resource.DecimalSI),
+			corev1.ResourceMemory: *resource.NewQuantity(mem.Value()/containerMemoryRequestShare, resource.BinarySI),
 		},
 	}
 }

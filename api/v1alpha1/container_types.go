@@ -21,7 +21,8 @@ type ContainerSpec struct {
 	MaxInstances *int32 `json:"maxInstances,omitempty"`
 
 	// instanceType is one of Cloudflare's instance types, which set each instance's CPU
-	// and memory limits; it requests a quarter of them, as instances mostly sleep
+	// and memory limits; it requests an eighth of the CPU and a quarter of the memory, as
+	// instances mostly sleep
 	// (https://developers.cloudflare.com/containers/platform/limits/): lite
 	// (1/16 vCPU, 256 MiB), basic (1/4, 1 GiB), standard-1 (1/2, 4 GiB), standard-2
 	// (1, 6 GiB), standard-3 (2, 8 GiB), standard-4 (4, 12 GiB). Default lite.

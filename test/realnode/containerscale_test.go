@@ -94,8 +94,8 @@ func TestContainerInstancesAtScale(t *testing.T) {
 	}
 	slices.Sort(ms)
 	t.Logf("%d instances started at once: cold start p50 %d ms, p90 %d ms, max %d ms", n, ms[n/2], ms[n*9/10], ms[n-1])
-	if pods := instancePods(t, "boxes-box"); len(pods) != n {
-		t.Errorf("%d instance pods, want %d", len(pods), n)
+	if pods := instancePods(t, "boxes-box"); len(pods) != n || t.Failed() {
+		t.Fatalf("%d instance pods, want %d", len(pods), n)
 	}
 	crashOne(t, url, starts[0])
 	for i, a := range boxesDo(t, url, "/sleep", n) {
@@ -116,11 +116,11 @@ func TestContainerInstancesAtScale(t *testing.T) {
 	}
 }
 
-// crashOne kills box 0's Pod (box 0 answered first): its monitor() rejects with the
-// exit code, 137 as for an OOM kill, and the next start runs a new Pod.
-func crashOne(t *testing.T, url string, first boxAnswer) {
+// crashOne kills box 0's Pod: its monitor() rejects with the exit code, 137 as for an
+// OOM kill, and the next start runs a new Pod.
+func crashOne(t *testing.T, url string, started boxAnswer) {
 	t.Helper()
-	target := podOf(t, instancePods(t, "boxes-box"), boxID(t, first))
+	target := podOf(t, instancePods(t, "boxes-box"), boxID(t, started))
 	exit := make(chan boxAnswer, 1)
 	go func() { exit <- boxAt(t, url, "/exit", 0) }()
 	time.Sleep(time.Second) // the /exit call is waiting on monitor()
