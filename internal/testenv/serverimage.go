@@ -17,6 +17,18 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/bundleimage"
 )
 
+// BuildServer builds the Go main package in dir (a module of its own, such as a
+// template's container_src) as the static binary file binary.
+func BuildServer(dir, binary string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-o", binary, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOWORK=off")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v: %s", dir, err, b)
+	}
+	return nil
+}
+
 // ServerImage builds the Go main package in dir as a static binary and pushes an image
 // holding only it, as /server, its CMD, to ref (what a Dockerfile building the package
 // FROM scratch gives, the containers template's, without Docker or a base image). It
@@ -27,11 +39,8 @@ func ServerImage(dir, ref string) (pinned, binary string, err error) {
 		return "", "", err
 	}
 	binary = filepath.Join(out, "server")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", binary, ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("go build %s: %v: %s", dir, err, b)
+	if err := BuildServer(dir, binary); err != nil {
+		return "", "", err
 	}
 	data, err := os.ReadFile(binary)
 	if err != nil {

@@ -380,10 +380,10 @@ func TestValidateContainerPolicy(t *testing.T) {
 		want []string // substrings of the errors; nil: admitted
 	}{
 		{"defaults", v1alpha1.ContainerSpec{Image: "r.example/a:1"}, nil},
-		{"standard-2 and 50", v1alpha1.ContainerSpec{Image: "r.example/a:1", InstanceType: "standard-2", MaxInstances: ptrInt32(50)}, nil},
+		{"standard-2 and 50", v1alpha1.ContainerSpec{Image: "r.example/a:1", InstanceType: "standard-2", MaxInstances: ptr[int32](50)}, nil},
 		{"standard-4", v1alpha1.ContainerSpec{Image: "r.example/a:1", InstanceType: "standard-4"},
 			[]string{"spec.container.instanceType", "instance type standard-4 is not allowed", "allowed: lite, basic, standard-1, standard-2", "--allowed-container-instance-types"}},
-		{"51 instances", v1alpha1.ContainerSpec{Image: "r.example/a:1", MaxInstances: ptrInt32(51)},
+		{"51 instances", v1alpha1.ContainerSpec{Image: "r.example/a:1", MaxInstances: ptr[int32](51)},
 			[]string{"spec.container.maxInstances", "51 instances at once are not allowed", "at most 50", "--max-container-instances"}},
 	}
 	for _, tc := range cases {
@@ -407,5 +407,3 @@ func TestValidateContainerPolicy(t *testing.T) {
 		})
 	}
 }
-
-func ptrInt32(v int32) *int32 { return &v }

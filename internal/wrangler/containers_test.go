@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 )
 
@@ -36,12 +38,12 @@ func TestContainers(t *testing.T) {
 		wantIgnored     string
 	}{
 		{name: "registry image", files: project(`[{"class_name": "MyContainer", "image": "registry.example.com/app:1", "max_instances": 10, "instance_type": "basic"}]`, nil),
-			want: &v1alpha1.ContainerSpec{Image: "registry.example.com/app:1", MaxInstances: ptrTo[int32](10), InstanceType: "basic"}},
+			want: &v1alpha1.ContainerSpec{Image: "registry.example.com/app:1", MaxInstances: ptr.To[int32](10), InstanceType: "basic"}},
 		{name: "dev is lite", files: project(`[{"class_name": "MyContainer", "image": "r.example/a:1", "instance_type": "dev"}]`, nil),
 			want: &v1alpha1.ContainerSpec{Image: "r.example/a:1", InstanceType: "lite"}},
 		{name: "Dockerfile with --container-image", files: project(`[{"class_name": "MyContainer", "image": "./Dockerfile", "max_instances": 3}]`, dockerfile),
 			images: map[string]string{"MyContainer": "localhost:5001/app-container:1"},
-			want:   &v1alpha1.ContainerSpec{Image: "localhost:5001/app-container:1", MaxInstances: ptrTo[int32](3)}},
+			want:   &v1alpha1.ContainerSpec{Image: "localhost:5001/app-container:1", MaxInstances: ptr.To[int32](3)}},
 		{name: "Dockerfile without an image", files: project(`[{"class_name": "MyContainer", "image": "./Dockerfile"}]`, dockerfile),
 			wantErr: []string{"containers[0].image: Dockerfile is a Dockerfile", "--container-image MyContainer=REF", "docs/containers.md"}},
 		{name: "--container-image of no class", files: project(`[{"class_name": "MyContainer", "image": "r.example/a:1"}]`, nil),
@@ -98,8 +100,6 @@ func TestContainers(t *testing.T) {
 		})
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // deploy passes --containers-rollout=none to wrangler only for a project with
 // containers: wrangler 3 and early wrangler 4 refuse the flag.

@@ -25,19 +25,12 @@ const templateDir = "../../../test/testdata/cloudflare-templates/containers-temp
 // templatePort is the port the template's server binds (":8080", every interface).
 const templatePort = "8080"
 
-// buildTemplateServer builds the template's server, or skips when it is not there.
+// buildTemplateServer builds the template's server.
 func buildTemplateServer(t *testing.T) string {
 	t.Helper()
-	dir := templateDir
-	if _, err := os.Stat(filepath.Join(dir, "main.go")); err != nil {
-		t.Skipf("the containers template's server is not at %s (vendor cloudflare/templates containers-template there): %v", dir, err)
-	}
 	bin := filepath.Join(t.TempDir(), "server")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", dir, err, out)
+	if err := testenv.BuildServer(templateDir, bin); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
