@@ -57,6 +57,9 @@ const (
 	ReasonScheduled = "Scheduled"
 	// ReasonTargetNotReady: a CronSchedule's target has no ready pod.
 	ReasonTargetNotReady = "TargetNotReady"
+	// ReasonShared: a Shared user Worker (spec.dispatchPlacement) has no pods of its
+	// own; its dispatch Workers' pods load it on its first call.
+	ReasonShared = "Shared"
 )
 
 // LocalObjectReference names an object of a given kind in the same namespace.

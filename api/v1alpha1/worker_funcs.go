@@ -67,3 +67,10 @@ func PrimaryVersion(deployed []DeploymentVersion) DeploymentVersion {
 	}
 	return best
 }
+
+// SharedUserWorker reports whether the Worker is a user Worker that runs as an isolate
+// in its dispatch Workers' pods (spec.dispatchPlacement Shared) and so has no pods,
+// Services or ConfigMaps of its own.
+func (w *Worker) SharedUserWorker() bool {
+	return w.Spec.DispatchNamespace != "" && w.Spec.DispatchPlacement == DispatchPlacementShared
+}

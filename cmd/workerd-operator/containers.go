@@ -18,6 +18,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/containers"
 	"github.com/workerd-operator/workerd-operator/internal/internalca"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
+	"github.com/workerd-operator/workerd-operator/internal/userworkers"
 )
 
 // containersFlags configure the containers API (internal/containers): shard sidecars
@@ -54,6 +55,8 @@ func (c *containersFlags) setup(mgr ctrl.Manager, f *managerFlags) error {
 	srv := &containers.Server{Client: cl, Log: ctrl.Log.WithName("containers"),
 		Events:  mgr.GetEventRecorder(podcontract.ContainersAPIService),
 		Options: f.opts, NetworkPolicies: f.opts.NetworkPolicies, StartTimeout: c.startTimeout}
+	srv.Namespaced = map[string]containers.NamespacedHandler{userworkers.Path: &userworkers.Handler{
+		Workers: mgr.GetClient(), ConfigMaps: mgr.GetAPIReader(), Log: ctrl.Log.WithName("user-workers")}}
 	// No WriteTimeout: Start holds its answer until the pod runs and Wait long-polls.
 	hs := &http.Server{Handler: srv, TLSConfig: containers.ServerTLSConfig(cert.get),
 		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}

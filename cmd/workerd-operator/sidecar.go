@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/dispatch"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/r2"
 	"github.com/workerd-operator/workerd-operator/internal/sidecar/telemetry"
+	"github.com/workerd-operator/workerd-operator/internal/userworkers"
 	"github.com/workerd-operator/workerd-operator/internal/workflows"
 )
 
@@ -312,8 +314,17 @@ func attachDispatch(srv *sidecar.Server, o *sidecarOptions, stderr io.Writer) er
 		}
 		do.TLS = cfg
 	}
+	if api := os.Getenv(podcontract.DispatchAPIEnv); api != "" && o.tlsDir != "" {
+		cfg, err := managerClientTLS(o.tlsDir)
+		if err != nil {
+			return fmt.Errorf("sidecar: dispatch: $%s: %w", podcontract.DispatchAPIEnv, err)
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig, tr.MaxIdleConnsPerHost = cfg, 16
+		do.Code = &userworkers.Client{Base: api, HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	}
 	srv.HandleMarked(podcontract.DispatchNamespaceHeader, dispatch.New(do))
-	fmt.Fprintf(stderr, "sidecar: dispatcher for user Workers under %s (mutual TLS: %t)\n", domain, do.TLS != nil)
+	fmt.Fprintf(stderr, "sidecar: dispatcher for user Workers under %s (mutual TLS: %t; Shared user Workers from %q)\n", domain, do.TLS != nil, os.Getenv(podcontract.DispatchAPIEnv))
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
 	"github.com/workerd-operator/workerd-operator/internal/specs"
 )
@@ -68,7 +69,8 @@ func RenderWorker(ctx context.Context, c client.Client, refs *References, opts O
 	}
 	rin := render.Input{
 		Worker: w, ConfigMap: in.configMap, Services: in.services,
-		Options:        render.Options{ClusterDomain: opts.ClusterDomain, InternalTLS: true, Outbound: opts.Outbound, NoInvocationMetrics: opts.NoInvocationMetrics},
+		Options: render.Options{ClusterDomain: opts.ClusterDomain, InternalTLS: true, Outbound: opts.Outbound,
+			NoInvocationMetrics: opts.NoInvocationMetrics, ManagerAPI: managerAPI(opts)},
 		DurableObjects: dos, Workflows: wfs, WorkflowHosts: wfHosts, DataStores: stores, R2Buckets: r2s,
 	}
 	if host != nil {
@@ -358,4 +360,12 @@ func resolveR2Buckets(ctx context.Context, c client.Client, w *fleetv1alpha1.Wor
 		out[name] = render.R2BucketTarget{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Region: s3.Region, SecretName: s3.CredentialsSecret.Name}
 	}
 	return out, nil
+}
+
+// managerAPI is the manager's internal API, or empty when its namespace is unknown.
+func managerAPI(opts specs.Options) string {
+	if opts.ManagerNamespace == "" {
+		return ""
+	}
+	return podcontract.ContainersAPIURL(opts.ManagerNamespace, opts.ClusterDomain)
 }

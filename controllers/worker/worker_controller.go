@@ -66,6 +66,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Children carry owner references: the garbage collector removes them.
 		return ctrl.Result{}, nil
 	}
+	if w.SharedUserWorker() {
+		id, err := r.reconcileShared(ctx, w)
+		if err := r.writeStatus(ctx, w, sharedStatus(w, id, err)); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.backoff.Result(ctx, req.NamespacedName, err)
+	}
 	res, err := r.reconcileChildren(ctx, w)
 	pods, perr := common.ListPods(ctx, r.Client, w.Namespace, specs.WorkerSelector(w.Name))
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +51,11 @@ const (
 	maxWaitsPerNamespace = 256
 )
 
+// NamespacedHandler serves a request whose caller's certificate names namespace ns.
+type NamespacedHandler interface {
+	ServeNamespace(w http.ResponseWriter, r *http.Request, ns string)
+}
+
 // Server is the containers API's http.Handler. Every request must come over TLS with
 // a client certificate of a namespace (ServerTLSConfig); the namespace it names is the
 // only namespace the request reaches.
@@ -69,6 +75,9 @@ type Server struct {
 	// WaitPoll how long one Wait call holds before answering 204 (DefaultWaitPoll);
 	// CATTL how long a namespace's CA is cached (DefaultCATTL).
 	StartTimeout, WaitPoll, CATTL time.Duration
+	// Namespaced serves paths under a prefix to callers authenticated the same way
+	// (the manager's other internal APIs, e.g. Shared user Workers' code).
+	Namespaced map[string]NamespacedHandler
 
 	init     sync.Once
 	auth     *authenticator
@@ -111,6 +120,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	log = log.WithValues("namespace", ns)
 	ctx := logr.NewContext(r.Context(), log)
+	for prefix, h := range s.Namespaced {
+		if strings.HasPrefix(r.URL.Path, prefix) {
+			h.ServeNamespace(w, r.WithContext(ctx), ns)
+			return
+		}
+	}
 	if r.Method != http.MethodPost {
 		writeError(w, &Error{StatusCode: http.StatusMethodNotAllowed, Message: r.Method + " " + r.URL.Path + ": only POST"})
 		return

@@ -192,6 +192,17 @@ const (
 	// namespace ("<namespace>.svc.<cluster domain>"), under which user Workers' dispatch
 	// Services resolve.
 	DispatchDomainEnv = "WORKERD_OPERATOR_DISPATCH_DOMAIN"
+	// DispatchResolveHeader marks shim dispatch.js's question to the sidecar: where
+	// does the user Worker run, and with what code when it is Shared (render.LoaderCode);
+	// its If-None-Match names the code the shim has.
+	DispatchResolveHeader = "X-Workerd-Operator-Dispatch-Resolve"
+	// DispatchAPIEnv is the sidecar's env var naming the manager's internal API
+	// (ContainersAPIURL), from which it reads Shared user Workers' code.
+	DispatchAPIEnv = "WORKERD_OPERATOR_DISPATCH_API"
+	// DispatchLoaderService is the network service Shared user Workers' fetch() and
+	// connect() go through in their dispatch Workers' pods (globalOutbound of each
+	// loaded isolate): the rules of a Dedicated user Worker without spec.outbound.
+	DispatchLoaderService = "workerd-operator:user-workers-internet"
 	// CacheService is the Cache API's service in the config (every Worker's
 	// cacheApiOutbound): an alias of the sidecar, HTTP proxy style (the full URL as the
 	// request target), whose requests carry CacheHeader; the sidecar's per-pod cache

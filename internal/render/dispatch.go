@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/outbound"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 )
 
@@ -66,7 +67,9 @@ func (k *dispatchKind) bind(field string, b v1alpha1.Binding) (string, error) {
 		return "", fmt.Errorf("%s.dispatchNamespace.namespace: required", field)
 	}
 	k.entries = append(k.entries, b)
-	return wrapped(DispatchModule, tuple(named("fetcher"), kv("service", Quote(DispatchService(b.Name))))), nil
+	return wrapped(DispatchModule, tuple(named("fetcher"), kv("service", Quote(DispatchService(b.Name)))),
+		tuple(named("loader"), kv("workerLoader", tuple(kv("id", Quote(DispatchLoaderID(b.DispatchNamespace.Namespace)))))),
+		tuple(named("internet"), kv("service", Quote(podcontract.DispatchLoaderService)))), nil
 }
 
 // contribute adds one sidecar alias per binding, the module, and the sidecar's domain.
@@ -80,7 +83,30 @@ func (k *dispatchKind) contribute(x *extras) error {
 	}
 	x.addExtension(DispatchModule, dispatchFile)
 	x.sidecarEnv = append(x.sidecarEnv, corev1.EnvVar{Name: podcontract.DispatchDomainEnv, Value: DispatchDomain(k.in.Worker.Namespace, k.in.Options)})
+	if api := k.in.Options.ManagerAPI; api != "" {
+		x.sidecarEnv = append(x.sidecarEnv, corev1.EnvVar{Name: podcontract.DispatchAPIEnv, Value: api})
+	}
+	x.services.item(named(podcontract.DispatchLoaderService), kv("network", userWorkersNetwork(k.in.Options)))
 	return x.addShims(dispatchFile)
+}
+
+// DispatchLoaderID is the workerLoader of dispatch namespace dns's Shared user Workers:
+// one per dispatch namespace, so two namespaces' Workers never share a cache entry.
+func DispatchLoaderID(dns string) string { return "user-workers:" + dns }
+
+// userWorkersNetwork is the network Shared user Workers' code reaches: what a Dedicated
+// user Worker without spec.outbound reaches (never an address of the cluster).
+func userWorkersNetwork(opts Options) string {
+	r := outbound.Rendered(outbound.UserWorker(outbound.Effective(nil, nil, opts.Outbound), opts.Outbound))
+	allow := r.Allow
+	if len(allow) == 0 {
+		allow = []string{outbound.Public}
+	}
+	fields := []string{kv("allow", list(quoteAll(allow)...))}
+	if len(r.Deny) > 0 {
+		fields = append(fields, kv("deny", list(quoteAll(r.Deny)...)))
+	}
+	return tuple(append(fields, kv("tlsOptions", "(trustBrowserCas = true)"))...)
 }
 
 // DispatchServices are the external services of w's dispatchNamespace bindings, which

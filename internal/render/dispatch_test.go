@@ -18,13 +18,19 @@ func TestDispatchBindingRenders(t *testing.T) {
 	w := inlineWorker("platform", "export default {}")
 	w.Namespace = "sites"
 	w.Spec.Bindings = []v1alpha1.Binding{{Name: "dispatcher", DispatchNamespace: &v1alpha1.DispatchNamespaceBinding{Namespace: "customers"}}}
-	out, err := render.Render(render.Input{Worker: w})
+	opts := render.Options{Outbound: outbound.Rules{Allow: outbound.DefaultAllow}, ManagerAPI: "https://mgr.example:9446"}
+	out, err := render.Render(render.Input{Worker: w, Options: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := string(fileByPath(t, out, podcontract.ConfigFile))
 	for _, want := range []string{
-		`(name = "dispatcher", wrapped = (moduleName = "workerd-operator:dispatch", innerBindings = [(name = "fetcher", service = "dispatch:dispatcher")]))`,
+		`(name = "dispatcher", wrapped = (moduleName = "workerd-operator:dispatch", innerBindings = [(name = "fetcher", service = "dispatch:dispatcher"), ` +
+			`(name = "loader", workerLoader = (id = "user-workers:customers")), (name = "internet", service = "` + podcontract.DispatchLoaderService + `")]))`,
+		// Shared user Workers' code reaches what a Dedicated one without spec.outbound
+		// does: public addresses, never the cluster's (the default allow list's ranges).
+		// (workerd's deny wins over allow).
+		`(name = "` + podcontract.DispatchLoaderService + `", network = (allow = ["public", "10.96.0.0/12", "10.244.0.0/16"], deny = ["private", "10.96.0.0/12", "10.244.0.0/16",`,
 		`(name = "dispatch:dispatcher", external = (http = (injectRequestHeaders = [(name = "` + podcontract.DispatchNamespaceHeader + `", value = "customers")])))`,
 		`(name = "workerd-operator:dispatch", esModule = embed "shim/dispatch.js", internal = true)`,
 	} {
@@ -38,6 +44,9 @@ func TestDispatchBindingRenders(t *testing.T) {
 		if e.Name == podcontract.DispatchDomainEnv {
 			domain = e.Value
 		}
+	}
+	if api := sidecarEnv(out, podcontract.DispatchAPIEnv); api != "https://mgr.example:9446" {
+		t.Errorf("%s = %q, want the manager's internal API", podcontract.DispatchAPIEnv, api)
 	}
 	if domain != "sites.svc.cluster.local" {
 		t.Errorf("%s = %q, want sites.svc.cluster.local", podcontract.DispatchDomainEnv, domain)
@@ -83,4 +92,13 @@ func TestUserWorkerReachesNoClusterAddress(t *testing.T) {
 	if render.DispatchServiceName("customers", "a") == render.DispatchServiceName("others", "a") {
 		t.Error("two dispatch namespaces share a Service name")
 	}
+}
+
+func sidecarEnv(out *render.Output, name string) string {
+	for _, e := range out.SidecarEnv {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
 }

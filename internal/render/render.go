@@ -46,6 +46,10 @@ type Options struct {
 	// --invocation-metrics=false): it costs a fixed time per invocation
 	// (docs/observability.md, docs/benchmarks.md).
 	NoInvocationMetrics bool
+	// ManagerAPI is the manager's internal API (podcontract.ContainersAPIURL), from
+	// which dispatch Workers' sidecars read Shared user Workers' code; empty: every user
+	// Worker is reached in its own pods.
+	ManagerAPI string
 }
 
 // ServiceTarget is where a service binding reaches another Worker.

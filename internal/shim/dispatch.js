@@ -1,21 +1,120 @@
 // env.<DISPATCHER> of a dispatchNamespace binding (Workers for Platforms): get(name)
-// returns a fetcher for the user Worker `name` of the dispatch namespace. Its calls go
-// to the pod's sidecar (inner binding `fetcher`, an alias that names the namespace),
-// which resolves the user Worker and forwards the request to it; when the namespace has
-// no such Worker, fetch() throws "Worker not found", as on Cloudflare
+// returns a fetcher for the user Worker `name` of the dispatch namespace. The pod's
+// sidecar (inner binding `fetcher`, an alias that names the namespace) says where the
+// Worker runs: a Dedicated one in its own pods, to which the sidecar forwards the call;
+// a Shared one as an isolate of this process, loaded with workerd's workerLoader (inner
+// binding `loader`) from the code the sidecar gives, its fetch() and connect() through
+// inner binding `internet`. When the namespace has no such Worker, fetch() throws
+// "Worker not found", as on Cloudflare
 // (https://developers.cloudflare.com/cloudflare-for-platforms/workers-for-platforms/configuration/dynamic-dispatch/).
 const SCRIPT = "X-Workerd-Operator-Dispatch-Script";
 const PROTO = "X-Workerd-Operator-Dispatch-Proto";
 const ERROR = "X-Workerd-Operator-Dispatch-Error";
+const RESOLVE = "X-Workerd-Operator-Dispatch-Resolve";
 // The operator's own headers: the dispatch Worker may not set any (the config adds the
 // dispatch namespace's).
 const INTERNAL = "x-workerd-operator-";
+// How long this isolate trusts what it learnt of a user Worker before asking the
+// sidecar again (with If-None-Match: an unchanged Worker costs a 304).
+const TTL_MS = 1000;
+const MAX_PLACEMENTS = 4096;
+
+// name → { shared, etag, until }: plain values only, since a promise of another
+// request's I/O may not be awaited here.
+const placements = new Map();
+
+function notFound(name) {
+  placements.delete(name);
+  return new Error(`Worker not found: ${name}`);
+}
+
+function bytes(base64) {
+  const s = atob(base64);
+  const out = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+  return out.buffer;
+}
+
+// loaderCode turns the manager's code (render.LoaderCode) into workerLoader's WorkerCode.
+function loaderCode(c, internet) {
+  const modules = {};
+  for (const m of c.modules) {
+    if (m.type === "data" || m.type === "wasm") modules[m.name] = { [m.type]: bytes(m.content) };
+    else if (m.type === "json") modules[m.name] = { json: JSON.parse(m.content) };
+    else modules[m.name] = { [m.type]: m.content };
+  }
+  return {
+    compatibilityDate: c.compatibilityDate,
+    compatibilityFlags: c.compatibilityFlags ?? [],
+    mainModule: c.mainModule,
+    modules,
+    env: c.env ?? {},
+    globalOutbound: internet,
+  };
+}
+
+class DispatchNamespace {
+  #env;
+  constructor(env) {
+    this.#env = env;
+  }
+  get(name, args, options) {
+    if (typeof name !== "string" || name === "") {
+      throw new TypeError("get(name): name must be a non-empty string");
+    }
+    return new UserWorker(this, name);
+  }
+  // ask is the sidecar's answer about user Worker name: a Response, or an Error when
+  // it is not found.
+  async ask(name, etag) {
+    const headers = { [SCRIPT]: name, [RESOLVE]: "1" };
+    if (etag) headers["If-None-Match"] = etag;
+    const r = await this.#env.fetcher.fetch("http://dispatch/", { headers });
+    if (r.status === 404 && r.headers.get(ERROR) === "not-found") {
+      await r.body?.cancel();
+      throw notFound(name);
+    }
+    return r;
+  }
+  // where is what this isolate knows of user Worker name, asking the sidecar when it
+  // is older than TTL_MS; code is the Worker's code when the sidecar just sent it, and
+  // failed the sidecar's error response.
+  async where(name) {
+    const known = placements.get(name);
+    if (known && known.until > Date.now()) return { known };
+    const r = await this.ask(name, known?.etag);
+    if (r.status === 304) {
+      known.until = Date.now() + TTL_MS;
+      return { known };
+    }
+    if (r.status !== 200) return { failed: r };
+    const code = await r.json();
+    if (placements.size >= MAX_PLACEMENTS) placements.clear();
+    const entry = { shared: code.placement === "Shared", etag: r.headers.get("ETag"), until: Date.now() + TTL_MS };
+    placements.set(name, entry);
+    return { known: entry, code };
+  }
+  // load is the isolate of Shared user Worker name, from code or the sidecar's.
+  load(name, etag, code) {
+    return this.#env.loader.get(`${name}@${etag}`, async () => {
+      if (!code) {
+        const r = await this.ask(name);
+        if (r.status !== 200) throw new Error(`dispatch: user Worker "${name}": ${await r.text()}`);
+        code = await r.json();
+      }
+      return loaderCode(code, this.#env.internet);
+    });
+  }
+  forward(request) {
+    return this.#env.fetcher.fetch(request);
+  }
+}
 
 class UserWorker {
-  #fetcher;
+  #ns;
   #name;
-  constructor(fetcher, name) {
-    this.#fetcher = fetcher;
+  constructor(ns, name) {
+    this.#ns = ns;
     this.#name = name;
   }
   async fetch(input, init) {
@@ -24,30 +123,23 @@ class UserWorker {
     for (const name of [...headers.keys()]) {
       if (name.startsWith(INTERNAL)) headers.delete(name);
     }
+    const { known, code, failed } = await this.#ns.where(this.#name);
+    if (failed) return failed;
+    if (known.shared) {
+      const worker = this.#ns.load(this.#name, known.etag, code);
+      return worker.getEntrypoint().fetch(new Request(request, { headers }));
+    }
     headers.set(SCRIPT, this.#name);
     headers.set(PROTO, new URL(request.url).protocol.slice(0, -1));
-    const response = await this.#fetcher.fetch(new Request(request, { headers }));
+    const response = await this.#ns.forward(new Request(request, { headers }));
     if (response.status === 404 && response.headers.get(ERROR) === "not-found") {
       await response.body?.cancel();
-      throw new Error(`Worker not found: ${this.#name}`);
+      throw notFound(this.#name);
     }
     return response;
   }
 }
 
-class DispatchNamespace {
-  #fetcher;
-  constructor(fetcher) {
-    this.#fetcher = fetcher;
-  }
-  get(name, args, options) {
-    if (typeof name !== "string" || name === "") {
-      throw new TypeError("get(name): name must be a non-empty string");
-    }
-    return new UserWorker(this.#fetcher, name);
-  }
-}
-
 export default function makeBinding(env) {
-  return new DispatchNamespace(env.fetcher);
+  return new DispatchNamespace(env);
 }

@@ -58,11 +58,20 @@ func containerEgress(np *networkingv1.NetworkPolicy, dons string, c *fleetv1alph
 	}
 	np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{
 		{PodSelector: &metav1.LabelSelector{MatchLabels: ContainerInstanceSelector(dons)}}}})
-	if mgr := managerPeer(opts); mgr != nil {
-		port := intstr.FromInt32(podcontract.ContainersAPIPort)
-		np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{*mgr},
-			Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port}}})
+	np.Spec.Egress = append(np.Spec.Egress, managerAPIEgress(opts)...)
+}
+
+// managerAPIEgress lets a pod's sidecar reach the manager's internal API (the
+// container API, Shared user Workers' code); none when the manager's namespace is
+// unknown.
+func managerAPIEgress(opts Options) []networkingv1.NetworkPolicyEgressRule {
+	mgr := managerPeer(opts)
+	if mgr == nil {
+		return nil
 	}
+	port := intstr.FromInt32(podcontract.ContainersAPIPort)
+	return []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{*mgr},
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port}}}}
 }
 
 func appendEnvOnce(env []corev1.EnvVar, e corev1.EnvVar) []corev1.EnvVar {

@@ -150,6 +150,10 @@ func egressRules(w *fleetv1alpha1.Worker, opts Options) []networkingv1.NetworkPo
 	if len(to) > 0 {
 		rules = append(rules, networkingv1.NetworkPolicyEgressRule{To: to})
 	}
+	if w != nil && len(render.DispatchedNamespaces(w)) > 0 {
+		// Its sidecar reads Shared user Workers' code from the manager.
+		rules = append(rules, managerAPIEgress(opts)...)
+	}
 	return rules
 }
 

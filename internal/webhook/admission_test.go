@@ -318,6 +318,14 @@ func cases(tbl *limits.Table) []admitCase {
 			s.DispatchNamespace = "customers"
 			s.Bindings = []v1alpha1.Binding{{Name: "D", DispatchNamespace: &v1alpha1.DispatchNamespaceBinding{Namespace: "others"}}}
 		}), wantErr: []string{"spec.bindings[0].dispatchNamespace: Forbidden", "may not bind a dispatch namespace", "docs/dispatch.md"}},
+		// A Shared user Worker through the defaulter (no replicas, no memoryMiB), the
+		// CRD's rules and the validator (shared_test.go has every refusal).
+		admitCase{name: "shared-user-worker", obj: newSharedWorker("shared", func(s *v1alpha1.WorkerSpec) { s.Limits = nil })},
+		admitCase{name: "shared-user-worker-image", obj: newSharedWorker("shared-img", func(s *v1alpha1.WorkerSpec) {
+			s.Source = v1alpha1.WorkerSource{Image: &v1alpha1.ImageSource{Image: "ghcr.io/acme/site:1", Main: "worker.js"}}
+		}), wantErr: []string{"spec.source.image: Forbidden", "spec.source.inline or spec.source.configMap", `"Shared placement" in docs/dispatch.md`}},
+		admitCase{name: "shared-user-worker-replicas", obj: newSharedWorker("shared-rep", func(s *v1alpha1.WorkerSpec) { s.Replicas = ptr(int32(2)) }),
+			wantErr: []string{"spec.replicas", "has no pods of its own"}},
 		admitCase{name: "r2bucket-missing-warns", obj: newWorker("r2-missing", limits.Paid, func(s *v1alpha1.WorkerSpec) {
 			s.Bindings = []v1alpha1.Binding{{Name: "PHOTOS", R2Bucket: &v1alpha1.LocalObjectReference{Name: "photos-not-yet"}}}
 		}), wantWarn: []string{"spec.bindings[0].r2Bucket.name", "R2Bucket wh/photos-not-yet does not exist yet"}},

@@ -17,7 +17,11 @@
 // DurableObjectNamespace's shards without spec.backup is refused by the CRD's CEL
 // rule, docs/scaling.md), and a user Worker's name (spec.dispatchNamespace set) against
 // render.MaxUserWorkerName, since its rpc Service's name must be a DNS label
-// (docs/dispatch.md). Every rejection names the
+// (docs/dispatch.md), and on a Shared user Worker (spec.dispatchPlacement Shared,
+// loaded by its dispatch Workers with workerd's workerLoader) every field an isolate
+// without pods of its own cannot have: an image source, assets, bindings other than
+// text and json, and the fields of its own pods (validateSharedUserWorker; the
+// defaulter gives it no replicas and no memoryMiB). Every rejection names the
 // field, the value, the limit, the profile and the source, e.g.
 //
 //	spec.limits.cpuMs: Invalid value: 300001: must be at most 300000 ms (profile

@@ -44,6 +44,9 @@ func TestAddOnlyPatchGolden(t *testing.T) {
 			`{"apiVersion":"fleet.workerd-operator.io/v1alpha1","kind":"Worker","metadata":{"name":"a","namespace":"default"},"spec":{"compatibilityDate":"2026-11-01","replicas":0,"limits":{"profile":"free","cpuMs":5},"source":{"inline":{"modules":[{"name":"w.js","type":"ESModule","content":"export default {}"}]}}}}`},
 		{"worker-fully-set-no-patch", AddOnlyDefaulter[*v1alpha1.Worker](scheme, w.WorkerDefaulter()),
 			`{"apiVersion":"fleet.workerd-operator.io/v1alpha1","kind":"Worker","metadata":{"name":"a","namespace":"default"},"spec":{"compatibilityDate":"2026-11-01","replicas":3,"limits":{"profile":"paid","cpuMs":50,"subrequests":7,"memoryMiB":64},"source":{"inline":{"modules":[{"name":"w.js","type":"ESModule","content":"export default {}"}]}}}}`},
+		// A Shared user Worker has no pods: no spec.replicas, no spec.limits.memoryMiB.
+		{"worker-shared-user-worker", AddOnlyDefaulter[*v1alpha1.Worker](scheme, w.WorkerDefaulter()),
+			`{"apiVersion":"fleet.workerd-operator.io/v1alpha1","kind":"Worker","metadata":{"name":"a","namespace":"default"},"spec":{"compatibilityDate":"2026-11-01","dispatchNamespace":"customers","dispatchPlacement":"Shared","source":{"inline":{"modules":[{"name":"w.js","type":"ESModule","content":"export default {}"}]}}}}`},
 		{"cronschedule-minimal", AddOnlyDefaulter[*v1alpha1.CronSchedule](scheme, w.CronScheduleDefaulter()),
 			`{"apiVersion":"fleet.workerd-operator.io/v1alpha1","kind":"CronSchedule","metadata":{"name":"c","namespace":"default"},"spec":{"schedules":["*/5 * * * *"],"target":{"workflowRef":{"name":"wf"},"params":{"big":12345678901234567890,"q":"1000m"}}}}`},
 	}

@@ -28,7 +28,9 @@ import (
 // operator's default profile, lowered to the most permissive one the namespace may
 // use), and spec.limits.cpuMs, subrequests and memoryMiB (the
 // profile's *_default limits, lowered to the profile's ceiling). It never changes a
-// value that is set.
+// value that is set. A Shared user Worker (Worker.SharedUserWorker) gets neither
+// spec.replicas nor spec.limits.memoryMiB: it has no pods of its own, and the validator
+// refuses both on it (validateSharedUserWorker).
 type WorkerDefaulter struct{ w *Webhooks }
 
 // WorkerValidator validates a Worker (see the package comment).
@@ -48,7 +50,8 @@ func (w *Webhooks) WorkerValidator() *WorkerValidator { return &WorkerValidator{
 // Default implements admission.Defaulter.
 func (d *WorkerDefaulter) Default(ctx context.Context, wk *v1alpha1.Worker) error {
 	s := &wk.Spec
-	if s.Replicas == nil {
+	shared := wk.SharedUserWorker()
+	if s.Replicas == nil && !shared {
 		s.Replicas = ptr(int32(1))
 	}
 	if s.Limits == nil {
@@ -65,7 +68,7 @@ func (d *WorkerDefaulter) Default(ctx context.Context, wk *v1alpha1.Worker) erro
 	if s.Limits.Subrequests == nil {
 		s.Limits.Subrequests = ptr(defaultValue(t, p, limits.SubrequestsDefault, limits.Subrequests))
 	}
-	if s.Limits.MemoryMiB == nil {
+	if s.Limits.MemoryMiB == nil && !shared {
 		s.Limits.MemoryMiB = ptr(int32(defaultValue(t, p, limits.MemoryMiBDefault, limits.MemoryMiB)))
 	}
 	return nil
@@ -143,6 +146,11 @@ func (w *Webhooks) validateWorker(ctx context.Context, old, wk *v1alpha1.Worker)
 	c.add(validateReservedName(field.NewPath("metadata", "name"), wk.Name))
 	c.add(validateServiceName(field.NewPath("metadata", "name"), wk.Name))
 	c.add(validateNoNestedDispatch(spec, s))
+	if wk.SharedUserWorker() {
+		for _, err := range validateSharedUserWorker(spec, s) {
+			c.add(err)
+		}
+	}
 	w.validatePolicy(ctx, c, spec, old, wk)
 	w.validateSource(ctx, c, spec.Child("source"), wk.Namespace, &s.Source)
 	validateAIModelURLs(c, spec.Child("bindings"), s.Bindings, w.opts.Policy.OutboundDeny)
@@ -262,6 +270,75 @@ func validateNoNestedDispatch(spec *field.Path, s *v1alpha1.WorkerSpec) *field.E
 		}
 	}
 	return nil
+}
+
+// sharedAllows ends every refusal of validateSharedUserWorker: what a Shared user
+// Worker may set, and where it is documented.
+const sharedAllows = "spec.dispatchPlacement Shared takes, besides spec.compatibilityDate and compatibilityFlags, only " +
+	"spec.source.inline or spec.source.configMap, text and json bindings, and spec.limits.profile, cpuMs and subrequests; " +
+	`see "Shared placement" in docs/dispatch.md`
+
+// validateSharedUserWorker refuses, on a Shared user Worker (Worker.SharedUserWorker),
+// what an isolate its dispatch Workers load with workerd's workerLoader cannot have:
+// an image source, assets, bindings other than text and json, and every field of a
+// Worker's own pods (validateSharedNoPods).
+func validateSharedUserWorker(spec *field.Path, s *v1alpha1.WorkerSpec) field.ErrorList {
+	var errs field.ErrorList
+	if s.Source.Image != nil {
+		errs = append(errs, field.Forbidden(spec.Child("source", "image"),
+			"a Shared user Worker's modules are handed to workerLoader by its dispatch Workers, which read them from the Worker object or its ConfigMap and pull no image; "+sharedAllows))
+	}
+	if s.Assets != nil {
+		errs = append(errs, field.Forbidden(spec.Child("assets"),
+			"a Shared user Worker has no pods of its own to serve static assets from: it runs with its dispatch Workers' pods; "+sharedAllows))
+	}
+	for i := range s.Bindings {
+		if err := validateSharedBinding(spec.Child("bindings").Index(i), &s.Bindings[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return append(errs, validateSharedNoPods(spec, s)...)
+}
+
+// validateSharedBinding refuses a Shared user Worker's binding that is not a text or
+// json value: the isolate workerLoader creates gets plain values in env, and no
+// Secret, Service, object or sidecar of its own.
+func validateSharedBinding(path *field.Path, b *v1alpha1.Binding) *field.Error {
+	for _, k := range b.Kinds() {
+		if k != v1alpha1.BindingText && k != v1alpha1.BindingJSON {
+			return field.Forbidden(path, fmt.Sprintf("binding %q is a %s binding: a Shared user Worker runs as an isolate in its dispatch Workers' pods, "+
+				"whose env holds plain text and json values only; %s", b.Name, k, sharedAllows))
+		}
+	}
+	return nil
+}
+
+// validateSharedNoPods refuses on a Shared user Worker each field that configures a
+// Worker's own pods, Service or versions: it has none, and runs with its dispatch
+// Workers' pods.
+func validateSharedNoPods(spec *field.Path, s *v1alpha1.WorkerSpec) field.ErrorList {
+	const none = "a Shared user Worker has no pods of its own: it runs with its dispatch Workers' pods"
+	fields := []struct {
+		path *field.Path
+		set  bool
+		what string
+	}{
+		{spec.Child("replicas"), s.Replicas != nil, "it is served by as many pods as their spec.replicas"},
+		{spec.Child("runtime"), s.Runtime != nil, "it runs on their workerd (their spec.runtime)"},
+		{spec.Child("pod"), s.Pod != nil, "their spec.pod applies"},
+		{spec.Child("service"), s.Service != nil, "it has no Service either and is reached only through their dispatchNamespace binding"},
+		{spec.Child("deployment"), s.Deployment != nil, "they load the code of this spec, one version"},
+		{spec.Child("outbound"), s.Outbound != nil, "its fetch() and connect() leave from their pods, under their outbound rules"},
+		{spec.Child("tails"), len(s.Tails) > 0, "tail Workers are wired into the workerd config of a Worker's own pods"},
+		{spec.Child("limits", "memoryMiB"), s.Limits != nil && s.Limits.MemoryMiB != nil, "memory is their containers' and heap's limit (their spec.limits.memoryMiB)"},
+	}
+	var errs field.ErrorList
+	for _, f := range fields {
+		if f.set {
+			errs = append(errs, field.Forbidden(f.path, none+", and "+f.what+"; "+sharedAllows))
+		}
+	}
+	return errs
 }
 
 // validateCompatibilityDate checks that date is a calendar date not after the newest

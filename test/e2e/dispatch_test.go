@@ -128,7 +128,7 @@ func TestDispatchNamespace(t *testing.T) {
 	dispatchedBodyAndWebSocket(t, base)
 	dispatchPoliciesRefuse(t, siteB)
 	platform := workerPods(t, "platform")[0]
-	if log, err := containerLog(platform, podcontract.SidecarContainer); err != nil || !strings.Contains(log, "(mutual TLS: true)") {
+	if log, err := containerLog(platform, podcontract.SidecarContainer); err != nil || !strings.Contains(log, "(mutual TLS: true;") {
 		t.Errorf("the dispatcher's sidecar does not say it calls over mutual TLS: %v\n%s", err, log)
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/render"
+	"github.com/workerd-operator/workerd-operator/internal/userworkers"
 )
 
 // Options configure a Dispatcher.
@@ -37,12 +38,18 @@ type Options struct {
 	TLS *tls.Config
 	// Logf logs a forwarding failure; nil discards.
 	Logf func(format string, a ...any)
+	// Code, when set, is the manager's internal API, from which Shared user Workers'
+	// code is read (shim dispatch.js loads them); nil: every user Worker is Dedicated.
+	Code *userworkers.Client
+	// CodeTTL is how long an answer about a user Worker is kept (DefaultCodeTTL).
+	CodeTTL time.Duration
 }
 
 // Dispatcher forwards dispatched calls to user Workers.
 type Dispatcher struct {
 	o     Options
 	proxy *httputil.ReverseProxy
+	code  *codeCache
 }
 
 // New makes a Dispatcher.
@@ -54,6 +61,12 @@ func New(o Options) *Dispatcher {
 		o.Logf = func(string, ...any) {}
 	}
 	d := &Dispatcher{o: o}
+	if o.Code != nil {
+		if o.CodeTTL <= 0 {
+			o.CodeTTL = DefaultCodeTTL
+		}
+		d.code = &codeCache{client: o.Code, ttl: o.CodeTTL, entries: map[string]*codeEntry{}}
+	}
 	tr := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig:       o.TLS,
@@ -85,6 +98,10 @@ func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(script) > render.MaxUserWorkerName || len(validation.IsDNS1123Label(script)) > 0 {
 		notFound(w)
+		return
+	}
+	if r.Header.Get(podcontract.DispatchResolveHeader) != "" {
+		d.resolve(w, r, ns, script)
 		return
 	}
 	// The sidecar gives a request's body a deadline for all of it; a dispatched upload
