@@ -83,6 +83,15 @@ type DispatchNamespaceBinding struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters (docs/dispatch.md)"
 	// +required
 	Namespace string `json:"namespace"`
+
+	// maxSharedWorkers is how many Shared user Workers (spec.dispatchPlacement) of the
+	// dispatch namespace each of this Worker's pods loads at most; a call to one more is
+	// answered 503. Each pod's workerd container gets SharedWorkerMiB more memory for
+	// each (docs/dispatch.md). Default 100.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5000
+	// +optional
+	MaxShared *int32 `json:"maxSharedWorkers,omitempty"`
 }
 
 // AIBinding names the inference server behind a Workers AI binding and maps

@@ -74,3 +74,33 @@ func PrimaryVersion(deployed []DeploymentVersion) DeploymentVersion {
 func (w *Worker) SharedUserWorker() bool {
 	return w.Spec.DispatchNamespace != "" && w.Spec.DispatchPlacement == DispatchPlacementShared
 }
+
+// Shared user Workers in a dispatch Worker's pods.
+const (
+	// DefaultMaxSharedWorkers is a dispatchNamespace binding's maxSharedWorkers default.
+	DefaultMaxSharedWorkers = 100
+	// SharedWorkerMiB is the memory a loaded Shared user Worker's isolate holds at rest
+	// with headroom: 2.1 MiB measured for a small Worker with the pinned workerd
+	// (docs/benchmarks.md).
+	SharedWorkerMiB = 3
+)
+
+// MaxSharedWorkers is the binding's maxSharedWorkers or its default.
+func (b *DispatchNamespaceBinding) MaxSharedWorkers() int32 {
+	if b.MaxShared != nil {
+		return *b.MaxShared
+	}
+	return DefaultMaxSharedWorkers
+}
+
+// SharedWorkersMiB is the memory w's workerd container gets beside its own for the
+// Shared user Workers its dispatchNamespace bindings load.
+func (w *Worker) SharedWorkersMiB() int64 {
+	var n int64
+	for _, b := range w.Spec.Bindings {
+		if b.DispatchNamespace != nil {
+			n += int64(b.DispatchNamespace.MaxSharedWorkers())
+		}
+	}
+	return n * SharedWorkerMiB
+}

@@ -69,7 +69,8 @@ func (k *dispatchKind) bind(field string, b v1alpha1.Binding) (string, error) {
 	k.entries = append(k.entries, b)
 	return wrapped(DispatchModule, tuple(named("fetcher"), kv("service", Quote(DispatchService(b.Name)))),
 		tuple(named("loader"), kv("workerLoader", tuple(kv("id", Quote(DispatchLoaderID(b.DispatchNamespace.Namespace)))))),
-		tuple(named("internet"), kv("service", Quote(podcontract.DispatchLoaderService)))), nil
+		tuple(named("internet"), kv("service", Quote(podcontract.DispatchLoaderService))),
+		tuple(named("config"), kv("json", Quote(fmt.Sprintf(`{"maxShared":%d}`, b.DispatchNamespace.MaxSharedWorkers()))))), nil
 }
 
 // contribute adds one sidecar alias per binding, the module, and the sidecar's domain.

@@ -26,7 +26,8 @@ func TestDispatchBindingRenders(t *testing.T) {
 	cfg := string(fileByPath(t, out, podcontract.ConfigFile))
 	for _, want := range []string{
 		`(name = "dispatcher", wrapped = (moduleName = "workerd-operator:dispatch", innerBindings = [(name = "fetcher", service = "dispatch:dispatcher"), ` +
-			`(name = "loader", workerLoader = (id = "user-workers:customers")), (name = "internet", service = "` + podcontract.DispatchLoaderService + `")]))`,
+			`(name = "loader", workerLoader = (id = "user-workers:customers")), (name = "internet", service = "` + podcontract.DispatchLoaderService + `"), ` +
+			`(name = "config", json = "{\"maxShared\":100}")]))`,
 		// Shared user Workers' code reaches what a Dedicated one without spec.outbound
 		// does: public addresses, never the cluster's (the default allow list's ranges).
 		// (workerd's deny wins over allow).

@@ -19,15 +19,6 @@ const INTERNAL = "x-workerd-operator-";
 const TTL_MS = 1000;
 const MAX_PLACEMENTS = 4096;
 
-// name → { shared, etag, until }: plain values only, since a promise of another
-// request's I/O may not be awaited here.
-const placements = new Map();
-
-function notFound(name) {
-  placements.delete(name);
-  return new Error(`Worker not found: ${name}`);
-}
-
 function bytes(base64) {
   const s = atob(base64);
   const out = new Uint8Array(s.length);
@@ -55,8 +46,19 @@ function loaderCode(c, internet) {
 
 class DispatchNamespace {
   #env;
+  // name → { shared, etag, until }: plain values only, since a promise of another
+  // request's I/O may not be awaited here.
+  #placements = new Map();
+  // The Shared user Workers this process has loaded: workerd keeps each isolate, so
+  // their number is bounded by the binding's maxSharedWorkers (config.maxShared), for
+  // which the pod's memory is sized.
+  #loaded = new Set();
   constructor(env) {
     this.#env = env;
+  }
+  notFound(name) {
+    this.#placements.delete(name);
+    return new Error(`Worker not found: ${name}`);
   }
   get(name, args, options) {
     if (typeof name !== "string" || name === "") {
@@ -72,7 +74,7 @@ class DispatchNamespace {
     const r = await this.#env.fetcher.fetch("http://dispatch/", { headers });
     if (r.status === 404 && r.headers.get(ERROR) === "not-found") {
       await r.body?.cancel();
-      throw notFound(name);
+      throw this.notFound(name);
     }
     return r;
   }
@@ -80,7 +82,7 @@ class DispatchNamespace {
   // is older than TTL_MS; code is the Worker's code when the sidecar just sent it, and
   // failed the sidecar's error response.
   async where(name) {
-    const known = placements.get(name);
+    const known = this.#placements.get(name);
     if (known && known.until > Date.now()) return { known };
     const r = await this.ask(name, known?.etag);
     if (r.status === 304) {
@@ -89,13 +91,18 @@ class DispatchNamespace {
     }
     if (r.status !== 200) return { failed: r };
     const code = await r.json();
-    if (placements.size >= MAX_PLACEMENTS) placements.clear();
+    if (this.#placements.size >= MAX_PLACEMENTS) this.#placements.clear();
     const entry = { shared: code.placement === "Shared", etag: r.headers.get("ETag"), until: Date.now() + TTL_MS };
-    placements.set(name, entry);
+    this.#placements.set(name, entry);
     return { known: entry, code };
   }
-  // load is the isolate of Shared user Worker name, from code or the sidecar's.
+  // load is the isolate of Shared user Worker name, from code or the sidecar's; null
+  // when this process already holds its most Shared user Workers.
   load(name, etag, code) {
+    if (!this.#loaded.has(name)) {
+      if (this.#loaded.size >= this.#env.config.maxShared) return null;
+      this.#loaded.add(name);
+    }
     return this.#env.loader.get(`${name}@${etag}`, async () => {
       if (!code) {
         const r = await this.ask(name);
@@ -104,6 +111,11 @@ class DispatchNamespace {
       }
       return loaderCode(code, this.#env.internet);
     });
+  }
+  full(name) {
+    const max = this.#env.config.maxShared;
+    return new Response(`dispatch: user Worker "${name}" is not loaded: this pod holds its most Shared user Workers, ${max} (the dispatchNamespace binding's maxSharedWorkers; docs/dispatch.md)\n`,
+      { status: 503, headers: { "Retry-After": "1" } });
   }
   forward(request) {
     return this.#env.fetcher.fetch(request);
@@ -127,6 +139,7 @@ class UserWorker {
     if (failed) return failed;
     if (known.shared) {
       const worker = this.#ns.load(this.#name, known.etag, code);
+      if (!worker) return this.#ns.full(this.#name);
       return worker.getEntrypoint().fetch(new Request(request, { headers }));
     }
     headers.set(SCRIPT, this.#name);
@@ -134,7 +147,7 @@ class UserWorker {
     const response = await this.#ns.forward(new Request(request, { headers }));
     if (response.status === 404 && response.headers.get(ERROR) === "not-found") {
       await response.body?.cancel();
-      throw notFound(this.#name);
+      throw this.#ns.notFound(this.#name);
     }
     return response;
   }

@@ -167,7 +167,7 @@ func workerdResources(w *fleetv1alpha1.Worker) corev1.ResourceRequirements {
 	if w.Spec.Pod != nil && w.Spec.Pod.Resources != nil {
 		return *w.Spec.Pod.Resources.DeepCopy()
 	}
-	mem := resource.MustParse(fmt.Sprintf("%dMi", podcontract.WorkerdMemoryMiB(int64(render.MemoryMiB(w)))))
+	mem := resource.MustParse(fmt.Sprintf("%dMi", podcontract.WorkerdMemoryMiB(int64(render.MemoryMiB(w)))+w.SharedWorkersMiB()))
 	return corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("100m"),

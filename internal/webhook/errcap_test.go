@@ -22,7 +22,7 @@ func TestRefusalListsAtMostMaxErrors(t *testing.T) {
 		p.Tolerations = append(p.Tolerations, corev1.Toleration{Key: fmt.Sprintf("k%d", i)})
 	}
 	c := &check{}
-	validatePodPolicy(c, &Policy{}, field.NewPath("spec", "pod"), p)
+	validatePodPolicy(c, &Policy{}, field.NewPath("spec", "pod"), p, 0)
 	_, err := c.result("Worker", "w")
 	var se *apierrors.StatusError
 	if !errors.As(err, &se) {

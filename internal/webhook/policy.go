@@ -254,7 +254,7 @@ func (w *Webhooks) validatePolicy(ctx context.Context, c *check, spec *field.Pat
 			allowedList(serviceTypeNames(pol.ServiceTypes), "ClusterIP only"), "--allowed-service-types, Helm policy.serviceTypes"))
 	}
 	if s.Pod != nil {
-		validatePodPolicy(c, pol, spec.Child("pod"), s.Pod)
+		validatePodPolicy(c, pol, spec.Child("pod"), s.Pod, wk.SharedWorkersMiB())
 	}
 	if s.Outbound != nil {
 		validateOutboundPolicy(c, pol, spec.Child("outbound", "allow"), s.Outbound.Allow)
@@ -316,7 +316,7 @@ func serviceTypeNames(ts []corev1.ServiceType) []string {
 
 // validatePodPolicy checks spec.pod: ServiceAccount, priority class, tolerations, node
 // placement and resources.
-func validatePodPolicy(c *check, pol *Policy, path *field.Path, p *v1alpha1.PodOverrides) {
+func validatePodPolicy(c *check, pol *Policy, path *field.Path, p *v1alpha1.PodOverrides, sharedMiB int64) {
 	if sa := p.ServiceAccountName; sa != "" && !inList(sa, pol.ServiceAccounts) {
 		c.add(forbidden(path.Child("serviceAccountName"), fmt.Sprintf("ServiceAccount %q is not allowed: the pods would act with its identity", sa),
 			allowedList(pol.ServiceAccounts, "only the namespace's default ServiceAccount (leave it unset)"),
@@ -347,18 +347,23 @@ func validatePodPolicy(c *check, pol *Policy, path *field.Path, p *v1alpha1.PodO
 		}
 	}
 	if p.Resources != nil {
-		validateResources(c, pol, path.Child("resources"), p.Resources)
+		validateResources(c, pol, path.Child("resources"), p.Resources, sharedMiB)
 	}
 }
 
 // validateResources checks spec.pod.resources against the profile: cpu and memory
 // limits are required (without them the container is unbounded); cpu may not exceed
 // Policy.MaxCPU and memory the container memory of the profile's memory_mib ceiling
-// (podcontract.WorkerdMemoryMiB); only cpu, memory and ephemeral-storage, no claims.
-func validateResources(c *check, pol *Policy, path *field.Path, r *corev1.ResourceRequirements) {
+// (podcontract.WorkerdMemoryMiB), plus sharedMiB for the Shared user Workers a
+// dispatch Worker loads (v1alpha1.Worker.SharedWorkersMiB); only cpu, memory and
+// ephemeral-storage, no claims.
+func validateResources(c *check, pol *Policy, path *field.Path, r *corev1.ResourceRequirements, sharedMiB int64) {
 	heap := c.t.Get(c.p, limits.MemoryMiB)
-	memMax := resource.MustParse(fmt.Sprintf("%dMi", podcontract.WorkerdMemoryMiB(heap)))
+	memMax := resource.MustParse(fmt.Sprintf("%dMi", podcontract.WorkerdMemoryMiB(heap)+sharedMiB))
 	memRule := fmt.Sprintf("the container memory of the profile's memory_mib ceiling %d MiB: heap plus headroom (%s)", heap, c.limit(limits.MemoryMiB).Cite(c.p))
+	if sharedMiB > 0 {
+		memRule += fmt.Sprintf(", plus %d MiB for the Shared user Workers of the dispatchNamespace bindings' maxSharedWorkers (docs/dispatch.md)", sharedMiB)
+	}
 	for _, part := range []struct {
 		name string
 		list corev1.ResourceList

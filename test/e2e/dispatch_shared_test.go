@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -176,7 +177,37 @@ func TestDispatchSharedPlacement(t *testing.T) {
 	sharedRoutes(t, base)
 	t.Run("body and WebSocket", func(t *testing.T) { dispatchedBodyAndWebSocketTo(t, base, "shared-a", "shared-b") })
 	t.Run("isolation", func(t *testing.T) { sharedIsolation(t, base) })
+	t.Run("maxSharedWorkers", sharedCapped)
 	t.Run("update and delete", func(t *testing.T) { sharedUpdateAndDelete(t, base) })
+}
+
+// sharedCapped: a dispatch Worker whose binding allows one Shared user Worker loads the
+// first it is asked for and answers 503 naming the setting for another, while Dedicated
+// ones are not counted; its workerd container's memory limit grows by
+// SharedWorkerMiB for the one it may hold.
+func sharedCapped(t *testing.T) {
+	newDispatchWorker(t, "shared-capped", dispatcherModule, func(s *fleetv1alpha1.WorkerSpec) {
+		s.Bindings = []fleetv1alpha1.Binding{{Name: "dispatcher", DispatchNamespace: &fleetv1alpha1.DispatchNamespaceBinding{Namespace: sharedDNS, MaxShared: ptr.To[int32](1)}}}
+	})
+	waitWorkerReady(t, "shared-capped")
+	base := serviceURL(t, "shared-capped")
+	sharedWantBody(t, time.Minute, base+"/shared-a/hello", "shared-a saw https://shared-a.sites.example/hello leaked=")
+	got, err := get(base + "/iso-a/")
+	if want := `dispatch: user Worker "iso-a" is not loaded: this pod holds its most Shared user Workers, 1 (the dispatchNamespace binding's maxSharedWorkers; docs/dispatch.md)`; err == nil || strings.TrimSpace(got) != want {
+		t.Errorf("a second Shared user Worker past maxSharedWorkers 1: got %q, %v; want 503 %q", got, err, want)
+	}
+	sharedWantBody(t, time.Minute, base+"/dedicated-c/z", "dedicated-c saw https://dedicated-c.sites.example/z leaked=")
+	sharedWantBody(t, time.Minute, base+"/shared-a/again", "shared-a saw https://shared-a.sites.example/again leaked=")
+	pod := workerPods(t, "shared-capped")[0]
+	for _, c := range pod.Spec.Containers {
+		if c.Name != podcontract.WorkerdContainer {
+			continue
+		}
+		want := resource.MustParse(fmt.Sprintf("%dMi", podcontract.WorkerdMemoryMiB(128)+fleetv1alpha1.SharedWorkerMiB))
+		if got := c.Resources.Limits[corev1.ResourceMemory]; got.Cmp(want) != 0 {
+			t.Errorf("workerd memory limit %s, want %s (the default 128 MiB heap's container plus one Shared user Worker)", got.String(), want.String())
+		}
+	}
 }
 
 // sharedRoutes: the platform reaches both placements of its dispatch namespace by name,
@@ -344,7 +375,9 @@ func BenchmarkDispatchShared(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("shared-bench-%d", i)
 	}
-	newDispatchWorker(b, "shared-bench-platform", dispatcherModule, sharedDispatcher("shared-bench"))
+	newDispatchWorker(b, "shared-bench-platform", dispatcherModule, func(s *fleetv1alpha1.WorkerSpec) {
+		s.Bindings = []fleetv1alpha1.Binding{{Name: "dispatcher", DispatchNamespace: &fleetv1alpha1.DispatchNamespaceBinding{Namespace: "shared-bench", MaxShared: ptr.To(int32(n))}}}
+	})
 	newDispatchWorker(b, "shared-bench-direct", userModule("shared-bench-direct"), func(*fleetv1alpha1.WorkerSpec) {})
 	created, ready := createSharedBench(b, names)
 	b.Logf("%d Shared user Workers: created in %s, all Ready %s after the first create", n, created, ready)
