@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/deploy"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/wrangler"
@@ -71,6 +72,7 @@ same objects for GitOps (docs/deploy.md).`,
 	fl.StringVar(&o.R2Endpoint, "r2-endpoint", "", "S3-compatible endpoint of the R2Buckets that r2_buckets bind (as import)")
 	fl.BoolVar(&o.AllowUnsupported, "allow-unsupported", false, "deploy despite keys that cannot be mapped (as import)")
 	fl.StringVar(&o.DispatchNamespace, "dispatch-namespace", "", "deploy the Worker as a user Worker of this dispatch namespace (spec.dispatchNamespace), as wrangler deploy --dispatch-namespace (docs/dispatch.md)")
+	fl.Var(&placementFlag{&o.DispatchPlacement}, "dispatch-placement", "Dedicated or Shared: where the user Workers that the project's build uploads into a dispatch namespace run (spec.dispatchPlacement; docs/dispatch.md)")
 	fl.StringToStringVar(&o.ContainerImages, "container-image", nil, "CLASS=REF: the built image of a containers[] entry whose image is a Dockerfile (docs/containers.md); repeatable")
 	fl.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "how long to retry applying and to wait for Ready")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
@@ -140,4 +142,18 @@ func writeObjects(w io.Writer, objs []*unstructured.Unstructured) error {
 		}
 	}
 	return nil
+}
+
+// placementFlag is --dispatch-placement: Dedicated or Shared.
+type placementFlag struct{ p *v1alpha1.DispatchPlacement }
+
+func (f *placementFlag) String() string { return string(*f.p) }
+func (f *placementFlag) Type() string   { return "placement" }
+func (f *placementFlag) Set(v string) error {
+	switch p := v1alpha1.DispatchPlacement(v); p {
+	case v1alpha1.DispatchPlacementDedicated, v1alpha1.DispatchPlacementShared:
+		*f.p = p
+		return nil
+	}
+	return fmt.Errorf("%q: want Dedicated or Shared (spec.dispatchPlacement; docs/dispatch.md)", v)
 }

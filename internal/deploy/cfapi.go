@@ -194,6 +194,10 @@ func (a *cloudflareAPI) userWorker(r *http.Request) (*v1alpha1.Worker, error) {
 			Source: v1alpha1.WorkerSource{Inline: &v1alpha1.InlineSource{Modules: modules}},
 		},
 	}
+	if a.o.DispatchPlacement == v1alpha1.DispatchPlacementShared {
+		// Loaded by the dispatch Workers' pods: it has no replicas of its own.
+		wk.Spec.DispatchPlacement, wk.Spec.Replicas = v1alpha1.DispatchPlacementShared, nil
+	}
 	if wk.Spec.CompatibilityDate == "" {
 		if wk.Spec.CompatibilityDate = a.date; a.date == "" {
 			return nil, fmt.Errorf("metadata.compatibility_date: required: the project's wrangler configuration has none to default to")

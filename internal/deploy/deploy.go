@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/workerd-operator/workerd-operator/api/v1alpha1"
 	"github.com/workerd-operator/workerd-operator/internal/bundleimage"
 	"github.com/workerd-operator/workerd-operator/internal/kubeapply"
 	"github.com/workerd-operator/workerd-operator/internal/wrangler"
@@ -45,6 +46,9 @@ type Options struct {
 	R2Endpoint        string
 	AllowUnsupported  bool
 	DispatchNamespace string
+	// DispatchPlacement is the spec.dispatchPlacement of the user Workers the build
+	// uploads through Cloudflare's API (cfapi.go); "" is Dedicated.
+	DispatchPlacement v1alpha1.DispatchPlacement
 	// ContainerImages is import's --container-image: class → built image.
 	ContainerImages map[string]string
 	// Rest is the cluster (unused with DryRun).

@@ -19,11 +19,13 @@ import (
 	"github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/workerd-operator/workerd-operator/api/v1alpha1"
+	"github.com/workerd-operator/workerd-operator/internal/deploy"
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
 	"github.com/workerd-operator/workerd-operator/internal/testenv"
 )
@@ -208,15 +210,24 @@ func dispatchPoliciesRefuse(t *testing.T, target corev1.Pod) {
 // the official SDK, which deploy serves on loopback (CLOUDFLARE_BASE_URL), then runs
 // wrangler deploy for the dispatch Worker (binding DISPATCHER). The dispatch Worker
 // reaches the uploaded Worker by name, answers 404 "not found" for another name, and
-// Cloudflare's own Playwright spec for it passes.
+// Cloudflare's own Playwright spec for it passes; with the upload Dedicated (its own
+// pod) and Shared (loaded by the dispatch Worker's pod: deploy --dispatch-placement).
 func TestWorkerPublisherTemplate(t *testing.T) {
+	for _, p := range []fleetv1alpha1.DispatchPlacement{fleetv1alpha1.DispatchPlacementDedicated, fleetv1alpha1.DispatchPlacementShared} {
+		t.Run(string(p), func(t *testing.T) { workerPublisherTemplate(t, p) })
+	}
+}
+
+func workerPublisherTemplate(t *testing.T, placement fleetv1alpha1.DispatchPlacement) {
 	const name = "worker-publisher-template"
 	src := filepath.Join(repoRoot, "test", "testdata", "cloudflare-templates", name)
 	dir, err := testenv.CopyProject(src, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := deployDir(t, dir)
+	uploaded := &fleetv1alpha1.Worker{ObjectMeta: metav1.ObjectMeta{Namespace: sampleNS, Name: "my-hello-world-script"}}
+	t.Cleanup(func() { deleteAndWait(t, uploaded) })
+	d := deployDir(t, dir, func(o *deploy.Options) { o.DispatchPlacement = placement })
 	if !slices.ContainsFunc(d.res.Import.Worker.Spec.Bindings, func(b fleetv1alpha1.Binding) bool {
 		return b.Name == "DISPATCHER" && b.DispatchNamespace != nil && b.DispatchNamespace.Namespace == "my-dispatch-namespace"
 	}) {
@@ -226,8 +237,11 @@ func TestWorkerPublisherTemplate(t *testing.T) {
 	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: sampleNS, Name: "my-hello-world-script"}, user); err != nil {
 		t.Fatalf("the uploaded user Worker: %v", err)
 	}
-	if user.Spec.DispatchNamespace != "my-dispatch-namespace" {
-		t.Errorf("uploaded Worker's dispatchNamespace %q", user.Spec.DispatchNamespace)
+	if user.Spec.DispatchNamespace != "my-dispatch-namespace" || user.Spec.DispatchPlacement != placement && placement != fleetv1alpha1.DispatchPlacementDedicated {
+		t.Errorf("uploaded Worker's dispatchNamespace %q, dispatchPlacement %q; want my-dispatch-namespace, %s", user.Spec.DispatchNamespace, user.Spec.DispatchPlacement, placement)
+	}
+	if pods := workerPods(t, user.Name); (len(pods) == 0) != (placement == fleetv1alpha1.DispatchPlacementShared) {
+		t.Errorf("the uploaded %s user Worker has %d pods", placement, len(pods))
 	}
 	// deploy-wfp.ts's script answers env.MESSAGE, which its upload binds to "Hello World!".
 	if got, err := get(d.url + "/my-hello-world-script"); err != nil || got != "Hello World!" {
@@ -331,4 +345,24 @@ func procRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// deleteAndWait deletes Worker w and waits until it and its pods are gone: a Worker of
+// the same name may then be created with another spec.dispatchPlacement (which cannot
+// change).
+func deleteAndWait(t testing.TB, w *fleetv1alpha1.Worker) {
+	ctx := context.Background()
+	if err := k8sClient.Delete(ctx, w); err != nil && !apierrors.IsNotFound(err) {
+		t.Error(err)
+		return
+	}
+	eventually(t, time.Minute, "Worker "+w.Name+" gone", func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(w), &fleetv1alpha1.Worker{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
+		}
+		if n := len(workerPods(t, w.Name)); n > 0 {
+			return fmt.Errorf("%d pods left", n)
+		}
+		return nil
+	})
 }
