@@ -321,7 +321,7 @@ func attachDispatch(srv *sidecar.Server, o *sidecarOptions, stderr io.Writer) er
 		}
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.TLSClientConfig, tr.MaxIdleConnsPerHost = cfg, 16
-		do.Code = &userworkers.Client{Base: api, HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+		do.Code = &userworkers.Client{Base: api, HTTP: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
 	}
 	srv.HandleMarked(podcontract.DispatchNamespaceHeader, dispatch.New(do))
 	fmt.Fprintf(stderr, "sidecar: dispatcher for user Workers under %s (mutual TLS: %t; Shared user Workers from %q)\n", domain, do.TLS != nil, os.Getenv(podcontract.DispatchAPIEnv))

@@ -30,15 +30,17 @@ var dedicatedAnswer = []byte(`{"placement":"Dedicated"}`)
 type codeCache struct {
 	client *userworkers.Client
 	ttl    time.Duration
+	logf   func(format string, a ...any)
 
 	mu      sync.Mutex
 	entries map[string]*codeEntry
 }
 
 type codeEntry struct {
-	mu      sync.Mutex
-	answer  userworkers.Answer
-	fetched time.Time
+	mu     sync.Mutex
+	answer userworkers.Answer
+	// asked is when the manager was last asked, answered when it last answered.
+	asked, answered time.Time
 }
 
 // get is the current answer about user Worker name of dispatch namespace dns.
@@ -46,21 +48,29 @@ func (c *codeCache) get(ctx context.Context, dns, name string) (userworkers.Answ
 	e := c.entry(dns + "/" + name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.fetched.IsZero() && time.Since(e.fetched) < c.ttl {
+	if !e.asked.IsZero() && time.Since(e.asked) < c.ttl {
 		return e.answer, nil
 	}
+	e.asked = time.Now()
 	etag := ""
 	if e.answer.Status == http.StatusOK {
 		etag = e.answer.ETag
 	}
 	a, err := c.client.Get(ctx, dns, name, etag)
 	if err != nil {
+		if !e.answered.IsZero() {
+			// The manager is away (a restart, a rollout): its last answer stands, so the
+			// user Workers loaded here keep answering until it is back.
+			c.logf("dispatch: user Worker %s/%s: the manager did not answer (%v): its last answer, %s old, stands", dns, name, err, time.Since(e.answered).Round(time.Second))
+			return e.answer, nil
+		}
+		e.asked = time.Time{} // nothing to stand: the next call asks again
 		return userworkers.Answer{}, err
 	}
 	if a.Status != http.StatusNotModified {
 		e.answer = a
 	}
-	e.fetched = time.Now()
+	e.answered = time.Now()
 	return e.answer, nil
 }
 
@@ -73,7 +83,7 @@ func (c *codeCache) entry(key string) *codeEntry {
 	if len(c.entries) >= maxCodeEntries {
 		for k, e := range c.entries {
 			if e.mu.TryLock() {
-				if time.Since(e.fetched) >= c.ttl {
+				if time.Since(e.asked) >= c.ttl {
 					delete(c.entries, k)
 				}
 				e.mu.Unlock()

@@ -65,7 +65,7 @@ func New(o Options) *Dispatcher {
 		if o.CodeTTL <= 0 {
 			o.CodeTTL = DefaultCodeTTL
 		}
-		d.code = &codeCache{client: o.Code, ttl: o.CodeTTL, entries: map[string]*codeEntry{}}
+		d.code = &codeCache{client: o.Code, ttl: o.CodeTTL, logf: o.Logf, entries: map[string]*codeEntry{}}
 	}
 	tr := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
