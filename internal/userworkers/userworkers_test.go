@@ -111,7 +111,9 @@ func TestCodeIDChanges(t *testing.T) {
 		t.Errorf("the same Worker has IDs %s and %s", first, again)
 	}
 	for name, edit := range map[string]func(*v1alpha1.WorkerSpec){
-		"module":  func(s *v1alpha1.WorkerSpec) { s.Source.Inline.Modules[0].Content = ptr.To("export default {fetch(){}}") },
+		"module": func(s *v1alpha1.WorkerSpec) {
+			s.Source.Inline.Modules[0].Content = ptr.To("export default {fetch(){}}")
+		},
 		"binding": func(s *v1alpha1.WorkerSpec) { s.Bindings[0].Text = ptr.To("hello") },
 		"date":    func(s *v1alpha1.WorkerSpec) { s.CompatibilityDate = "2026-11-02" },
 		"flags":   func(s *v1alpha1.WorkerSpec) { s.CompatibilityFlags = []string{"nodejs_compat"} },
