@@ -84,6 +84,12 @@ func TestMatchConditions(t *testing.T) {
 			func(u *unstructured.Unstructured) {
 				_ = unstructured.SetNestedField(u.Object, int64(2), "spec", "replicas")
 			}},
+		// A Shared user Worker has no replicas nor memoryMiB (it has no pods), so their
+		// absence calls nothing once the other defaults are there.
+		{"SharedUserWorker", minimal(newSharedWorker("mc-shared", nil)), MutateWorkerPath, ValidateWorkerPath,
+			func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "2026-11-02", "spec", "compatibilityDate")
+			}},
 		{"Workflow", newWorkflow("mc-workflow", limits.Paid, func(s *v1alpha1.WorkflowSpec) { s.WorkerRef = ref }), MutateWorkflowPath, ValidateWorkflowPath,
 			func(u *unstructured.Unstructured) {
 				_ = unstructured.SetNestedField(u.Object, "2 minutes", "spec", "defaults", "timeout")
