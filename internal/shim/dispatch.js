@@ -44,48 +44,77 @@ function loaderCode(c, internet) {
   };
 }
 
+// DispatchNamespace is the binding: Cloudflare's get() is all the dispatch Worker sees,
+// and the rest is private, so its code does not reach the sidecar's questions by
+// accident. The module runs in the dispatch Worker's isolate, so that Worker is trusted
+// with its user Workers' code and env (docs/dispatch.md), as the platform's code is.
 class DispatchNamespace {
   #env;
   // name → { shared, etag, until }: plain values only, since a promise of another
   // request's I/O may not be awaited here.
   #placements = new Map();
-  // The Shared user Workers this process has loaded: workerd keeps each isolate, so
-  // their number is bounded by the binding's maxSharedWorkers (config.maxShared), for
-  // which the pod's memory is sized.
+  // The isolates of Shared user Workers this process has loaded, by loader key (name and
+  // code ID: an edit loads another): workerd keeps each, so their number is bounded by
+  // the binding's maxSharedWorkers (config.maxShared), for which the pod's memory is
+  // sized.
   #loaded = new Set();
   constructor(env) {
     this.#env = env;
-  }
-  notFound(name) {
-    this.#placements.delete(name);
-    return new Error(`Worker not found: ${name}`);
   }
   get(name, args, options) {
     if (typeof name !== "string" || name === "") {
       throw new TypeError("get(name): name must be a non-empty string");
     }
-    return new UserWorker(this, name);
+    return new UserWorker((input, init) => this.#fetch(name, input, init));
   }
-  // ask is the sidecar's answer about user Worker name: a Response, or an Error when
+  // #fetch is get(name).fetch(input, init): the user Worker's own isolate when it is
+  // Shared, else the sidecar, which forwards to its pods.
+  async #fetch(name, input, init) {
+    const request = new Request(input, init);
+    const headers = new Headers(request.headers);
+    for (const h of [...headers.keys()]) {
+      if (h.startsWith(INTERNAL)) headers.delete(h);
+    }
+    const { known, code, failed } = await this.#where(name);
+    if (failed) return failed;
+    if (known.shared) {
+      const worker = this.#load(name, known.etag, code);
+      if (!worker) return this.#full(name);
+      return worker.getEntrypoint().fetch(new Request(request, { headers }));
+    }
+    headers.set(SCRIPT, name);
+    headers.set(PROTO, new URL(request.url).protocol.slice(0, -1));
+    const response = await this.#env.fetcher.fetch(new Request(request, { headers }));
+    if (response.status === 404 && response.headers.get(ERROR) === "not-found") {
+      await response.body?.cancel();
+      throw this.#notFound(name);
+    }
+    return response;
+  }
+  #notFound(name) {
+    this.#placements.delete(name);
+    return new Error(`Worker not found: ${name}`);
+  }
+  // #ask is the sidecar's answer about user Worker name: a Response, or an Error when
   // it is not found.
-  async ask(name, etag) {
+  async #ask(name, etag) {
     const headers = { [SCRIPT]: name, [RESOLVE]: "1" };
     if (etag) headers["If-None-Match"] = etag;
     const r = await this.#env.fetcher.fetch("http://dispatch/", { headers });
     if (r.status === 404 && r.headers.get(ERROR) === "not-found") {
       await r.body?.cancel();
-      throw this.notFound(name);
+      throw this.#notFound(name);
     }
     return r;
   }
-  // where is what this isolate knows of user Worker name, asking the sidecar when it
+  // #where is what this isolate knows of user Worker name, asking the sidecar when it
   // is older than TTL_MS; code is the Worker's code when the sidecar just sent it, and
   // failed the sidecar's error response.
-  async where(name) {
+  async #where(name) {
     const known = this.#placements.get(name);
     if (known && known.until > Date.now()) return { known };
-    const r = await this.ask(name, known?.etag);
-    if (r.status === 304) {
+    const r = await this.#ask(name, known?.etag);
+    if (r.status === 304 && known) {
       known.until = Date.now() + TTL_MS;
       return { known };
     }
@@ -96,60 +125,40 @@ class DispatchNamespace {
     this.#placements.set(name, entry);
     return { known: entry, code };
   }
-  // load is the isolate of Shared user Worker name, from code or the sidecar's; null
+  // #load is the isolate of Shared user Worker name, from code or the sidecar's; null
   // when this process already holds its most Shared user Workers.
-  load(name, etag, code) {
-    if (!this.#loaded.has(name)) {
+  #load(name, etag, code) {
+    const key = `${name}@${etag}`;
+    if (!this.#loaded.has(key)) {
       if (this.#loaded.size >= this.#env.config.maxShared) return null;
-      this.#loaded.add(name);
+      this.#loaded.add(key);
     }
-    return this.#env.loader.get(`${name}@${etag}`, async () => {
+    return this.#env.loader.get(key, async () => {
       if (!code) {
-        const r = await this.ask(name);
-        if (r.status !== 200) throw new Error(`dispatch: user Worker "${name}": ${await r.text()}`);
+        const r = await this.#ask(name);
+        if (r.status !== 200) throw new Error(`dispatch: user Worker "${name}" is unavailable: its code could not be read`);
         code = await r.json();
       }
+      // The code must be the one the key names (an edit since would be another key).
+      if (`"${code.id}"` !== etag) throw new Error(`dispatch: user Worker "${name}" changed while it was loaded: call again`);
       return loaderCode(code, this.#env.internet);
     });
   }
-  full(name) {
+  #full(name) {
     const max = this.#env.config.maxShared;
     return new Response(`dispatch: user Worker "${name}" is not loaded: this pod holds its most Shared user Workers, ${max} (the dispatchNamespace binding's maxSharedWorkers; docs/dispatch.md)\n`,
       { status: 503, headers: { "Retry-After": "1" } });
   }
-  forward(request) {
-    return this.#env.fetcher.fetch(request);
-  }
 }
 
+// UserWorker is get(name)'s fetcher.
 class UserWorker {
-  #ns;
-  #name;
-  constructor(ns, name) {
-    this.#ns = ns;
-    this.#name = name;
+  #call;
+  constructor(call) {
+    this.#call = call;
   }
-  async fetch(input, init) {
-    const request = new Request(input, init);
-    const headers = new Headers(request.headers);
-    for (const name of [...headers.keys()]) {
-      if (name.startsWith(INTERNAL)) headers.delete(name);
-    }
-    const { known, code, failed } = await this.#ns.where(this.#name);
-    if (failed) return failed;
-    if (known.shared) {
-      const worker = this.#ns.load(this.#name, known.etag, code);
-      if (!worker) return this.#ns.full(this.#name);
-      return worker.getEntrypoint().fetch(new Request(request, { headers }));
-    }
-    headers.set(SCRIPT, this.#name);
-    headers.set(PROTO, new URL(request.url).protocol.slice(0, -1));
-    const response = await this.#ns.forward(new Request(request, { headers }));
-    if (response.status === 404 && response.headers.get(ERROR) === "not-found") {
-      await response.body?.cancel();
-      throw this.#ns.notFound(this.#name);
-    }
-    return response;
+  fetch(input, init) {
+    return this.#call(input, init);
   }
 }
 

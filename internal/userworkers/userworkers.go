@@ -134,5 +134,14 @@ func (c *Client) Get(ctx context.Context, dns, name, etag string) (Answer, error
 	case http.StatusOK, http.StatusNotModified, http.StatusNotFound:
 		return Answer{Status: resp.StatusCode, ETag: resp.Header.Get("ETag"), Body: body}, nil
 	}
-	return Answer{}, fmt.Errorf("the manager answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	return Answer{}, &StatusError{Status: resp.StatusCode, Message: fmt.Sprintf("the manager answered %s: %s", resp.Status, strings.TrimSpace(string(body)))}
 }
+
+// StatusError is an answer of the manager other than 200, 304 and 404: a refusal (4xx)
+// or its failure (5xx). Errors that are not StatusErrors reached no manager.
+type StatusError struct {
+	Status  int
+	Message string
+}
+
+func (e *StatusError) Error() string { return e.Message }

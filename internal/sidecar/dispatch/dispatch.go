@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/workerd-operator/workerd-operator/internal/podcontract"
@@ -65,7 +66,8 @@ func New(o Options) *Dispatcher {
 		if o.CodeTTL <= 0 {
 			o.CodeTTL = DefaultCodeTTL
 		}
-		d.code = &codeCache{client: o.Code, ttl: o.CodeTTL, logf: o.Logf, entries: map[string]*codeEntry{}}
+		d.code = &codeCache{client: o.Code, ttl: o.CodeTTL, logf: o.Logf, entries: map[string]*codeEntry{},
+			newNames: rate.NewLimiter(newNamesPerSecond, newNamesBurst)}
 	}
 	tr := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
