@@ -40,12 +40,7 @@ func TestDispatchBindingRenders(t *testing.T) {
 		}
 	}
 	fileByPath(t, out, podcontract.ShimSubdir+"/dispatch.js")
-	var domain string
-	for _, e := range out.SidecarEnv {
-		if e.Name == podcontract.DispatchDomainEnv {
-			domain = e.Value
-		}
-	}
+	domain := sidecarEnv(out, podcontract.DispatchDomainEnv)
 	if api := sidecarEnv(out, podcontract.DispatchAPIEnv); api != "https://mgr.example:9446" {
 		t.Errorf("%s = %q, want the manager's internal API", podcontract.DispatchAPIEnv, api)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -230,34 +228,6 @@ func sharedRoutes(t *testing.T, base string) {
 	}
 }
 
-// dispatchedBodyAndWebSocketTo: a 1 MiB request body to user Worker postTo and a
-// WebSocket to user Worker wsTo go through dispatch.
-func dispatchedBodyAndWebSocketTo(t *testing.T, base, postTo, wsTo string) {
-	body := strings.Repeat("x", 1<<20)
-	resp, err := httpClient.Post(base+"/"+postTo+"/upload", "text/plain", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if want := postTo + " got POST " + body; string(got) != want {
-		t.Errorf("POST of 1 MiB through dispatch to %s: %d, %d bytes back, want %d", postTo, resp.StatusCode, len(got), len(want))
-	}
-	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/"+wsTo+"/ws", nil)
-	if err != nil {
-		t.Fatalf("WebSocket through dispatch to %s: %v", wsTo, err)
-	}
-	defer ws.Close()
-	for _, m := range []string{"one", "two"} {
-		if err := ws.WriteMessage(websocket.TextMessage, []byte(m)); err != nil {
-			t.Fatal(err)
-		}
-		if got, want := readText(t, ws), wsTo+" echo "+m; got != want {
-			t.Errorf("WebSocket through dispatch: got %q, want %q", got, want)
-		}
-	}
-}
-
 // isoGet calls isolationModule's Worker name through the platform with query q.
 func isoGet(t *testing.T, base, name, q string) isoReply {
 	t.Helper()
@@ -393,7 +363,7 @@ func BenchmarkDispatchShared(b *testing.B) {
 			first = sharedFirstCalls(b, platform, names)
 			rssAfter, loaded = sharedContainerRSS(dispatcher, podcontract.WorkerdContainer), len(first)
 		}
-		sharedReportPercentiles(b, first)
+		reportPercentiles(b, first)
 		// The mean first call, not the b.N loop this sub-benchmark does not run.
 		var sum time.Duration
 		for _, d := range first {
@@ -402,10 +372,10 @@ func BenchmarkDispatchShared(b *testing.B) {
 		b.ReportMetric(float64(sum.Nanoseconds())/float64(max(len(first), 1)), "ns/op")
 	})
 	b.Run("direct", func(b *testing.B) {
-		sharedBenchGets(b, func(int) (string, string) { return direct + "/p", "shared-bench-direct saw " })
+		benchGets(b, func(int) (string, string) { return direct + "/p", "shared-bench-direct saw " })
 	})
 	b.Run("dispatched", func(b *testing.B) {
-		sharedBenchGets(b, func(i int) (string, string) {
+		benchGets(b, func(i int) (string, string) {
 			return platform + "/" + names[i%n] + "/p", names[i%n] + " saw "
 		})
 	})
@@ -552,34 +522,6 @@ func sharedFirstCalls(b *testing.B, platform string, names []string) []time.Dura
 		durs = append(durs, took)
 	}
 	return durs
-}
-
-// sharedBenchGets GETs the url(i) of b.N calls, each answer starting with its want, and
-// reports p50/p99.
-func sharedBenchGets(b *testing.B, call func(i int) (u, want string)) {
-	durs := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		u, want := call(i)
-		t0 := time.Now()
-		got, err := get(u)
-		if err != nil || !strings.HasPrefix(got, want) {
-			b.Fatalf("%s: got %q, %v; want %q", u, got, err, want)
-		}
-		durs = append(durs, time.Since(t0))
-	}
-	b.StopTimer()
-	sharedReportPercentiles(b, durs)
-}
-
-// sharedReportPercentiles reports the p50 and p99 of durs in µs.
-func sharedReportPercentiles(b *testing.B, durs []time.Duration) {
-	if len(durs) == 0 {
-		return
-	}
-	s := slices.Sorted(slices.Values(durs))
-	b.ReportMetric(float64(s[len(s)/2].Microseconds()), "p50-us")
-	b.ReportMetric(float64(s[len(s)*99/100].Microseconds()), "p99-us")
 }
 
 // sharedContainerRSS is the resident memory in bytes of container c of pod p.

@@ -127,7 +127,7 @@ func TestDispatchNamespace(t *testing.T) {
 			return nil
 		})
 	}
-	dispatchedBodyAndWebSocket(t, base)
+	dispatchedBodyAndWebSocketTo(t, base, "site-a", "site-b")
 	dispatchPoliciesRefuse(t, siteB)
 	platform := workerPods(t, "platform")[0]
 	if log, err := containerLog(platform, podcontract.SidecarContainer); err != nil || !strings.Contains(log, "(mutual TLS: true;") {
@@ -135,29 +135,30 @@ func TestDispatchNamespace(t *testing.T) {
 	}
 }
 
-// dispatchedBodyAndWebSocket: a request body and a WebSocket go through dispatch.
-func dispatchedBodyAndWebSocket(t *testing.T, base string) {
+// dispatchedBodyAndWebSocketTo: a 1 MiB request body to user Worker postTo and a
+// WebSocket to user Worker wsTo go through dispatch.
+func dispatchedBodyAndWebSocketTo(t *testing.T, base, postTo, wsTo string) {
 	body := strings.Repeat("x", 1<<20)
-	resp, err := httpClient.Post(base+"/site-a/upload", "text/plain", strings.NewReader(body))
+	resp, err := httpClient.Post(base+"/"+postTo+"/upload", "text/plain", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if want := "site-a got POST " + body; string(got) != want {
-		t.Errorf("POST of 1 MiB through dispatch: %d, %d bytes back, want %d", resp.StatusCode, len(got), len(want))
+	if want := postTo + " got POST " + body; string(got) != want {
+		t.Errorf("POST of 1 MiB through dispatch to %s: %d, %d bytes back, want %d", postTo, resp.StatusCode, len(got), len(want))
 	}
-	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/site-b/ws", nil)
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/"+wsTo+"/ws", nil)
 	if err != nil {
-		t.Fatalf("WebSocket through dispatch: %v", err)
+		t.Fatalf("WebSocket through dispatch to %s: %v", wsTo, err)
 	}
 	defer ws.Close()
 	for _, m := range []string{"one", "two"} {
 		if err := ws.WriteMessage(websocket.TextMessage, []byte(m)); err != nil {
 			t.Fatal(err)
 		}
-		if got := readText(t, ws); got != "site-b echo "+m {
-			t.Errorf("WebSocket through dispatch: got %q, want %q", got, "site-b echo "+m)
+		if got, want := readText(t, ws), wsTo+" echo "+m; got != want {
+			t.Errorf("WebSocket through dispatch: got %q, want %q", got, want)
 		}
 	}
 }
@@ -289,25 +290,13 @@ func BenchmarkDispatch(b *testing.B) {
 	platform := direct["bench-platform"]
 	for _, mode := range []string{"direct", "dispatched"} {
 		b.Run(mode, func(b *testing.B) {
-			durs := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
+			benchGets(b, func(i int) (string, string) {
 				name := names[i%n]
-				u, want := direct[name]+"/p", name+" saw "
 				if mode == "dispatched" {
-					u = platform + "/" + name + "/p"
+					return platform + "/" + name + "/p", name + " saw "
 				}
-				t0 := time.Now()
-				got, err := get(u)
-				if err != nil || !strings.HasPrefix(got, want) {
-					b.Fatalf("%s: got %q, %v; want %q", u, got, err, want)
-				}
-				durs = append(durs, time.Since(t0))
-			}
-			b.StopTimer()
-			slices.Sort(durs)
-			b.ReportMetric(float64(durs[len(durs)/2].Microseconds()), "p50-us")
-			b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds()), "p99-us")
+				return direct[name] + "/p", name + " saw "
+			})
 		})
 	}
 	b.Logf("pods: %d user Workers, 1 dispatch Worker; resident memory: %s", n, podsRSS(b, append(names, "bench-platform")))
@@ -365,4 +354,32 @@ func deleteAndWait(t testing.TB, w *fleetv1alpha1.Worker) {
 		}
 		return nil
 	})
+}
+
+// benchGets GETs the url(i) of b.N calls, each answer starting with its want, and
+// reports p50/p99.
+func benchGets(b *testing.B, call func(i int) (u, want string)) {
+	durs := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		u, want := call(i)
+		t0 := time.Now()
+		got, err := get(u)
+		if err != nil || !strings.HasPrefix(got, want) {
+			b.Fatalf("%s: got %q, %v; want %q", u, got, err, want)
+		}
+		durs = append(durs, time.Since(t0))
+	}
+	b.StopTimer()
+	reportPercentiles(b, durs)
+}
+
+// reportPercentiles reports the p50 and p99 of durs in µs.
+func reportPercentiles(b *testing.B, durs []time.Duration) {
+	if len(durs) == 0 {
+		return
+	}
+	s := slices.Sorted(slices.Values(durs))
+	b.ReportMetric(float64(s[len(s)/2].Microseconds()), "p50-us")
+	b.ReportMetric(float64(s[len(s)*99/100].Microseconds()), "p99-us")
 }

@@ -109,11 +109,20 @@ func (c *codeCache) sweep() {
 			if len(c.entries) <= target {
 				return
 			}
-			if !staleOnly || e.mu.TryLock() && func() bool { defer e.mu.Unlock(); return time.Since(e.asked) >= c.ttl }() {
+			if !staleOnly || c.stale(e) {
 				delete(c.entries, k)
 			}
 		}
 	}
+}
+
+// stale reports whether e is idle (no request holds it) and past its TTL.
+func (c *codeCache) stale(e *codeEntry) bool {
+	if !e.mu.TryLock() {
+		return false
+	}
+	defer e.mu.Unlock()
+	return time.Since(e.asked) >= c.ttl
 }
 
 // errTooManyNames refuses a name the manager would be asked about past newNames.
