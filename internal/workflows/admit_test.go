@@ -24,37 +24,37 @@ func TestAdmission(t *testing.T) {
 		t.Fatalf("no lag yet: limit %v, want %d", a.limit, 2*admitFloor)
 	}
 	// A window of small lags while the limit is reached doubles it.
-	a.note(0.1, 8, at(10))
-	a.note(0.2, 8, at(70))
+	a.note(0.1*admitLag, 8, at(10))
+	a.note(0.2*admitLag, 8, at(70))
 	if a.limit != 16 {
-		t.Fatalf("after a window of lags 0.1 and 0.2 ms at the limit: limit %v, want 16", a.limit)
+		t.Fatalf("after a window of lags of 0.1 and 0.2 admitLag at the limit: limit %v, want 16", a.limit)
 	}
 	if !a.take(15, at(80)) || a.take(16, at(80)) {
 		t.Fatalf("limit 16: take(15) and not take(16) expected")
 	}
 	// Lags around admitLag raise it by one; the same while runs are well under the
 	// limit leave it.
-	a.note(0.8, 16, at(130))
+	a.note(0.8*admitLag, 16, at(130))
 	if a.limit != 17 {
-		t.Fatalf("window of 0.8 ms at the limit: limit %v, want 17", a.limit)
+		t.Fatalf("window of 0.8 admitLag at the limit: limit %v, want 17", a.limit)
 	}
-	a.note(0.1, 5, at(190))
+	a.note(0.1*admitLag, 5, at(190))
 	if a.limit != 17 {
 		t.Fatalf("window with 5 runs under limit 17: limit %v, want it unchanged", a.limit)
 	}
 	// Lags over admitLag cut it by a fifth per window, to the floor and not below.
 	a.held.Store(true)
-	if again := a.note(3, 17, at(250)); math.Abs(a.limit-13.6) > 1e-9 || again {
-		t.Fatalf("window of 3 ms: limit %v (want 13.6), dispatch again %v (want false)", a.limit, again)
+	if again := a.note(3*admitLag, 17, at(250)); math.Abs(a.limit-13.6) > 1e-9 || again {
+		t.Fatalf("window of 3 admitLag: limit %v (want 13.6), dispatch again %v (want false)", a.limit, again)
 	}
 	for ms := 310; ms < 2000; ms += 60 {
-		a.note(3, 17, at(ms))
+		a.note(3*admitLag, 17, at(ms))
 	}
 	if a.limit != admitFloor {
-		t.Fatalf("lags of 3 ms for 2 s: limit %v, want the floor %d", a.limit, admitFloor)
+		t.Fatalf("lags of 3 admitLag for 2 s: limit %v, want the floor %d", a.limit, admitFloor)
 	}
 	// A held dispatch goes on once a window raises the limit over the runs in flight.
-	if again := a.note(0.1, 4, at(2100)); !again || a.limit != 2*admitFloor {
+	if again := a.note(0.1*admitLag, 4, at(2100)); !again || a.limit != 2*admitFloor {
 		t.Fatalf("small lags at the floor: limit %v, dispatch again %v; want %d, true", a.limit, again, 2*admitFloor)
 	}
 }
