@@ -28,11 +28,13 @@ func BenchmarkDataBindings(b *testing.B) {
 	for _, kind := range []render.DataKind{render.DataKV, render.DataD1, render.DataQueue} {
 		ref := render.DataRef{Kind: kind, Name: "bench"}
 		h := render.DataHost{Kind: kind, Namespace: "default", Name: "bench"}
-		host := startDataHost(b, bin, b.TempDir(), h)
-		pods := startDataClient(b, bin, map[render.DataRef]string{ref: host.Addrs[podcontract.GatewaySocket]})
+		// Every process has its own sidecar, as in a pod: without one the ingress pays a
+		// failed request.cf lookup on every request.
+		host := startHost(b, bin, b.TempDir(), render.Input{Worker: render.DataHostWorker(h), DataHost: &h}, withSidecar(b))
+		pods := startDataWorkerWith(b, bin, dataWorker(b, "conformance.js"), map[render.DataRef]string{ref: host.Addrs[podcontract.GatewaySocket]}, startSidecar(b))
 		w := dataWorker(b, "conformance.js")
 		stores, _ := dataBindings(w, map[render.DataRef]string{ref: ""})
-		single := startHost(b, bin, b.TempDir(), render.Input{Worker: w, DataHost: &h, DataStores: stores}, nil)
+		single := startHost(b, bin, b.TempDir(), render.Input{Worker: w, DataHost: &h, DataStores: stores}, withSidecar(b))
 		cases := map[render.DataKind][]string{render.DataKV: {"bench-kv-get", "bench-kv-put"}, render.DataD1: {"bench-d1-point"}, render.DataQueue: {"bench-q-send"}}[kind]
 		for _, mode := range []struct {
 			name string
@@ -44,6 +46,11 @@ func BenchmarkDataBindings(b *testing.B) {
 			}
 		}
 	}
+}
+
+// withSidecar is a new sidecar as startHost's externals.
+func withSidecar(b *testing.B) map[string]string {
+	return map[string]string{podcontract.SidecarService: startSidecar(b)}
 }
 
 func benchGet(b *testing.B, url string) {
@@ -85,11 +92,11 @@ func BenchmarkQueueDelivery(b *testing.B) {
 	hundred, zero := int32(100), int32(0)
 	h := render.DataHost{Kind: render.DataQueue, Namespace: "default", Name: "bench",
 		Consumer: &render.QueueConsumer{MaxBatchSize: &hundred, MaxBatchTimeout: &zero}}
-	host := startHost(b, bin, b.TempDir(), render.Input{Worker: dataWorker(b, "queuebench.js"), DataHost: &h}, nil)
-	pods := startDataWorker(b, bin, dataWorker(b, "queuebench.js"), map[render.DataRef]string{ref: host.Addrs[podcontract.GatewaySocket]})
+	host := startHost(b, bin, b.TempDir(), render.Input{Worker: dataWorker(b, "queuebench.js"), DataHost: &h}, withSidecar(b))
+	pods := startDataWorkerWith(b, bin, dataWorker(b, "queuebench.js"), map[render.DataRef]string{ref: host.Addrs[podcontract.GatewaySocket]}, startSidecar(b))
 	w := dataWorker(b, "queuebench.js")
 	stores, _ := dataBindings(w, map[render.DataRef]string{ref: ""})
-	single := startHost(b, bin, b.TempDir(), render.Input{Worker: w, DataHost: &h, DataStores: stores}, nil)
+	single := startHost(b, bin, b.TempDir(), render.Input{Worker: w, DataHost: &h, DataStores: stores}, withSidecar(b))
 	for _, mode := range []struct{ name, producer, consumer string }{
 		{"pods", pods.Addrs[podcontract.HTTPSocket], host.Addrs[podcontract.HTTPSocket]},
 		{"single-process", single.Addrs[podcontract.HTTPSocket], single.Addrs[podcontract.HTTPSocket]},

@@ -93,7 +93,17 @@ func dataWorker(t testing.TB, file string) *v1alpha1.Worker {
 // startDataWorker starts w as a Worker pod bound to the stores of gateways.
 func startDataWorker(t testing.TB, bin string, w *v1alpha1.Worker, gateways map[render.DataRef]string) *localrun.Local {
 	t.Helper()
+	return startDataWorkerWith(t, bin, w, gateways, "")
+}
+
+// startDataWorkerWith is startDataWorker with the pod's sidecar at sidecarAddr (none
+// when empty: the ingress then logs a failed request.cf lookup per request).
+func startDataWorkerWith(t testing.TB, bin string, w *v1alpha1.Worker, gateways map[render.DataRef]string, sidecarAddr string) *localrun.Local {
+	t.Helper()
 	stores, externals := dataBindings(w, gateways)
+	if sidecarAddr != "" {
+		externals[podcontract.SidecarService] = sidecarAddr
+	}
 	out, err := render.Render(render.Input{Worker: w, DataStores: stores})
 	if err != nil {
 		t.Fatal(err)

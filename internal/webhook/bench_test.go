@@ -23,6 +23,9 @@ import (
 // benchCreates is the number of creates per arm.
 const benchCreates = 2000
 
+// benchRound counts BenchmarkAdmissionRoundTrip's rounds in this process (-count).
+var benchRound int
+
 // BenchmarkAdmissionRoundTrip measures the latency of creating a Worker through the
 // API server with the webhooks (namespace bench-webhook: defaulting + validation) and
 // without them (namespace bench-nowebhook, excluded by the namespace selector), 2,000
@@ -37,8 +40,10 @@ func BenchmarkAdmissionRoundTrip(b *testing.B) {
 	// server starts takes about 2 s with or without webhooks (measured 2.0 s in
 	// bench-nowebhook), and the first webhook call opens the connection. Both arms
 	// start warm instead of the first-measured arm absorbing that one-time cost.
+	// Names carry the round, so that -count N creates new Workers in every round.
+	benchRound++
 	for _, ns := range []string{"bench-webhook", NoWebhookNamespace} {
-		w := newWorker("warm-up", limits.Paid, nil)
+		w := newWorker(fmt.Sprintf("warm-up-%d", benchRound), limits.Paid, nil)
 		w.Namespace = ns
 		w.Spec.Limits = nil
 		if err := s.c.Create(ctx, w); err != nil {
@@ -60,7 +65,7 @@ func BenchmarkAdmissionRoundTrip(b *testing.B) {
 				ns  string
 				out *[]time.Duration
 			}{{"bench-webhook", &with}, {NoWebhookNamespace, &without}} {
-				w := newWorker(fmt.Sprintf("b%d-%d", iter, i), limits.Paid, nil)
+				w := newWorker(fmt.Sprintf("b%d-%d-%d", benchRound, iter, i), limits.Paid, nil)
 				w.Namespace = arm.ns
 				w.Spec.Limits = nil
 				start := time.Now()
