@@ -31,7 +31,7 @@ func BenchmarkDataBindings(b *testing.B) {
 		// Every process has its own sidecar, as in a pod: without one the ingress pays a
 		// failed request.cf lookup on every request.
 		host := startHost(b, bin, b.TempDir(), render.Input{Worker: render.DataHostWorker(h), DataHost: &h}, withSidecar(b))
-		pods := startDataWorkerWith(b, bin, dataWorker(b, "conformance.js"), map[render.DataRef]string{ref: host.Addrs[podcontract.GatewaySocket]}, startSidecar(b))
+		pods := startDataWorkerWith(b, bin, dataWorker(b, "conformance.js"), map[render.DataRef]string{ref: host.Addrs[podcontract.GatewaySocket]}, withSidecar(b))
 		w := dataWorker(b, "conformance.js")
 		stores, _ := dataBindings(w, map[render.DataRef]string{ref: ""})
 		single := startHost(b, bin, b.TempDir(), render.Input{Worker: w, DataHost: &h, DataStores: stores}, withSidecar(b))
@@ -48,7 +48,7 @@ func BenchmarkDataBindings(b *testing.B) {
 	}
 }
 
-// withSidecar is a new sidecar as startHost's externals.
+// withSidecar is a new sidecar as the externals of startHost and startDataWorkerWith.
 func withSidecar(b *testing.B) map[string]string {
 	return map[string]string{podcontract.SidecarService: startSidecar(b)}
 }
@@ -93,7 +93,7 @@ func BenchmarkQueueDelivery(b *testing.B) {
 	h := render.DataHost{Kind: render.DataQueue, Namespace: "default", Name: "bench",
 		Consumer: &render.QueueConsumer{MaxBatchSize: &hundred, MaxBatchTimeout: &zero}}
 	host := startHost(b, bin, b.TempDir(), render.Input{Worker: dataWorker(b, "queuebench.js"), DataHost: &h}, withSidecar(b))
-	pods := startDataWorkerWith(b, bin, dataWorker(b, "queuebench.js"), map[render.DataRef]string{ref: host.Addrs[podcontract.GatewaySocket]}, startSidecar(b))
+	pods := startDataWorkerWith(b, bin, dataWorker(b, "queuebench.js"), map[render.DataRef]string{ref: host.Addrs[podcontract.GatewaySocket]}, withSidecar(b))
 	w := dataWorker(b, "queuebench.js")
 	stores, _ := dataBindings(w, map[render.DataRef]string{ref: ""})
 	single := startHost(b, bin, b.TempDir(), render.Input{Worker: w, DataHost: &h, DataStores: stores}, withSidecar(b))

@@ -93,17 +93,16 @@ func dataWorker(t testing.TB, file string) *v1alpha1.Worker {
 // startDataWorker starts w as a Worker pod bound to the stores of gateways.
 func startDataWorker(t testing.TB, bin string, w *v1alpha1.Worker, gateways map[render.DataRef]string) *localrun.Local {
 	t.Helper()
-	return startDataWorkerWith(t, bin, w, gateways, "")
+	return startDataWorkerWith(t, bin, w, gateways, nil)
 }
 
-// startDataWorkerWith is startDataWorker with the pod's sidecar at sidecarAddr (none
-// when empty: the ingress then logs a failed request.cf lookup per request).
-func startDataWorkerWith(t testing.TB, bin string, w *v1alpha1.Worker, gateways map[render.DataRef]string, sidecarAddr string) *localrun.Local {
+// startDataWorkerWith is startDataWorker reaching the external services of externals
+// too (as startHost's; without a sidecar the ingress logs a failed request.cf lookup
+// per request).
+func startDataWorkerWith(t testing.TB, bin string, w *v1alpha1.Worker, gateways map[render.DataRef]string, externals map[string]string) *localrun.Local {
 	t.Helper()
-	stores, externals := dataBindings(w, gateways)
-	if sidecarAddr != "" {
-		externals[podcontract.SidecarService] = sidecarAddr
-	}
+	stores, bound := dataBindings(w, gateways)
+	maps.Copy(bound, externals)
 	out, err := render.Render(render.Input{Worker: w, DataStores: stores})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +112,7 @@ func startDataWorkerWith(t testing.TB, bin string, w *v1alpha1.Worker, gateways 
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l, err := localrun.StartLocal(ctx, localrun.LocalOptions{Binary: bin, Dir: dir, Externals: externals})
+	l, err := localrun.StartLocal(ctx, localrun.LocalOptions{Binary: bin, Dir: dir, Externals: bound})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
